@@ -1,0 +1,158 @@
+//! Decoded requests: what a client asked for, independent of the wire format.
+//! Slices borrow from the connection's read buffer; nothing is copied.
+
+use crate::meta::MetaFlags;
+use std::borrow::Cow;
+
+/// The longest key memcached accepts.
+pub const KEY_MAX_LENGTH: usize = 250;
+
+/// Which classic storage command a data block belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreMode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    /// `cas`: store only if the item's CAS still equals the given one.
+    Cas,
+}
+
+/// A storage request with its data block (without the trailing `\r\n`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Store<'a> {
+    pub mode: StoreMode,
+    pub key: &'a [u8],
+    pub flags: u32,
+    /// Raw exptime as sent (relative seconds, absolute unix time or negative).
+    pub exptime: i32,
+    pub data: &'a [u8],
+    pub cas: u64,
+    pub noreply: bool,
+}
+
+/// Retrieval: `get`, `gets`, `gat`, `gats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Get<'a> {
+    /// Space-separated keys, already checked for length; iterate with [`Get::keys`].
+    pub keys: &'a [u8],
+    pub return_cas: bool,
+    /// For `gat`/`gats`: the new exptime.
+    pub touch: Option<i32>,
+}
+
+impl<'a> Get<'a> {
+    /// The requested keys in order.
+    pub fn keys(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.keys.split(|&b| b == b' ').filter(|k| !k.is_empty())
+    }
+}
+
+/// A decoded request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request<'a> {
+    Get(Get<'a>),
+    Store(Store<'a>),
+    Delete {
+        key: &'a [u8],
+        noreply: bool,
+    },
+    Arith {
+        incr: bool,
+        key: &'a [u8],
+        delta: u64,
+        noreply: bool,
+    },
+    Touch {
+        key: &'a [u8],
+        exptime: i32,
+        noreply: bool,
+    },
+    FlushAll {
+        delay: i32,
+        noreply: bool,
+    },
+    Version,
+    Verbosity {
+        noreply: bool,
+    },
+    Quit,
+    /// `stats [args...]`: the argument words, possibly empty.
+    Stats(&'a [u8]),
+    Shutdown {
+        graceful: bool,
+    },
+    CacheMemlimit {
+        megabytes: u32,
+        noreply: bool,
+    },
+    MetaGet {
+        key: Cow<'a, [u8]>,
+        flags: MetaFlags<'a>,
+    },
+    MetaSet {
+        key: Cow<'a, [u8]>,
+        data: &'a [u8],
+        flags: MetaFlags<'a>,
+    },
+    MetaDelete {
+        key: Cow<'a, [u8]>,
+        flags: MetaFlags<'a>,
+    },
+    MetaArith {
+        key: Cow<'a, [u8]>,
+        flags: MetaFlags<'a>,
+    },
+    MetaNoop,
+    MetaDebug {
+        key: Cow<'a, [u8]>,
+    },
+    /// A storage request whose data block is refused (too large): the data is
+    /// swallowed, and an existing item under the key is removed so that a
+    /// stale value does not outlive a failed overwrite, as memcached does.
+    StoreRefused {
+        key: Cow<'a, [u8]>,
+        remove_existing: bool,
+        reply: ErrorReply,
+        noreply: bool,
+    },
+    /// The request is answered with a fixed error line; nothing else happens.
+    /// `noreply` suppresses it, as memcached's `out_string` does.
+    Error {
+        reply: ErrorReply,
+        noreply: bool,
+    },
+}
+
+/// Error lines memcached sends, byte for byte (without `\r\n`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorReply {
+    /// `ERROR`: unknown command or wrong number of tokens.
+    Error,
+    Client(&'static str),
+    Server(&'static str),
+}
+
+impl ErrorReply {
+    /// The full line without the terminator.
+    pub fn line(&self) -> &'static [u8] {
+        match self {
+            ErrorReply::Error => b"ERROR",
+            ErrorReply::Client(s) | ErrorReply::Server(s) => s.as_bytes(),
+        }
+    }
+}
+
+/// Common error strings.
+pub mod errors {
+    pub const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
+    pub const BAD_CHUNK: &str = "CLIENT_ERROR bad data chunk";
+    pub const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
+    pub const OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory storing object";
+    pub const INVALID_EXPTIME: &str = "CLIENT_ERROR invalid exptime argument";
+    pub const INVALID_DELTA: &str = "CLIENT_ERROR invalid numeric delta argument";
+    pub const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+    pub const DELETE_USAGE: &str =
+        "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+}
