@@ -1,0 +1,187 @@
+//! memcached's command semantics on top of a shard's primitives: the storage
+//! modes (set/add/replace/append/prepend/cas, with meta's stale-setting CAS),
+//! incr/decr with memcached's wrap and padding rules, touch and delete.
+
+use crate::index::Loc;
+use crate::item;
+use crate::shard::{InsertError, NewItem, Shard};
+use tiercache_proto::number::parse_u64;
+
+/// Which storage command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    Cas,
+}
+
+/// A storage request, exptime already absolute.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreArgs<'a> {
+    pub mode: Mode,
+    pub key: &'a [u8],
+    pub hash: u64,
+    pub flags: u32,
+    pub exptime: u32,
+    pub data: &'a [u8],
+    /// The CAS to compare (cas, meta C); 0 = none.
+    pub compare_cas: u64,
+    /// An explicit new CAS (meta E); 0 = next.
+    pub new_cas: u64,
+    /// Meta `I` with a CAS: a lower CAS may still store, marked stale.
+    pub set_stale: bool,
+    pub binary_key: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreResult {
+    Stored { cas: u64 },
+    NotStored,
+    Exists,
+    NotFound,
+    TooLarge,
+    NoMemory,
+}
+
+impl From<InsertError> for StoreResult {
+    fn from(e: InsertError) -> Self {
+        match e {
+            InsertError::TooLarge => StoreResult::TooLarge,
+            InsertError::NoMemory => StoreResult::NoMemory,
+        }
+    }
+}
+
+/// Executes a storage command.
+pub fn store(shard: &mut Shard, a: &StoreArgs<'_>, now: u32) -> StoreResult {
+    let old = shard.find(a.key, a.hash, now);
+    let key_bits = if a.binary_key { item::KEY_BINARY } else { 0 };
+    let mut new = NewItem {
+        flags: a.flags,
+        exptime: a.exptime,
+        cas: a.new_cas,
+        bits: key_bits,
+    };
+    match (a.mode, old) {
+        (Mode::Add, Some(loc)) => {
+            shard.hit(a.hash, loc, now);
+            return StoreResult::NotStored;
+        }
+        (Mode::Replace | Mode::Append | Mode::Prepend, None) => return StoreResult::NotStored,
+        (Mode::Cas, None) => return StoreResult::NotFound,
+        (Mode::Cas, Some(loc)) => {
+            let h = shard.header(loc);
+            if h.cas == a.compare_cas {
+                // stores below
+            } else if a.set_stale && a.compare_cas < h.cas {
+                new.exptime = h.exptime;
+                new.bits |= item::STALE | (h.bits & item::TOKEN_SENT);
+            } else {
+                return StoreResult::Exists;
+            }
+        }
+        (Mode::Append | Mode::Prepend, Some(loc)) => {
+            let h = shard.header(loc);
+            if a.compare_cas != 0 && a.compare_cas != h.cas {
+                return StoreResult::Exists;
+            }
+            new.flags = h.flags;
+            new.exptime = h.exptime;
+            new.bits = h.bits & item::KEY_BINARY;
+            // Copy the old value out: the insert may evict the segment it lives in.
+            let old_value = shard.value(loc).to_vec();
+            let parts: [&[u8]; 2] = if a.mode == Mode::Append {
+                [&old_value, a.data]
+            } else {
+                [a.data, &old_value]
+            };
+            return insert(shard, a, new, &parts);
+        }
+        _ => {}
+    }
+    insert(shard, a, new, &[a.data])
+}
+
+fn insert(shard: &mut Shard, a: &StoreArgs<'_>, new: NewItem, parts: &[&[u8]]) -> StoreResult {
+    match shard.insert(a.key, a.hash, new, parts) {
+        Ok(loc) => StoreResult::Stored {
+            cas: shard.header(loc).cas,
+        },
+        Err(e) => e.into(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithResult {
+    /// New value and the item's CAS.
+    Ok {
+        value: u64,
+        cas: u64,
+        loc: Loc,
+    },
+    NotFound,
+    NonNumeric,
+    CasMismatch,
+    NoMemory,
+}
+
+/// incr/decr: incr wraps at 2^64, decr stops at 0. As memcached does, a result
+/// no longer than the old value is written in place, padded with spaces.
+pub fn arith(
+    shard: &mut Shard,
+    key: &[u8],
+    hash: u64,
+    incr: bool,
+    delta: u64,
+    compare_cas: u64,
+    now: u32,
+) -> ArithResult {
+    let Some(loc) = shard.find(key, hash, now) else {
+        return ArithResult::NotFound;
+    };
+    let h = shard.header(loc);
+    if compare_cas != 0 && compare_cas != h.cas {
+        return ArithResult::CasMismatch;
+    }
+    let Some(cur) = parse_u64(shard.value(loc)) else {
+        return ArithResult::NonNumeric;
+    };
+    let value = if incr {
+        cur.wrapping_add(delta)
+    } else {
+        cur.saturating_sub(delta)
+    };
+    let mut digits = itoa_buf(value);
+    let cas = shard.shared().next_cas();
+    if digits.len() <= h.vlen as usize {
+        digits.resize(h.vlen as usize, b' ');
+        shard.overwrite_value(loc, &digits);
+        shard.set_cas(loc, cas);
+        shard.hit(hash, loc, now);
+        return ArithResult::Ok { value, cas, loc };
+    }
+    let new = NewItem {
+        flags: h.flags,
+        exptime: h.exptime,
+        cas,
+        bits: h.bits & item::KEY_BINARY,
+    };
+    match shard.insert(key, hash, new, &[&digits]) {
+        Ok(loc) => ArithResult::Ok { value, cas, loc },
+        Err(_) => ArithResult::NoMemory,
+    }
+}
+
+fn itoa_buf(v: u64) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+/// touch: sets a new exptime; returns the item's location if it exists.
+pub fn touch(shard: &mut Shard, key: &[u8], hash: u64, exptime: u32, now: u32) -> Option<Loc> {
+    let loc = shard.find(key, hash, now)?;
+    shard.set_exptime(loc, exptime);
+    Some(loc)
+}

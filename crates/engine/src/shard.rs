@@ -1,0 +1,582 @@
+//! One shard of the cache: its index, its segments in two FIFO queues
+//! (probation and main), and its eviction policy. All methods run under the
+//! shard's lock; the engine hashes keys to shards.
+//!
+//! Space is reclaimed a whole segment at a time: the oldest segment of the
+//! queue the policy names is *evacuated*: each live item is either evicted or
+//! copied to the head of a queue (reinsertion), as the policy decides. A
+//! spare segment per shard guarantees that evacuation always has room.
+
+use crate::index::{Index, Loc};
+use crate::item::{self, Header, HEADER};
+use crate::pool::SegmentPool;
+use crate::segment::Segment;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use tiercache_policy::{EvictionPolicy, HitAction, Queue, TailAction};
+
+/// State shared by all shards.
+pub struct Shared {
+    pub pool: SegmentPool,
+    /// Last CAS value handed out; memcached numbers from 1.
+    pub cas: AtomicU64,
+    /// Bumped by every flush_all; shards catch up lazily.
+    pub flush_gen: AtomicU64,
+    /// Unix time of a pending delayed flush_all (0 = none).
+    pub flush_at: AtomicU32,
+    pub nshards: usize,
+}
+
+impl Shared {
+    pub fn next_cas(&self) -> u64 {
+        self.cas.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// Counters a shard keeps under its lock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ShardStats {
+    pub curr_items: u64,
+    /// Bytes of live items as stored (header, key, value, padding).
+    pub bytes: u64,
+    pub total_items: u64,
+    pub evictions: u64,
+    pub evicted_unfetched: u64,
+    pub expired_unfetched: u64,
+    pub reclaimed: u64,
+    pub reinserted: u64,
+    pub segments: u64,
+}
+
+/// A new item's metadata.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NewItem {
+    pub flags: u32,
+    pub exptime: u32,
+    /// CAS to give the item; 0 = take the next one.
+    pub cas: u64,
+    /// Initial bits (stale, token sent, binary key).
+    pub bits: u8,
+}
+
+/// Why an insert failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertError {
+    /// The item does not fit in a segment.
+    TooLarge,
+    /// No memory could be reclaimed (should not happen with a sane budget).
+    NoMemory,
+}
+
+const MAX_EVICT_PASSES: usize = 32;
+
+pub struct Shard {
+    index: Index,
+    segs: Vec<Option<Segment>>,
+    free_ids: Vec<u32>,
+    queues: [VecDeque<u32>; 2],
+    spare: Option<Box<[u8]>>,
+    policy: Box<dyn EvictionPolicy>,
+    shared: Arc<Shared>,
+    flush_gen: u64,
+    index_bytes_reported: usize,
+    pub stats: ShardStats,
+}
+
+/// Key hash used by index, shards and the ghost list.
+#[inline]
+pub fn hash_key(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+impl Shard {
+    pub fn new(hash_power: u32, policy: Box<dyn EvictionPolicy>, shared: Arc<Shared>) -> Shard {
+        let index = Index::new(hash_power);
+        let bytes = index.memory_bytes();
+        shared.pool.add_index_bytes(bytes as isize);
+        let spare = shared.pool.take();
+        Shard {
+            index,
+            segs: Vec::new(),
+            free_ids: Vec::new(),
+            queues: [VecDeque::new(), VecDeque::new()],
+            spare,
+            policy,
+            shared,
+            flush_gen: 0,
+            index_bytes_reported: bytes,
+            stats: ShardStats::default(),
+        }
+    }
+
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    pub fn index_primary_buckets(&self) -> usize {
+        self.index.primary_buckets()
+    }
+
+    /// Applies a flush_all that happened since this shard last looked.
+    #[inline]
+    pub fn catch_up(&mut self, now: u32) {
+        let at = self.shared.flush_at.load(Ordering::Relaxed);
+        if at != 0
+            && now >= at
+            && self
+                .shared
+                .flush_at
+                .compare_exchange(at, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.shared.flush_gen.fetch_add(1, Ordering::Relaxed);
+        }
+        let gen = self.shared.flush_gen.load(Ordering::Relaxed);
+        if gen != self.flush_gen {
+            self.flush_gen = gen;
+            self.flush();
+        }
+    }
+
+    fn seg(&self, id: u32) -> &Segment {
+        self.segs[id as usize].as_ref().expect("live segment")
+    }
+
+    fn seg_mut(&mut self, id: u32) -> &mut Segment {
+        self.segs[id as usize].as_mut().expect("live segment")
+    }
+
+    #[inline]
+    fn bytes_at(&self, loc: Loc) -> &[u8] {
+        &self.seg(loc.seg).data[loc.off as usize..]
+    }
+
+    #[inline]
+    pub fn header(&self, loc: Loc) -> Header {
+        Header::read(self.bytes_at(loc))
+    }
+
+    #[inline]
+    pub fn key(&self, loc: Loc) -> &[u8] {
+        let b = self.bytes_at(loc);
+        &b[HEADER..HEADER + b[20] as usize]
+    }
+
+    #[inline]
+    pub fn value(&self, loc: Loc) -> &[u8] {
+        let b = self.bytes_at(loc);
+        let h = Header::read(b);
+        let start = HEADER + h.klen as usize;
+        &b[start..start + h.vlen as usize]
+    }
+
+    fn field_mut(&mut self, loc: Loc, off: usize, len: usize) -> &mut [u8] {
+        let o = loc.off as usize + off;
+        &mut self.seg_mut(loc.seg).data[o..o + len]
+    }
+
+    pub fn set_exptime(&mut self, loc: Loc, exptime: u32) {
+        self.field_mut(loc, item::OFF_EXPTIME, 4)
+            .copy_from_slice(&exptime.to_le_bytes());
+    }
+
+    pub fn set_cas(&mut self, loc: Loc, cas: u64) {
+        self.field_mut(loc, item::OFF_CAS, 8)
+            .copy_from_slice(&cas.to_le_bytes());
+    }
+
+    /// Sets and clears bits in the item's flag byte.
+    pub fn update_bits(&mut self, loc: Loc, set: u8, clear: u8) {
+        let b = &mut self.field_mut(loc, item::OFF_BITS, 1)[0];
+        *b = (*b & !clear) | set;
+    }
+
+    /// Overwrites the value in place (same length).
+    pub fn overwrite_value(&mut self, loc: Loc, value: &[u8]) {
+        let h = self.header(loc);
+        debug_assert_eq!(h.vlen as usize, value.len());
+        let start = HEADER + h.klen as usize;
+        self.field_mut(loc, start, value.len())
+            .copy_from_slice(value);
+    }
+
+    /// Looks a key up, dropping it if it has expired.
+    #[inline]
+    pub fn find(&mut self, key: &[u8], hash: u64, now: u32) -> Option<Loc> {
+        let loc = self.find_any(key, hash)?;
+        let h = self.header(loc);
+        if h.expired(now) {
+            if h.bits & item::FETCHED == 0 {
+                self.stats.expired_unfetched += 1;
+            }
+            self.stats.reclaimed += 1;
+            self.unlink(hash, loc);
+            return None;
+        }
+        Some(loc)
+    }
+
+    /// Looks a key up whether expired or not.
+    #[inline]
+    fn find_any(&self, key: &[u8], hash: u64) -> Option<Loc> {
+        self.index.find(hash, |loc| self.key(loc) == key)
+    }
+
+    /// Records a hit: frequency, fetched bit and access time; LRU moves the item.
+    pub fn hit(&mut self, hash: u64, loc: Loc, now: u32) -> Loc {
+        let h = self.header(loc);
+        let (freq, action) = self.policy.on_hit(h.bits & item::FREQ_MASK);
+        let bits = (h.bits & !item::FREQ_MASK) | freq | item::FETCHED;
+        self.field_mut(loc, item::OFF_BITS, 1)[0] = bits;
+        self.field_mut(loc, item::OFF_ATIME, 2)
+            .copy_from_slice(&(now as u16).to_le_bytes());
+        if action == HitAction::MoveToHead {
+            let q = self.seg(loc.seg).queue;
+            let is_head = self.queues[q as usize].back() == Some(&loc.seg);
+            if !is_head {
+                let size = h.size();
+                let copy = self.bytes_at(loc)[..size].to_vec();
+                if let Ok(new) = self.alloc(q, size) {
+                    // Allocation may have evicted the old copy; only move if still linked.
+                    if self.index.contains(hash, loc) {
+                        self.write_at(new, &copy);
+                        self.index.relocate(hash, loc, new);
+                        self.seg_mut(loc.seg).live_items -= 1;
+                        self.update_bits(loc, item::DEAD, 0);
+                        self.seg_mut(new.seg).live_items += 1;
+                        return new;
+                    }
+                }
+            }
+        }
+        loc
+    }
+
+    fn write_at(&mut self, loc: Loc, bytes: &[u8]) {
+        let o = loc.off as usize;
+        self.seg_mut(loc.seg).data[o..o + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// Removes an item from the index.
+    pub fn unlink(&mut self, hash: u64, loc: Loc) {
+        if self.index.remove(hash, loc) {
+            let size = self.header(loc).size() as u64;
+            self.update_bits(loc, item::DEAD, 0);
+            self.seg_mut(loc.seg).live_items -= 1;
+            self.stats.curr_items -= 1;
+            self.stats.bytes -= size;
+        }
+    }
+
+    /// Removes the key if present (expired or not); true if it was live.
+    pub fn remove_key(&mut self, key: &[u8], hash: u64, now: u32) -> bool {
+        match self.find(key, hash, now) {
+            Some(loc) => {
+                self.unlink(hash, loc);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether an item of this key and value length fits in a segment.
+    pub fn fits(&self, klen: usize, vlen: usize) -> bool {
+        klen <= 255 && item::stored_size(klen, vlen) <= self.shared.pool.seg_size()
+    }
+
+    /// Stores a new item (value given in parts, concatenated), replacing any
+    /// existing item under the key. Returns its location; its CAS is set.
+    pub fn insert(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        new: NewItem,
+        parts: &[&[u8]],
+    ) -> Result<Loc, InsertError> {
+        let vlen: usize = parts.iter().map(|p| p.len()).sum();
+        if !self.fits(key.len(), vlen) {
+            return Err(InsertError::TooLarge);
+        }
+        if let Some(old) = self.find_any(key, hash) {
+            self.unlink(hash, old);
+        }
+        let size = item::stored_size(key.len(), vlen);
+        let q = self.policy.insert_queue(hash);
+        let loc = self.alloc(q, size)?;
+        let cas = if new.cas == 0 {
+            self.shared.next_cas()
+        } else {
+            new.cas
+        };
+        let h = Header {
+            cas,
+            exptime: new.exptime,
+            flags: new.flags,
+            vlen: vlen as u32,
+            klen: key.len() as u8,
+            bits: new.bits & !(item::DEAD | item::FREQ_MASK),
+            atime: 0,
+        };
+        let o = loc.off as usize;
+        let seg = self.seg_mut(loc.seg);
+        h.write(&mut seg.data[o..o + HEADER]);
+        let mut p = o + HEADER;
+        seg.data[p..p + key.len()].copy_from_slice(key);
+        p += key.len();
+        for part in parts {
+            seg.data[p..p + part.len()].copy_from_slice(part);
+            p += part.len();
+        }
+        seg.live_items += 1;
+        self.index.insert(hash, loc);
+        self.stats.curr_items += 1;
+        self.stats.total_items += 1;
+        self.stats.bytes += size as u64;
+        self.account_index();
+        Ok(loc)
+    }
+
+    fn account_index(&mut self) {
+        let now = self.index.memory_bytes();
+        if now != self.index_bytes_reported {
+            self.shared
+                .pool
+                .add_index_bytes(now as isize - self.index_bytes_reported as isize);
+            self.index_bytes_reported = now;
+        }
+    }
+
+    /// Room for `size` bytes at the head of queue `q`.
+    fn alloc(&mut self, q: Queue, size: usize) -> Result<Loc, InsertError> {
+        if let Some(loc) = self.bump(q, size) {
+            return Ok(loc);
+        }
+        let buf = match self.shared.pool.take() {
+            Some(b) => b,
+            None => self.reclaim()?,
+        };
+        self.open_segment(q, buf);
+        self.bump(q, size).ok_or(InsertError::TooLarge)
+    }
+
+    fn bump(&mut self, q: Queue, size: usize) -> Option<Loc> {
+        let id = *self.queues[q as usize].back()?;
+        let seg = self.seg_mut(id);
+        if seg.room() < size {
+            return None;
+        }
+        let off = seg.write;
+        seg.write += size;
+        Some(Loc {
+            seg: id,
+            off: off as u32,
+        })
+    }
+
+    fn open_segment(&mut self, q: Queue, buf: Box<[u8]>) {
+        let seg = Segment::new(buf, q);
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.segs[id as usize] = Some(seg);
+                id
+            }
+            None => {
+                self.segs.push(Some(seg));
+                (self.segs.len() - 1) as u32
+            }
+        };
+        self.queues[q as usize].push_back(id);
+        self.stats.segments += 1;
+    }
+
+    fn close_segment(&mut self, id: u32) -> Box<[u8]> {
+        let seg = self.segs[id as usize].take().expect("live segment");
+        self.free_ids.push(id);
+        self.stats.segments -= 1;
+        seg.data
+    }
+
+    /// Frees one segment's worth of space by evacuating the oldest segment
+    /// of the queue the policy names; returns the freed buffer.
+    fn reclaim(&mut self) -> Result<Box<[u8]>, InsertError> {
+        for pass in 0..MAX_EVICT_PASSES {
+            let seg_size = self.shared.pool.seg_size() as u64;
+            let pb = self.queues[0].len() as u64 * seg_size;
+            let mb = self.queues[1].len() as u64 * seg_size;
+            let capacity =
+                (self.shared.pool.max_segments() / self.shared.nshards.max(1)) as u64 * seg_size;
+            let mut q = self.policy.victim_queue(pb, mb, capacity);
+            if self.queues[q as usize].is_empty() {
+                q = other(q);
+            }
+            let Some(victim) = self.queues[q as usize].pop_front() else {
+                return Err(InsertError::NoMemory);
+            };
+            let force = pass + 1 == MAX_EVICT_PASSES;
+            let used_spare = self.evacuate(victim, q, force);
+            let buf = self.close_segment(victim);
+            if used_spare {
+                self.spare = Some(buf);
+                continue;
+            }
+            // When the index has grown past the budget, give memory back first.
+            if self.shared.pool.over_budget() && pass + 1 < MAX_EVICT_PASSES {
+                self.shared.pool.give(buf);
+                continue;
+            }
+            return Ok(buf);
+        }
+        Err(InsertError::NoMemory)
+    }
+
+    /// Evicts or reinserts every live item of a segment that has left its
+    /// queue. Returns whether the spare segment was used.
+    fn evacuate(&mut self, victim: u32, q: Queue, force: bool) -> bool {
+        let mut used_spare = false;
+        let end = self.seg(victim).write;
+        let mut off = 0usize;
+        while off < end {
+            let loc = Loc {
+                seg: victim,
+                off: off as u32,
+            };
+            let h = self.header(loc);
+            let size = h.size();
+            off += size;
+            if h.bits & item::DEAD != 0 {
+                continue;
+            }
+            let hash = hash_key(self.key(loc));
+            if !self.index.contains(hash, loc) {
+                continue;
+            }
+            let (action, freq) = if force {
+                (TailAction::Evict, 0)
+            } else {
+                self.policy.on_tail(q, hash, h.bits & item::FREQ_MASK)
+            };
+            let target = match action {
+                TailAction::Evict => None,
+                TailAction::Reinsert(to) => self.evac_alloc(to, size, &mut used_spare),
+            };
+            match target {
+                Some(new) => {
+                    let bytes = self.bytes_at(loc)[..size].to_vec();
+                    self.write_at(new, &bytes);
+                    let bits = (h.bits & !item::FREQ_MASK) | freq;
+                    self.field_mut(new, item::OFF_BITS, 1)[0] = bits;
+                    self.index.relocate(hash, loc, new);
+                    self.seg_mut(new.seg).live_items += 1;
+                    self.stats.reinserted += 1;
+                }
+                None => {
+                    if h.expired(now_hint()) {
+                        self.stats.reclaimed += 1;
+                    } else {
+                        self.stats.evictions += 1;
+                        if h.bits & item::FETCHED == 0 {
+                            self.stats.evicted_unfetched += 1;
+                        }
+                    }
+                    self.index.remove(hash, loc);
+                    self.stats.curr_items -= 1;
+                    self.stats.bytes -= size as u64;
+                }
+            }
+            self.seg_mut(victim).live_items -= 1;
+        }
+        used_spare
+    }
+
+    /// Room at a queue head during evacuation: the head, else the spare.
+    fn evac_alloc(&mut self, q: Queue, size: usize, used_spare: &mut bool) -> Option<Loc> {
+        if let Some(loc) = self.bump(q, size) {
+            return Some(loc);
+        }
+        let buf = self.spare.take()?;
+        *used_spare = true;
+        self.open_segment(q, buf);
+        self.bump(q, size)
+    }
+
+    /// Drops every item, returning segments to the pool.
+    pub fn flush(&mut self) {
+        self.index.clear();
+        self.account_index();
+        for q in 0..2 {
+            while let Some(id) = self.queues[q].pop_front() {
+                let buf = self.close_segment(id);
+                self.shared.pool.give(buf);
+            }
+        }
+        self.stats.curr_items = 0;
+        self.stats.bytes = 0;
+    }
+
+    /// Unlinks expired items and frees segments that hold nothing live.
+    /// Returns the number of items reclaimed.
+    pub fn sweep_expired(&mut self, now: u32) -> u64 {
+        let mut reclaimed = 0;
+        let ids: Vec<u32> = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
+        for id in ids {
+            let end = self.seg(id).write;
+            let mut off = 0usize;
+            while off < end {
+                let loc = Loc {
+                    seg: id,
+                    off: off as u32,
+                };
+                let h = self.header(loc);
+                off += h.size();
+                if h.bits & item::DEAD == 0 && h.expired(now) {
+                    let hash = hash_key(self.key(loc));
+                    if self.index.contains(hash, loc) {
+                        if h.bits & item::FETCHED == 0 {
+                            self.stats.expired_unfetched += 1;
+                        }
+                        self.unlink(hash, loc);
+                        self.stats.reclaimed += 1;
+                        reclaimed += 1;
+                    }
+                }
+            }
+        }
+        // Free empty segments that are not a queue's open head.
+        for q in 0..2 {
+            let head = self.queues[q].back().copied();
+            let empty: Vec<u32> = self.queues[q]
+                .iter()
+                .copied()
+                .filter(|&id| Some(id) != head && self.seg(id).live_items == 0)
+                .collect();
+            for id in empty {
+                self.queues[q].retain(|&x| x != id);
+                let buf = self.close_segment(id);
+                self.shared.pool.give(buf);
+            }
+        }
+        reclaimed
+    }
+
+    /// Bytes of memory this shard's index uses.
+    pub fn index_bytes(&self) -> usize {
+        self.index.memory_bytes()
+    }
+}
+
+fn other(q: Queue) -> Queue {
+    match q {
+        Queue::Main => Queue::Probation,
+        Queue::Probation => Queue::Main,
+    }
+}
+
+/// Current unix time, for classifying evicted items as expired in stats.
+fn now_hint() -> u32 {
+    crate::clock::unix_now()
+}

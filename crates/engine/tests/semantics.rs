@@ -1,0 +1,250 @@
+//! The engine's memcached semantics and its memory bound, driven directly.
+
+use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
+use tiercache_engine::{Engine, EngineConfig};
+
+const NOW: u32 = 1_700_000_000;
+
+fn engine(mb: usize, policy: &str) -> Engine {
+    Engine::new(EngineConfig {
+        memory_limit: mb << 20,
+        segment_size: 1 << 20,
+        policy: policy.into(),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn args<'a>(mode: Mode, key: &'a [u8], data: &'a [u8]) -> StoreArgs<'a> {
+    StoreArgs {
+        mode,
+        key,
+        hash: Engine::hash(key),
+        flags: 7,
+        exptime: 0,
+        data,
+        compare_cas: 0,
+        new_cas: 0,
+        set_stale: false,
+        binary_key: false,
+    }
+}
+
+fn set(e: &Engine, key: &[u8], data: &[u8]) -> StoreResult {
+    let a = args(Mode::Set, key, data);
+    ops::store(&mut e.lock(a.hash, NOW), &a, NOW)
+}
+
+fn get(e: &Engine, key: &[u8], now: u32) -> Option<Vec<u8>> {
+    let h = Engine::hash(key);
+    let mut s = e.lock(h, now);
+    let loc = s.find(key, h, now)?;
+    let loc = s.hit(h, loc, now);
+    Some(s.value(loc).to_vec())
+}
+
+#[test]
+fn storage_modes() {
+    let e = engine(16, "s3fifo");
+    assert_eq!(set(&e, b"a", b"1"), StoreResult::Stored { cas: 1 });
+    let add = args(Mode::Add, b"a", b"2");
+    assert_eq!(
+        ops::store(&mut e.lock(add.hash, NOW), &add, NOW),
+        StoreResult::NotStored
+    );
+    let rep = args(Mode::Replace, b"b", b"2");
+    assert_eq!(
+        ops::store(&mut e.lock(rep.hash, NOW), &rep, NOW),
+        StoreResult::NotStored
+    );
+    let app = args(Mode::Append, b"a", b"xy");
+    assert!(matches!(
+        ops::store(&mut e.lock(app.hash, NOW), &app, NOW),
+        StoreResult::Stored { .. }
+    ));
+    let pre = args(Mode::Prepend, b"a", b"<");
+    assert!(matches!(
+        ops::store(&mut e.lock(pre.hash, NOW), &pre, NOW),
+        StoreResult::Stored { .. }
+    ));
+    assert_eq!(get(&e, b"a", NOW).unwrap(), b"<1xy");
+    let mut cas = args(Mode::Cas, b"a", b"new");
+    cas.compare_cas = 999;
+    assert_eq!(
+        ops::store(&mut e.lock(cas.hash, NOW), &cas, NOW),
+        StoreResult::Exists
+    );
+    cas.compare_cas = 3;
+    assert_eq!(
+        ops::store(&mut e.lock(cas.hash, NOW), &cas, NOW),
+        StoreResult::Stored { cas: 4 }
+    );
+    let missing = StoreArgs {
+        key: b"zz",
+        hash: Engine::hash(b"zz"),
+        ..cas
+    };
+    assert_eq!(
+        ops::store(&mut e.lock(missing.hash, NOW), &missing, NOW),
+        StoreResult::NotFound
+    );
+}
+
+#[test]
+fn arith_wraps_floors_and_pads() {
+    let e = engine(16, "s3fifo");
+    set(&e, b"n", b"10");
+    let h = Engine::hash(b"n");
+    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, false, 1, 0, NOW);
+    assert!(matches!(r, ArithResult::Ok { value: 9, .. }));
+    assert_eq!(
+        get(&e, b"n", NOW).unwrap(),
+        b"9 ",
+        "memcached pads in place"
+    );
+    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, false, 100, 0, NOW);
+    assert!(matches!(r, ArithResult::Ok { value: 0, .. }));
+    set(&e, b"n", b"18446744073709551615");
+    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, true, 2, 0, NOW);
+    assert!(matches!(r, ArithResult::Ok { value: 1, .. }));
+    set(&e, b"n", b"99");
+    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, true, 1, 0, NOW);
+    assert!(matches!(r, ArithResult::Ok { value: 100, .. }));
+    assert_eq!(get(&e, b"n", NOW).unwrap(), b"100");
+    set(&e, b"s", b"abc");
+    let hs = Engine::hash(b"s");
+    assert_eq!(
+        ops::arith(&mut e.lock(hs, NOW), b"s", hs, true, 1, 0, NOW),
+        ArithResult::NonNumeric
+    );
+    let hm = Engine::hash(b"missing");
+    assert_eq!(
+        ops::arith(&mut e.lock(hm, NOW), b"missing", hm, true, 1, 0, NOW),
+        ArithResult::NotFound
+    );
+}
+
+#[test]
+fn expiry_and_flush() {
+    let e = engine(16, "s3fifo");
+    let mut a = args(Mode::Set, b"t", b"v");
+    a.exptime = NOW + 10;
+    ops::store(&mut e.lock(a.hash, NOW), &a, NOW);
+    assert!(get(&e, b"t", NOW + 9).is_some());
+    assert!(get(&e, b"t", NOW + 10).is_none());
+    set(&e, b"x", b"1");
+    e.flush_all(5, NOW);
+    assert!(get(&e, b"x", NOW + 4).is_some());
+    assert!(get(&e, b"x", NOW + 5).is_none());
+    set(&e, b"y", b"1");
+    e.flush_all(0, NOW);
+    assert!(get(&e, b"y", NOW).is_none());
+    assert_eq!(e.stats(NOW).shard.curr_items, 0);
+}
+
+#[test]
+fn sweeper_frees_expired_segments() {
+    let e = engine(16, "s3fifo");
+    let v = vec![b'x'; 1000];
+    for i in 0..5000u32 {
+        let key = format!("k{i}");
+        let mut a = args(Mode::Set, key.as_bytes(), &v);
+        a.exptime = NOW + 5;
+        ops::store(&mut e.lock(a.hash, NOW), &a, NOW);
+    }
+    let before = e.stats(NOW).shard;
+    assert!(before.curr_items > 0);
+    let reclaimed = e.maintain(NOW + 6);
+    let after = e.stats(NOW + 6).shard;
+    assert_eq!(after.curr_items, 0);
+    assert_eq!(reclaimed, before.curr_items);
+    assert!(after.segments < before.segments);
+}
+
+/// Writes far more than the limit: memory stays within budget and recent items survive.
+fn churn(policy: &str) {
+    let e = engine(16, policy);
+    let v = vec![b'v'; 500];
+    for i in 0..200_000u32 {
+        let key = format!("key:{i}");
+        assert!(matches!(
+            set(&e, key.as_bytes(), &v[..(i as usize % 500)]),
+            StoreResult::Stored { .. }
+        ));
+    }
+    let st = e.stats(NOW);
+    assert!(
+        st.segments_allocated * st.segment_size + st.index_bytes <= 16 << 20,
+        "{st:?}"
+    );
+    assert!(st.shard.evictions > 0);
+    assert!(
+        get(&e, b"key:199999", NOW).is_some(),
+        "{policy}: the newest item must be present"
+    );
+    // Every present item has the right value.
+    for i in (0..200_000u32).step_by(97) {
+        let key = format!("key:{i}");
+        if let Some(val) = get(&e, key.as_bytes(), NOW) {
+            assert_eq!(val.len(), i as usize % 500);
+        }
+    }
+}
+
+#[test]
+fn churn_respects_memory_for_every_policy() {
+    for p in ["s3fifo", "clock", "lru", "fifo"] {
+        churn(p);
+    }
+}
+
+#[test]
+fn many_tiny_items_keep_index_inside_budget() {
+    let e = engine(8, "s3fifo");
+    for i in 0..400_000u32 {
+        set(&e, &i.to_le_bytes(), b"");
+    }
+    let st = e.stats(NOW);
+    assert!(
+        st.segments_allocated * st.segment_size + st.index_bytes <= 8 << 20,
+        "{st:?}"
+    );
+}
+
+#[test]
+fn s3fifo_keeps_hot_items_through_a_scan() {
+    let e = engine(16, "s3fifo");
+    let v = vec![b'h'; 1000];
+    for _ in 0..3 {
+        for i in 0..2000u32 {
+            let key = format!("hot:{i}");
+            if get(&e, key.as_bytes(), NOW).is_none() {
+                set(&e, key.as_bytes(), &v);
+            }
+        }
+    }
+    for i in 0..60_000u32 {
+        set(&e, format!("scan:{i}").as_bytes(), &v);
+    }
+    let hot = (0..2000u32)
+        .filter(|i| get(&e, format!("hot:{i}").as_bytes(), NOW).is_some())
+        .count();
+    assert!(hot > 1800, "only {hot} of 2000 hot items survived a scan");
+}
+
+#[test]
+fn too_large_and_bad_config() {
+    let e = engine(16, "s3fifo");
+    let big = vec![0u8; 2 << 20];
+    assert_eq!(set(&e, b"big", &big), StoreResult::TooLarge);
+    assert!(Engine::new(EngineConfig {
+        memory_limit: 1 << 20,
+        ..Default::default()
+    })
+    .is_err());
+    assert!(Engine::new(EngineConfig {
+        policy: "nope".into(),
+        ..Default::default()
+    })
+    .is_err());
+}
