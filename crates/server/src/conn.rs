@@ -1,0 +1,234 @@
+//! One client connection: a bounded read buffer, an output buffer, and the
+//! loop that parses pipelined requests and answers them in order, writing all
+//! replies of a batch with one system call.
+//!
+//! Bounds: the read buffer holds at most one request (a command line, or a
+//! line plus its data block up to the item size limit); the output buffer is
+//! not added to while more than `max_pending_output` bytes wait for a client
+//! that does not read, so such a client stalls itself, not the server.
+
+use crate::execute::{count_read, execute, Ctx, Outcome};
+use crate::stats::add;
+use mio::net::TcpStream;
+use std::io::{self, Read, Write};
+use tiercache_proto::{parse, Limits, Parsed};
+
+const READ_CHUNK: usize = 64 * 1024;
+
+pub struct Conn {
+    pub stream: TcpStream,
+    rbuf: Vec<u8>,
+    /// Bytes of `rbuf` already consumed.
+    rpos: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Bytes of a refused data block still to discard.
+    swallow: usize,
+    /// Buffer length the current partial request needs.
+    need: usize,
+    /// Peer closed its side.
+    eof: bool,
+    /// Close once output is flushed.
+    pub closing: bool,
+}
+
+/// What the worker should do with the connection after an event.
+#[derive(Debug, PartialEq, Eq)]
+pub enum State {
+    Open,
+    Closed,
+    Shutdown,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            rbuf: Vec::with_capacity(4096),
+            rpos: 0,
+            wbuf: Vec::with_capacity(4096),
+            wpos: 0,
+            swallow: 0,
+            need: 0,
+            eof: false,
+            closing: false,
+        }
+    }
+
+    fn pending_output(&self) -> usize {
+        self.wbuf.len() - self.wpos
+    }
+
+    /// Handles readiness: read, execute, write, until nothing more can be done.
+    pub fn drive(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> State {
+        loop {
+            let mut progress = false;
+            if !self.eof && !self.closing && self.pending_output() < max_pending {
+                match self.fill(ctx, limits) {
+                    Ok(n) => progress |= n > 0,
+                    Err(_) => return State::Closed,
+                }
+            }
+            match self.process(ctx, limits, max_pending) {
+                Some(Outcome::Shutdown) => {
+                    let _ = self.flush();
+                    return State::Shutdown;
+                }
+                Some(_) => progress = true,
+                None => {}
+            }
+            match self.flush() {
+                Ok(n) => {
+                    add(&ctx.stats.bytes_written, n as u64);
+                    progress |= n > 0;
+                }
+                Err(_) => return State::Closed,
+            }
+            if (self.closing || self.eof) && self.pending_output() == 0 {
+                return State::Closed;
+            }
+            if !progress {
+                return State::Open;
+            }
+        }
+    }
+
+    /// Reads what the socket has, up to the buffer bound. Returns bytes read.
+    fn fill(&mut self, ctx: &Ctx<'_>, limits: &Limits) -> io::Result<usize> {
+        let cap = self
+            .need
+            .max(READ_CHUNK)
+            .max(limits.max_get_line.min(READ_CHUNK * 16));
+        let mut total = 0;
+        loop {
+            if self.rpos > 0 && (self.rpos == self.rbuf.len() || self.rpos > READ_CHUNK) {
+                self.rbuf.drain(..self.rpos);
+                self.rpos = 0;
+            }
+            let held = self.rbuf.len() - self.rpos;
+            let room = cap.saturating_sub(held).min(READ_CHUNK);
+            // While swallowing, reading is always allowed: the bytes are dropped.
+            if room == 0 && self.swallow == 0 {
+                return Ok(total);
+            }
+            let room = room.max(if self.swallow > 0 { READ_CHUNK } else { 0 });
+            let start = self.rbuf.len();
+            self.rbuf.resize(start + room, 0);
+            match self.stream.read(&mut self.rbuf[start..]) {
+                Ok(0) => {
+                    self.rbuf.truncate(start);
+                    self.eof = true;
+                    return Ok(total);
+                }
+                Ok(n) => {
+                    self.rbuf.truncate(start + n);
+                    total += n;
+                    count_read(ctx.stats, n);
+                    if self.swallow > 0 {
+                        self.discard_swallowed();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rbuf.truncate(start);
+                    return Ok(total);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    self.rbuf.truncate(start);
+                }
+                Err(e) => {
+                    self.rbuf.truncate(start);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn discard_swallowed(&mut self) {
+        let n = self.swallow.min(self.rbuf.len() - self.rpos);
+        self.rpos += n;
+        self.swallow -= n;
+    }
+
+    /// Parses and executes buffered requests. Returns the last outcome, or
+    /// None when nothing was executed.
+    fn process(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> Option<Outcome> {
+        let mut last = None;
+        while !self.closing && self.pending_output() < max_pending {
+            if self.swallow > 0 {
+                self.discard_swallowed();
+                if self.swallow > 0 {
+                    break;
+                }
+            }
+            let buf = &self.rbuf[self.rpos..];
+            if buf.is_empty() {
+                break;
+            }
+            match parse(buf, limits) {
+                Parsed::Incomplete { need } => {
+                    self.need = need.unwrap_or(0);
+                    break;
+                }
+                Parsed::Close => {
+                    self.closing = true;
+                    self.rpos = self.rbuf.len();
+                    last = Some(Outcome::Close);
+                    break;
+                }
+                Parsed::Request { request, consumed } => {
+                    let outcome = execute(request, &mut self.wbuf, ctx);
+                    self.rpos += consumed;
+                    self.need = 0;
+                    last = Some(outcome);
+                    match outcome {
+                        Outcome::Continue => {}
+                        Outcome::Close => self.closing = true,
+                        Outcome::Shutdown => return last,
+                    }
+                }
+                Parsed::Swallow {
+                    request,
+                    consumed,
+                    skip,
+                } => {
+                    execute(request, &mut self.wbuf, ctx);
+                    self.rpos += consumed;
+                    self.swallow = skip;
+                    self.need = 0;
+                    last = Some(Outcome::Continue);
+                }
+            }
+        }
+        last
+    }
+
+    /// Writes pending output. Returns bytes written.
+    fn flush(&mut self) -> io::Result<usize> {
+        let mut total = 0;
+        while self.wpos < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.wpos += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.wpos == self.wbuf.len() {
+            self.wbuf.clear();
+            self.wpos = 0;
+            if self.wbuf.capacity() > 1 << 20 {
+                self.wbuf.shrink_to(64 * 1024);
+            }
+        }
+        if self.rbuf.capacity() > 4 << 20 && self.rbuf.len() - self.rpos < READ_CHUNK {
+            self.rbuf.drain(..self.rpos);
+            self.rpos = 0;
+            self.rbuf.shrink_to(READ_CHUNK);
+        }
+        Ok(total)
+    }
+}

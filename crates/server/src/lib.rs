@@ -1,0 +1,19 @@
+//! tiercache-server: the network front end over the engine.
+//!
+//! - [`config`]: memcached-compatible flags, TOML file, effective config.
+//! - [`server`]: start/stop, threads.
+//! - [`worker`]: one event loop per thread, shared listener.
+//! - [`conn`]: per-connection buffers, pipelining, back-pressure.
+//! - [`execute`]: requests to engine calls to replies.
+//! - [`stats`], [`shared`]: counters and the `stats` command.
+
+pub mod config;
+pub mod conn;
+pub mod execute;
+pub mod server;
+pub mod shared;
+pub mod stats;
+pub mod worker;
+
+/// The version string `version` and `stats` report.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "-tiercache");

@@ -1,0 +1,122 @@
+//! Starting and stopping the server: binds the socket, builds the engine,
+//! spawns the workers and the maintenance thread (expiry sweep, delayed
+//! flush), and waits for shutdown.
+
+use crate::config::Config;
+use crate::shared::Shared;
+use crate::stats::{ConnStats, WorkerStats};
+use anyhow::{Context, Result};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tiercache_engine::clock::unix_now;
+use tiercache_engine::{Engine, EngineConfig};
+
+/// A running server.
+pub struct ServerHandle {
+    pub addr: SocketAddr,
+    pub shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// Asks every thread to stop.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.store(true, Ordering::Relaxed);
+    }
+
+    /// The flag that stops the server when set (for signal handlers).
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        self.shared.shutdown.clone()
+    }
+
+    /// Waits for all threads to finish.
+    pub fn wait(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Builds the engine from the configuration.
+pub fn build_engine(cfg: &Config) -> Result<Engine> {
+    let ec = EngineConfig {
+        memory_limit: cfg.cache.memory_mb << 20,
+        segment_size: cfg.effective_segment_size(),
+        shards: cfg.cache.shards,
+        hash_power: cfg.cache.hash_power,
+        policy: cfg.cache.policy.clone(),
+    };
+    Engine::new(ec).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Starts the server and returns once it is accepting connections.
+pub fn start(config: Config) -> Result<ServerHandle> {
+    let engine = build_engine(&config)?;
+    let addr = (config.server.listen.as_str(), config.server.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve listen address '{}'", config.server.listen))?
+        .next()
+        .with_context(|| format!("no address for '{}'", config.server.listen))?;
+    let listener = TcpListener::bind(addr).with_context(|| {
+        format!("cannot listen on {addr} (is another server using the port? choose one with -p)")
+    })?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    let workers: Vec<Arc<WorkerStats>> = (0..config.server.threads)
+        .map(|_| Arc::new(WorkerStats::default()))
+        .collect();
+    let shared = Arc::new(Shared {
+        engine,
+        config,
+        conns: ConnStats::default(),
+        workers: workers.clone(),
+        started: Instant::now(),
+        start_unix: u64::from(unix_now()),
+        shutdown: Arc::new(AtomicBool::new(false)),
+    });
+    let mut threads = Vec::new();
+    for (i, stats) in workers.into_iter().enumerate() {
+        let l = listener.try_clone()?;
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || {
+                    if let Err(e) = crate::worker::run(l, sh.clone(), stats) {
+                        tracing::error!(error = %e, "worker {i} failed; stopping the server");
+                        sh.shutdown.store(true, Ordering::Relaxed);
+                    }
+                })?,
+        );
+    }
+    let sh = shared.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("maintenance".into())
+            .spawn(move || maintenance(sh))?,
+    );
+    Ok(ServerHandle {
+        addr: local,
+        shared,
+        threads,
+    })
+}
+
+/// Once a second: apply delayed flushes and free expired items' segments.
+fn maintenance(shared: Arc<Shared>) {
+    let mut last = Instant::now();
+    while !shared.shutdown.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        if last.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        last = Instant::now();
+        let reclaimed = shared.engine.maintain(unix_now());
+        if reclaimed > 0 {
+            tracing::debug!(reclaimed, "expired items reclaimed");
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! State shared by all workers: the engine, the configuration, the counters,
+//! and the shutdown flag. Also the `stats` command, which reads all of them.
+
+use crate::config::Config;
+use crate::execute::Ctx;
+use crate::stats::{self, ConnStats, StatsView, Totals, WorkerStats};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+use tiercache_engine::Engine;
+use tiercache_proto::response as resp;
+
+pub struct Shared {
+    pub engine: Engine,
+    pub config: Config,
+    pub conns: ConnStats,
+    pub workers: Vec<Arc<WorkerStats>>,
+    pub started: Instant,
+    pub start_unix: u64,
+    pub shutdown: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for w in &self.workers {
+            w.add_to(&mut t);
+        }
+        t
+    }
+}
+
+/// `stats [group]`.
+pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
+    let shared = ctx.shared;
+    let mut words = args.split(|&b| b == b' ').filter(|w| !w.is_empty());
+    let first = words.next();
+    match first {
+        None => {
+            let view = StatsView {
+                started: shared.started,
+                start_unix: shared.start_unix,
+                now: ctx.now,
+                threads: shared.config.server.threads,
+                max_connections: shared.config.server.max_connections,
+                conns: &shared.conns,
+                totals: shared.totals(),
+                engine: shared.engine.stats(ctx.now),
+            };
+            stats::general(out, &view);
+        }
+        Some(b"reset") => {
+            for w in &shared.workers {
+                w.reset();
+            }
+            shared.engine.reset_stats();
+            resp::line(out, b"RESET");
+            return;
+        }
+        Some(b"settings") => {
+            stats::settings(out, &shared.config, shared.engine.config().segment_size)
+        }
+        Some(b"items") => stats::items(out, &shared.engine.stats(ctx.now), false),
+        Some(b"slabs") => stats::items(out, &shared.engine.stats(ctx.now), true),
+        Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
+        Some(b"conns") => {}
+        Some(b"detail") => {
+            match words.next() {
+                Some(b"on") | Some(b"off") => resp::line(out, b"OK"),
+                Some(b"dump") => resp::line(out, b"END"),
+                _ => resp::line(out, b"CLIENT_ERROR usage: stats detail on|off|dump"),
+            }
+            return;
+        }
+        Some(_) => {
+            resp::line(out, b"ERROR");
+            return;
+        }
+    }
+    resp::line(out, b"END");
+}
