@@ -143,13 +143,19 @@ impl Engine {
         g
     }
 
-    /// flush_all: now (delay <= 0) or at `now + delay`.
+    /// flush_all: as memcached, items go at `now + delay - 1`, so a delay of
+    /// 0 or 1 flushes at once; an immediate flush consumes a CAS value.
     pub fn flush_all(&self, delay: i64, now: u32) {
-        if delay > 0 {
-            let at = crate::clock::absolute_exptime(delay, now);
-            self.shared.flush_at.store(at.max(1), Ordering::Relaxed);
+        let at = if delay > 0 {
+            crate::clock::absolute_exptime(delay, now).saturating_sub(1)
+        } else {
+            now
+        };
+        if at > now {
+            self.shared.flush_at.store(at, Ordering::Relaxed);
         } else {
             self.shared.flush_at.store(0, Ordering::Relaxed);
+            self.shared.next_cas();
             self.shared.flush_gen.fetch_add(1, Ordering::Relaxed);
         }
     }

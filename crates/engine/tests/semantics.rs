@@ -134,8 +134,8 @@ fn expiry_and_flush() {
     assert!(get(&e, b"t", NOW + 10).is_none());
     set(&e, b"x", b"1");
     e.flush_all(5, NOW);
-    assert!(get(&e, b"x", NOW + 4).is_some());
-    assert!(get(&e, b"x", NOW + 5).is_none());
+    assert!(get(&e, b"x", NOW + 3).is_some());
+    assert!(get(&e, b"x", NOW + 4).is_none());
     set(&e, b"y", b"1");
     e.flush_all(0, NOW);
     assert!(get(&e, b"y", NOW).is_none());

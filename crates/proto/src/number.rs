@@ -60,13 +60,14 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// `safe_strtoul` into 32 bits (client flags, verbosity).
+/// `safe_strtoul` into 32 bits (client flags, verbosity): memcached parses
+/// 64 bits and truncates, so `4294967296` is accepted as 0.
 pub fn parse_u32(s: &[u8]) -> Option<u32> {
-    let v = parse_u64(s)?;
-    u32::try_from(v).ok()
+    parse_u64(s).map(|v| v as u32)
 }
 
-/// `safe_strtol` into 32 bits (exptime, lengths, deltas of time).
+/// `safe_strtol` into 32 bits (exptime, lengths): memcached parses a 64-bit
+/// long and truncates it, so `2147483648` becomes negative.
 pub fn parse_i32(s: &[u8]) -> Option<i32> {
     let (neg, v, overflow) = scan(s)?;
     if overflow {
@@ -80,7 +81,7 @@ pub fn parse_i32(s: &[u8]) -> Option<i32> {
     } else {
         i64::try_from(v).ok()?
     };
-    i32::try_from(signed).ok()
+    Some(signed as i32)
 }
 
 #[cfg(test)]
@@ -101,14 +102,16 @@ mod tests {
         assert_eq!(parse_u64(b""), None);
         assert_eq!(parse_u64(b"abc"), None);
         assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
-        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b"4294967296"), Some(0));
     }
 
     #[test]
     fn signed_rules() {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483647"), Some(i32::MAX));
-        assert_eq!(parse_i32(b"2147483648"), None);
+        assert_eq!(parse_i32(b"2147483648"), Some(i32::MIN));
+        assert_eq!(parse_i32(b"4294967296"), Some(0));
+        assert_eq!(parse_i32(b"9223372036854775808"), None);
         assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
         assert_eq!(parse_i32(b"x"), None);
     }

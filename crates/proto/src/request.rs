@@ -108,6 +108,10 @@ pub enum Request<'a> {
     MetaDebug {
         key: Cow<'a, [u8]>,
     },
+    /// A retrieval with a key over 250 bytes: memcached answers
+    /// `CLIENT_ERROR bad command line format` and drops every reply of the
+    /// connection not yet sent.
+    GetKeyTooLong,
     /// A storage request whose data block is refused (too large): the data is
     /// swallowed, and an existing item under the key is removed so that a
     /// stale value does not outlive a failed overwrite, as memcached does.

@@ -13,6 +13,8 @@ use std::borrow::Cow;
 /// is a multiget, see [`Limits::max_get_line`]).
 pub const MAX_LINE: usize = 2048;
 const MAX_TOKENS: usize = 24;
+/// memcached's read size: a non-get line longer than this is never parsed.
+const MAX_COMPLETE_LINE: usize = 16384;
 
 /// Limits that depend on server configuration.
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +138,10 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
         None => return incomplete_line(buf, limits),
     };
     let consumed = nl + 1;
+    if nl > MAX_COMPLETE_LINE && incomplete_line(&buf[..nl], limits) == Parsed::Close {
+        // memcached reads 16 KiB at a time and hangs up on such a line before its end.
+        return Parsed::Close;
+    }
     let mut line = &buf[..nl];
     if line.len() > 1 && line[line.len() - 1] == b'\r' {
         line = &line[..line.len() - 1];
@@ -260,7 +266,7 @@ fn parse_get<'a>(cmd: &[u8], line: &'a [u8], tokens: &Tokens<'a>, consumed: usiz
         &[]
     };
     if keys.split(|&b| b == b' ').any(|k| k.len() > KEY_MAX_LENGTH) {
-        return error(ErrorReply::Client(errors::BAD_FORMAT), false, consumed);
+        return done(Request::GetKeyTooLong, consumed);
     }
     done(
         Request::Get(Get {
@@ -300,7 +306,7 @@ fn store<'a>(
             None => return bad(),
         }
     }
-    if vlen < 0 || vlen > i32::MAX - 2 {
+    if !(0..=i32::MAX - 2).contains(&vlen) {
         return bad();
     }
     let vlen = vlen as usize;
@@ -484,7 +490,7 @@ fn parse_meta<'a>(
         b'd' => Request::MetaDelete { key, flags },
         _ => {
             if let Some(m) = flags.mode {
-                if !matches!(m, b'I' | b'i' | b'+' | b'D' | b'd' | b'-') {
+                if !matches!(m, b'I' | b'+' | b'D' | b'-') {
                     return client("CLIENT_ERROR invalid mode for ma M token");
                 }
             }
@@ -537,10 +543,7 @@ fn parse_meta_set<'a>(
         Err(e) => return swallow(ErrorReply::Client(e), None),
     };
     if let Some(m) = flags.mode {
-        if !matches!(
-            m,
-            b'E' | b'e' | b'A' | b'a' | b'P' | b'p' | b'R' | b'r' | b'S' | b's'
-        ) {
+        if !matches!(m, b'E' | b'A' | b'P' | b'R' | b'S') {
             return swallow(
                 ErrorReply::Client("CLIENT_ERROR invalid mode for ms M token"),
                 None,

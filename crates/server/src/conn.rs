@@ -176,6 +176,9 @@ impl Conn {
                     break;
                 }
                 Parsed::Request { request, consumed } => {
+                    if request == tiercache_proto::Request::GetKeyTooLong {
+                        self.wbuf.truncate(self.wpos);
+                    }
                     let outcome = execute(request, &mut self.wbuf, ctx);
                     self.rpos += consumed;
                     self.need = 0;

@@ -3,7 +3,6 @@
 
 use crate::shared::Shared;
 use crate::stats::{add, bump, WorkerStats};
-use std::borrow::Cow;
 use tiercache_engine::clock::absolute_exptime;
 use tiercache_engine::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
@@ -145,6 +144,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) -> Outcome {
             reply(out, noreply, r.line());
         }
         Request::Error { reply: r, noreply } => reply(out, noreply, r.line()),
+        Request::GetKeyTooLong => resp::line(out, errors::BAD_FORMAT.as_bytes()),
     }
     Outcome::Continue
 }
@@ -244,6 +244,10 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
         StoreResult::NotStored => b"NOT_STORED",
         StoreResult::Exists => b"EXISTS",
         StoreResult::NotFound => b"NOT_FOUND",
+        // memcached refuses an append/prepend that outgrows the item limit as NOT_STORED.
+        StoreResult::TooLarge if matches!(s.mode, StoreMode::Append | StoreMode::Prepend) => {
+            b"NOT_STORED"
+        }
         StoreResult::TooLarge => errors::TOO_LARGE.as_bytes(),
         StoreResult::NoMemory => errors::OUT_OF_MEMORY.as_bytes(),
     };
@@ -598,7 +602,7 @@ fn meta_arith(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_
     out.extend_from_slice(b"\r\n");
 }
 
-fn meta_debug(key: &Cow<'_, [u8]>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
+fn meta_debug(key: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
     bump(&ctx.stats.cmd_meta);
     let hash = Engine::hash(key);
     let now = ctx.now;

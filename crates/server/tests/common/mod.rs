@@ -1,0 +1,58 @@
+//! Test helpers: an in-process server on an ephemeral port, and a raw client.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use tiercache_server::config::Config;
+use tiercache_server::server::{start, ServerHandle};
+
+pub fn server_with(f: impl FnOnce(&mut Config)) -> ServerHandle {
+    let mut cfg = Config::default();
+    cfg.server.port = 0;
+    cfg.server.threads = 2;
+    cfg.cache.memory_mb = 32;
+    f(&mut cfg);
+    start(cfg).expect("server starts")
+}
+
+pub fn server() -> ServerHandle {
+    server_with(|_| {})
+}
+
+pub struct Client {
+    pub s: TcpStream,
+}
+
+impl Client {
+    pub fn new(h: &ServerHandle) -> Client {
+        let s = TcpStream::connect(h.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Client { s }
+    }
+
+    /// Sends bytes followed by `mn`, returns everything before the `MN` reply.
+    pub fn tx(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.s.write_all(bytes).unwrap();
+        self.s.write_all(b"mn\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !got.ends_with(b"MN\r\n") {
+            let n = self.s.read(&mut buf).unwrap();
+            assert!(
+                n > 0,
+                "connection closed; got so far: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.truncate(got.len() - 4);
+        got
+    }
+
+    pub fn tx_str(&mut self, bytes: &[u8]) -> String {
+        String::from_utf8_lossy(&self.tx(bytes)).into_owned()
+    }
+}

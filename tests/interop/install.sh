@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Idempotent installer for the interop suite's dependencies (Debian 12, run as root).
+#   - apt: memcached (reference server), libmemcached-tools (memccapable)
+#   - PyPI: pymemcache (client round-trip test)
+# Each piece is installed only when missing, so re-running is cheap.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+fi
+
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "$@"
+}
+
+need_apt=()
+command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
+command -v memccapable >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
+
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    echo "install.sh: apt-get install ${need_apt[*]}"
+    apt_install "${need_apt[@]}"
+    # The Debian package starts a system memcached on 11211; the suite does not
+    # need it (it starts its own servers on free ports).
+    if command -v systemctl >/dev/null 2>&1; then
+        $SUDO systemctl stop memcached >/dev/null 2>&1 || true
+    fi
+fi
+
+if ! python3 -c 'import pymemcache' >/dev/null 2>&1; then
+    echo "install.sh: pip install pymemcache"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        apt_install python3-pip
+    fi
+    # Debian's own python3 refuses pip installs (PEP 668) unless told otherwise;
+    # fall back to Debian's package if PyPI cannot be used at all.
+    python3 -m pip install --quiet pymemcache \
+        || python3 -m pip install --quiet --break-system-packages pymemcache \
+        || apt_install python3-pymemcache
+fi
+
+echo "install.sh: ok (memcached: $(command -v memcached), memccapable: $(command -v memccapable), pymemcache: $(python3 -c 'import pymemcache; print(pymemcache.__version__)'))"
