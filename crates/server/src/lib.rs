@@ -15,5 +15,6 @@ pub mod shared;
 pub mod stats;
 pub mod worker;
 
-/// The version string `version` and `stats` report.
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "-tiercache");
+/// The version string `version` and `stats` report: the memcached protocol
+/// level first (clients and tools such as memccapable parse it), then ours.
+pub const VERSION: &str = concat!("1.6.18-tiercache-", env!("CARGO_PKG_VERSION"));
