@@ -81,6 +81,8 @@ pub struct Shard {
     shared: Arc<Shared>,
     flush_gen: u64,
     index_bytes_reported: usize,
+    /// Time of the latest request, for classifying evicted items in stats.
+    clock_now: u32,
     pub stats: ShardStats,
 }
 
@@ -106,6 +108,7 @@ impl Shard {
             shared,
             flush_gen: 0,
             index_bytes_reported: bytes,
+            clock_now: 0,
             stats: ShardStats::default(),
         }
     }
@@ -125,6 +128,7 @@ impl Shard {
     /// Applies a flush_all that happened since this shard last looked.
     #[inline]
     pub fn catch_up(&mut self, now: u32) {
+        self.clock_now = now;
         let at = self.shared.flush_at.load(Ordering::Relaxed);
         if at != 0
             && now >= at
@@ -475,7 +479,7 @@ impl Shard {
                     self.stats.reinserted += 1;
                 }
                 None => {
-                    if h.expired(now_hint()) {
+                    if h.expired(self.clock_now) {
                         self.stats.reclaimed += 1;
                     } else {
                         self.stats.evictions += 1;
@@ -574,9 +578,4 @@ fn other(q: Queue) -> Queue {
         Queue::Main => Queue::Probation,
         Queue::Probation => Queue::Main,
     }
-}
-
-/// Current unix time, for classifying evicted items as expired in stats.
-fn now_hint() -> u32 {
-    crate::clock::unix_now()
 }
