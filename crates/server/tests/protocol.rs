@@ -32,6 +32,34 @@ fn pipelined_requests_answer_in_order() {
 }
 
 #[test]
+fn trickled_bytes_and_reads_larger_than_a_chunk_are_all_answered() {
+    // The server stops reading after a short read and relies on the next
+    // readiness event: a request that arrives a few bytes at a time, and a
+    // pipeline far larger than one 64 KiB read, must both be answered.
+    let h = server();
+    let mut c = Client::new(&h);
+    for part in [
+        &b"se"[..],
+        b"t tr 0 0 5\r",
+        b"\nhel",
+        b"lo",
+        b"\r\nget t",
+        b"r\r\n",
+    ] {
+        c.s.write_all(part).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(c.tx_str(b""), "STORED\r\nVALUE tr 0 5\r\nhello\r\nEND\r\n");
+    let mut batch = Vec::new();
+    for i in 0..20_000 {
+        batch.extend_from_slice(format!("get nokey{i}\r\n").as_bytes());
+    }
+    assert!(batch.len() > 4 * 64 * 1024);
+    assert_eq!(c.tx_str(&batch), "END\r\n".repeat(20_000));
+    h.shutdown();
+}
+
+#[test]
 fn noreply_is_silent_and_effective() {
     let h = server();
     let mut c = Client::new(&h);
