@@ -46,8 +46,11 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Average item size the index is sized for when no hash power is given.
-const SIZING_ITEM_BYTES: usize = 256;
+/// Average item size the index is first sized for when no hash power is
+/// given; it grows with the item count from there.
+const SIZING_ITEM_BYTES: usize = 4096;
+/// Smallest initial index per shard, in buckets.
+const MIN_BUCKETS_PER_SHARD: usize = 64;
 /// Segments each shard should own at least.
 const MIN_SEGMENTS_PER_SHARD: usize = 8;
 
@@ -63,7 +66,7 @@ impl Engine {
         let seg = config.segment_size;
         if !(64 * 1024..=crate::index::MAX_SEGMENT_BYTES).contains(&seg) {
             return Err(ConfigError(format!(
-                "segment size {seg} must be between 64 KiB and 128 MiB"
+                "segment size {seg} must be between 64 KiB and 8 MiB"
             )));
         }
         let segments = config.memory_limit / seg;
@@ -73,6 +76,15 @@ impl Engine {
                 config.memory_limit >> 20,
                 seg >> 10,
                 (4 * seg) >> 20
+            )));
+        }
+        if segments > crate::index::MAX_SEGMENTS as usize {
+            return Err(ConfigError(format!(
+                "memory limit of {} MiB is too large for {} KiB segments: the index addresses at most {} segments; use segments of at least {} KiB",
+                config.memory_limit >> 20,
+                seg >> 10,
+                crate::index::MAX_SEGMENTS,
+                (config.memory_limit / crate::index::MAX_SEGMENTS as usize).div_ceil(1024)
             )));
         }
         if config.shards == 0 {
@@ -88,7 +100,8 @@ impl Engine {
         }
         if config.hash_power == 0 {
             let items = config.memory_limit / SIZING_ITEM_BYTES;
-            let buckets = (items / 6).max(64).next_power_of_two();
+            let buckets = (1usize << crate::index::Index::power_for(items))
+                .max(MIN_BUCKETS_PER_SHARD * config.shards);
             config.hash_power = buckets.trailing_zeros();
         }
         let per_shard_power = config

@@ -1,13 +1,34 @@
-//! The hash index: buckets of eight 64-bit slots (one cache line), chained
-//! into overflow buckets when full. A slot holds a 16-bit tag from the key's
-//! hash and the item's location (segment, offset / 8); the key itself lives
-//! with the item, so a tag match is confirmed by comparing keys, and a tag
-//! collision costs one extra comparison, never a wrong answer.
+//! The hash index: a bucketized cuckoo table of 48-bit entries, ten to a
+//! 64-byte bucket (one cache line), with overflow chains as a fallback.
+//!
+//! An entry holds an 11-bit tag from the key's hash, a hit bit, and the
+//! item's location (segment, offset / 8); the key itself lives with the item
+//! (in RAM or on flash), so a tag match is confirmed by comparing keys, and a
+//! tag collision costs one extra comparison, never a wrong answer.
 //!
 //! ```text
-//! slot = tag:16 | segment:24 | offset/8:24     (0 = empty)
-//! a slot whose tag is 0 but is non-zero is a pointer to the next bucket (slot 7 only)
+//! entry  = tag:11 | hit:1 | segment:16 | offset/8:20      (all zero = empty, tag is never 0)
+//! bucket = hi:[u16; 10] | lo:[u32; 10] | next:u32         (64 bytes, cache-line aligned)
+//!          hi = tag | hit | segment's top 4 bits, lo = segment's low 12 bits | offset/8
 //! ```
+//!
+//! Placement: a key has two candidate buckets, `b1` from the hash's low bits
+//! and `b2 = b1 ^ f(tag)` (partial-key cuckoo hashing, as in cuckoo filters),
+//! so an entry's other bucket is known from its tag alone and entries can be
+//! moved without their keys. Insert takes a free slot in `b1`, else in `b2`,
+//! else kicks a random entry to its other bucket (a short random walk). Only
+//! when the walk fails does an entry go to an overflow bucket chained from
+//! one of its two buckets (`next`, a bucket index, 0 = none); a slot freed in
+//! a bucket pulls an entry back from its chain, so chains drain under churn.
+//! Lookups read `b1`, then `b2`, then chains (rare): about 1.3 cache lines
+//! per hit and 2 per miss at design load.
+//!
+//! Bits used from the hash: `b1` uses the low bits (bits 0..log2(buckets)),
+//! the engine picks the shard with bits 40..47, the tag is bits 52..62.
+//!
+//! The table can double ([`Index::grow`]) when every entry's hash can be
+//! recomputed (RAM-only shards, whose keys are in DRAM); an index for a flash
+//! tier is sized up front with [`Index::power_for`].
 
 /// Where an item lives: a shard-local segment id and a byte offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,28 +37,48 @@ pub struct Loc {
     pub off: u32,
 }
 
-pub const MAX_SEGMENTS: u32 = 1 << 24;
-pub const MAX_SEGMENT_BYTES: usize = 8 << 24;
-const SLOTS: usize = 8;
-const LOC_MASK: u64 = (1 << 48) - 1;
+/// Segments per shard an entry can address.
+pub const MAX_SEGMENTS: u32 = 1 << 16;
+/// Largest segment an entry can address (offsets are stored / 8 in 20 bits).
+pub const MAX_SEGMENT_BYTES: usize = 8 << 20;
+/// Entries per bucket.
+pub const SLOTS: usize = 10;
+/// The load (percent of slots in use) the index is designed for: a flash
+/// index sized with [`Index::power_for`] is at most this full, and a growing
+/// index doubles when it passes it ([`Index::wants_grow`]).
+pub const DESIGN_LOAD_PERCENT: usize = 88;
+
+const TAG_SHIFT: u32 = 37;
+const HIT: u64 = 1 << 36;
+const LOC_MASK: u64 = (1 << 36) - 1;
+const TAG_MASK: u64 = 0x7FF;
+/// Kicks before an insert gives up and uses an overflow chain.
+const MAX_KICKS: usize = 64;
 
 impl Loc {
     #[inline]
     fn pack(self) -> u64 {
-        (u64::from(self.seg) << 24) | u64::from(self.off >> 3)
+        debug_assert!(self.seg < MAX_SEGMENTS, "segment {} out of range", self.seg);
+        debug_assert!(
+            (self.off as usize) < MAX_SEGMENT_BYTES && self.off.is_multiple_of(8),
+            "offset {} out of range or unaligned",
+            self.off
+        );
+        (u64::from(self.seg) << 20) | u64::from(self.off >> 3)
     }
     #[inline]
     fn unpack(v: u64) -> Loc {
         Loc {
-            seg: ((v >> 24) & 0xFF_FFFF) as u32,
-            off: ((v & 0xFF_FFFF) << 3) as u32,
+            seg: ((v >> 20) & 0xFFFF) as u32,
+            off: ((v & 0xF_FFFF) << 3) as u32,
         }
     }
 }
 
+/// The entry's tag: hash bits 52..62, never 0.
 #[inline]
 fn tag_of(hash: u64) -> u64 {
-    let t = hash >> 48;
+    let t = (hash >> 52) & TAG_MASK;
     if t == 0 {
         1
     } else {
@@ -45,12 +86,50 @@ fn tag_of(hash: u64) -> u64 {
     }
 }
 
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Bucket {
+    hi: [u16; SLOTS],
+    lo: [u32; SLOTS],
+    next: u32,
+}
+
+const EMPTY: Bucket = Bucket {
+    hi: [0; SLOTS],
+    lo: [0; SLOTS],
+    next: 0,
+};
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+
+impl Bucket {
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        (u64::from(self.hi[i]) << 32) | u64::from(self.lo[i])
+    }
+    #[inline]
+    fn set(&mut self, i: usize, e: u64) {
+        self.hi[i] = (e >> 32) as u16;
+        self.lo[i] = e as u32;
+    }
+    #[inline]
+    fn free_slot(&self) -> Option<usize> {
+        self.hi.iter().position(|&h| h == 0)
+    }
+    fn is_empty(&self) -> bool {
+        self.hi.iter().all(|&h| h == 0)
+    }
+}
+
 /// The index of one shard.
 pub struct Index {
-    buckets: Vec<[u64; SLOTS]>,
+    /// Primary buckets `[0, primary)`, then overflow buckets.
+    buckets: Vec<Bucket>,
     primary: usize,
+    mask: usize,
     free_overflow: Vec<u32>,
     items: usize,
+    rng: u64,
 }
 
 impl Index {
@@ -58,11 +137,21 @@ impl Index {
     pub fn new(power: u32) -> Index {
         let primary = 1usize << power;
         Index {
-            buckets: vec![[0; SLOTS]; primary],
+            buckets: vec![EMPTY; primary],
             primary,
+            mask: primary - 1,
             free_overflow: Vec::new(),
             items: 0,
+            rng: 0x2545_F491_4F6C_DD1D,
         }
+    }
+
+    /// The power for an index that holds `entries` at no more than the
+    /// design load (for an index that cannot grow).
+    pub fn power_for(entries: usize) -> u32 {
+        let per_bucket = SLOTS * DESIGN_LOAD_PERCENT;
+        let buckets = (entries * 100).div_ceil(per_bucket).max(1);
+        buckets.next_power_of_two().trailing_zeros()
     }
 
     pub fn len(&self) -> usize {
@@ -75,111 +164,278 @@ impl Index {
 
     /// Bytes of memory the index uses.
     pub fn memory_bytes(&self) -> usize {
-        self.buckets.capacity() * SLOTS * 8
+        self.buckets.capacity() * std::mem::size_of::<Bucket>() + self.free_overflow.capacity() * 4
     }
 
     pub fn primary_buckets(&self) -> usize {
         self.primary
     }
 
+    /// Overflow buckets in use (a measure of how far past its design load
+    /// the index is).
+    pub fn overflow_buckets(&self) -> usize {
+        self.buckets.len() - self.primary - self.free_overflow.len()
+    }
+
+    /// Whether the index is past its design load and should grow.
+    pub fn wants_grow(&self) -> bool {
+        self.items * 100 > self.primary * SLOTS * DESIGN_LOAD_PERCENT
+    }
+
     #[inline]
     fn home(&self, hash: u64) -> usize {
-        (hash as usize) & (self.primary - 1)
+        (hash as usize) & self.mask
+    }
+
+    /// The other bucket of an entry with this tag in bucket `b`.
+    #[inline]
+    fn alt(&self, b: usize, tag: u64) -> usize {
+        let x = (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask;
+        b ^ if x == 0 { 1 & self.mask } else { x }
+    }
+
+    /// Calls `f` on the buckets that can hold an entry with candidate
+    /// buckets `b1` and `b2`, in lookup order, until it returns true.
+    #[inline]
+    fn visit(&self, b1: usize, b2: usize, mut f: impl FnMut(usize, usize) -> bool) -> bool {
+        if f(b1, b1) || (b2 != b1 && f(b2, b2)) {
+            return true;
+        }
+        for head in [b1, b2] {
+            let mut n = self.buckets[head].next as usize;
+            while n != 0 {
+                if f(head, n) {
+                    return true;
+                }
+                n = self.buckets[n].next as usize;
+            }
+            if b2 == b1 {
+                break;
+            }
+        }
+        false
     }
 
     /// The first location with this hash's tag for which `is_key` holds.
     #[inline]
     pub fn find(&self, hash: u64, mut is_key: impl FnMut(Loc) -> bool) -> Option<Loc> {
         let tag = tag_of(hash);
-        let mut b = self.home(hash);
-        loop {
-            let bucket = &self.buckets[b];
-            for (i, &e) in bucket.iter().enumerate() {
-                if e >> 48 == tag {
-                    let loc = Loc::unpack(e & LOC_MASK);
+        let b1 = self.home(hash);
+        let b2 = self.alt(b1, tag);
+        let mut found = None;
+        self.visit(b1, b2, |_, b| {
+            let bk = &self.buckets[b];
+            for i in 0..SLOTS {
+                if u64::from(bk.hi[i] >> 5) == tag {
+                    let loc = Loc::unpack(bk.get(i) & LOC_MASK);
                     if is_key(loc) {
-                        return Some(loc);
+                        found = Some(loc);
+                        return true;
                     }
-                } else if i == SLOTS - 1 && e != 0 && e >> 48 == 0 {
-                    b = e as usize;
-                    break;
                 }
             }
-            let last = bucket[SLOTS - 1];
-            if last == 0 || last >> 48 != 0 {
-                return None;
+            false
+        });
+        found
+    }
+
+    /// (chain head, bucket, slot) of the entry for `loc`.
+    fn position(&self, hash: u64, loc: Loc) -> Option<(usize, usize, usize)> {
+        let tag = tag_of(hash);
+        let want = (tag << TAG_SHIFT) | loc.pack();
+        let b1 = self.home(hash);
+        let b2 = self.alt(b1, tag);
+        let mut found = None;
+        self.visit(b1, b2, |head, b| {
+            let bk = &self.buckets[b];
+            for i in 0..SLOTS {
+                if bk.get(i) & !HIT == want {
+                    found = Some((head, b, i));
+                    return true;
+                }
             }
-        }
+            false
+        });
+        found
     }
 
     /// Adds an entry (the caller has removed any previous one for the key).
     pub fn insert(&mut self, hash: u64, loc: Loc) {
-        let entry = (tag_of(hash) << 48) | loc.pack();
-        let mut b = self.home(hash);
-        loop {
-            let last = self.buckets[b][SLOTS - 1];
-            if let Some(slot) = self.buckets[b].iter().position(|&e| e == 0) {
-                self.buckets[b][slot] = entry;
-                self.items += 1;
+        let entry = (tag_of(hash) << TAG_SHIFT) | loc.pack();
+        self.place(self.home(hash), entry);
+        self.items += 1;
+    }
+
+    #[inline]
+    fn next_random(&mut self) -> u64 {
+        // xorshift64
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// Stores `entry` whose first bucket is `b1`.
+    fn place(&mut self, b1: usize, entry: u64) {
+        let b2 = self.alt(b1, entry >> TAG_SHIFT);
+        for b in [b1, b2] {
+            if let Some(i) = self.buckets[b].free_slot() {
+                self.buckets[b].set(i, entry);
                 return;
             }
-            if last >> 48 == 0 {
-                b = last as usize;
-                continue;
+        }
+        // Both full: a random walk, each step moving an entry to its other bucket.
+        let r = self.next_random();
+        let mut b = if r & 1 == 0 { b1 } else { b2 };
+        let mut e = entry;
+        for _ in 0..MAX_KICKS {
+            let i = (self.next_random() % SLOTS as u64) as usize;
+            let victim = self.buckets[b].get(i);
+            self.buckets[b].set(i, e);
+            e = victim;
+            let nb = self.alt(b, e >> TAG_SHIFT);
+            if nb == b {
+                break;
             }
-            // Full bucket without a chain: move the last item to a new bucket.
-            let next = self.new_overflow();
-            self.buckets[next][0] = last;
-            self.buckets[next][1] = entry;
-            self.buckets[b][SLOTS - 1] = next as u64;
-            self.items += 1;
-            return;
+            b = nb;
+            if let Some(i) = self.buckets[b].free_slot() {
+                self.buckets[b].set(i, e);
+                return;
+            }
         }
+        // `b` is one of `e`'s two buckets: chain it there.
+        self.chain_push(b, e);
     }
 
-    fn new_overflow(&mut self) -> usize {
-        if let Some(i) = self.free_overflow.pop() {
-            return i as usize;
+    fn chain_push(&mut self, head: usize, e: u64) {
+        let mut n = self.buckets[head].next as usize;
+        while n != 0 {
+            if let Some(i) = self.buckets[n].free_slot() {
+                self.buckets[n].set(i, e);
+                return;
+            }
+            n = self.buckets[n].next as usize;
         }
-        self.buckets.push([0; SLOTS]);
-        self.buckets.len() - 1
+        let o = match self.free_overflow.pop() {
+            Some(o) => o as usize,
+            None => {
+                self.buckets.push(EMPTY);
+                self.buckets.len() - 1
+            }
+        };
+        assert!(o <= u32::MAX as usize, "index overflow area exhausted");
+        self.buckets[o].set(0, e);
+        self.buckets[o].next = self.buckets[head].next;
+        self.buckets[head].next = o as u32;
     }
 
-    /// Rewrites the entry for `old` to `new`; false when no entry points at `old`.
+    /// Rewrites the entry for `old` to `new` and clears its hit bit; false
+    /// when no entry points at `old`.
     pub fn relocate(&mut self, hash: u64, old: Loc, new: Loc) -> bool {
-        let tag = tag_of(hash);
-        let want = (tag << 48) | old.pack();
-        self.for_slot(hash, want, |slot| *slot = (tag << 48) | new.pack())
+        match self.position(hash, old) {
+            Some((_, b, i)) => {
+                self.buckets[b].set(i, (tag_of(hash) << TAG_SHIFT) | new.pack());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sets the hit bit of the entry for `loc`; false when there is none.
+    pub fn set_hit(&mut self, hash: u64, loc: Loc) -> bool {
+        match self.position(hash, loc) {
+            Some((_, b, i)) => {
+                let e = self.buckets[b].get(i);
+                self.buckets[b].set(i, e | HIT);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The hit bit of the entry for `loc`; None when no entry points at it.
+    pub fn hit(&self, hash: u64, loc: Loc) -> Option<bool> {
+        self.position(hash, loc)
+            .map(|(_, b, i)| self.buckets[b].get(i) & HIT != 0)
     }
 
     /// Removes the entry pointing at `loc`; false when there is none.
     pub fn remove(&mut self, hash: u64, loc: Loc) -> bool {
-        let want = (tag_of(hash) << 48) | loc.pack();
-        let found = self.for_slot(hash, want, |slot| *slot = 0);
-        if found {
-            self.items -= 1;
+        let Some((head, b, i)) = self.position(hash, loc) else {
+            return false;
+        };
+        self.buckets[b].set(i, 0);
+        self.items -= 1;
+        if self.buckets[head].next != 0 {
+            if b == head {
+                self.refill(head, i);
+            }
+            self.drop_empty_overflow(head);
         }
-        found
+        true
+    }
+
+    /// Moves an entry from `head`'s chain into its free slot `i`.
+    fn refill(&mut self, head: usize, i: usize) {
+        let mut n = self.buckets[head].next as usize;
+        while n != 0 {
+            if let Some(j) = self.buckets[n].hi.iter().position(|&h| h != 0) {
+                let e = self.buckets[n].get(j);
+                self.buckets[n].set(j, 0);
+                self.buckets[head].set(i, e);
+                return;
+            }
+            n = self.buckets[n].next as usize;
+        }
+    }
+
+    /// Unlinks the empty buckets of `head`'s chain.
+    fn drop_empty_overflow(&mut self, head: usize) {
+        let mut prev = head;
+        let mut n = self.buckets[head].next as usize;
+        while n != 0 {
+            let next = self.buckets[n].next;
+            if self.buckets[n].is_empty() {
+                self.buckets[prev].next = next;
+                self.buckets[n].next = 0;
+                self.free_overflow.push(n as u32);
+            } else {
+                prev = n;
+            }
+            n = next as usize;
+        }
     }
 
     /// Whether an entry points at `loc`.
     pub fn contains(&self, hash: u64, loc: Loc) -> bool {
-        self.find(hash, |l| l == loc).is_some()
+        self.position(hash, loc).is_some()
     }
 
-    fn for_slot(&mut self, hash: u64, want: u64, f: impl FnOnce(&mut u64)) -> bool {
-        let mut b = self.home(hash);
-        loop {
-            let bucket = &mut self.buckets[b];
-            if let Some(slot) = bucket.iter_mut().find(|e| **e == want) {
-                f(slot);
-                return true;
+    /// Doubles the primary buckets and re-places every entry; `hash_of`
+    /// gives the hash of the item at a location. Hit bits are kept.
+    pub fn grow(&mut self, mut hash_of: impl FnMut(Loc) -> u64) {
+        let primary = self.primary * 2;
+        let old = std::mem::replace(&mut self.buckets, vec![EMPTY; primary]);
+        self.primary = primary;
+        self.mask = primary - 1;
+        self.free_overflow = Vec::new();
+        for bk in &old {
+            for i in 0..SLOTS {
+                let e = bk.get(i);
+                if e == 0 {
+                    continue;
+                }
+                let hash = hash_of(Loc::unpack(e & LOC_MASK));
+                debug_assert_eq!(
+                    tag_of(hash),
+                    e >> TAG_SHIFT,
+                    "hash_of disagrees with the tag"
+                );
+                let entry = (tag_of(hash) << TAG_SHIFT) | (e & (HIT | LOC_MASK));
+                self.place(self.home(hash), entry);
             }
-            let last = bucket[SLOTS - 1];
-            if last == 0 || last >> 48 != 0 {
-                return false;
-            }
-            b = last as usize;
         }
     }
 
@@ -187,21 +443,54 @@ impl Index {
     pub fn clear(&mut self) {
         self.buckets.truncate(self.primary);
         self.buckets.shrink_to_fit();
-        for b in &mut self.buckets {
-            *b = [0; SLOTS];
-        }
-        self.free_overflow.clear();
+        self.buckets.fill(EMPTY);
+        self.free_overflow = Vec::new();
         self.items = 0;
+    }
+
+    /// Buckets a lookup of `hash` reads before finding `loc` (or all of
+    /// them for a miss): the cache lines it touches.
+    #[cfg(test)]
+    fn lines_touched(&self, hash: u64, loc: Option<Loc>) -> usize {
+        let mut lines = 0;
+        let tag = tag_of(hash);
+        let b1 = self.home(hash);
+        let b2 = self.alt(b1, tag);
+        self.visit(b1, b2, |_, b| {
+            lines += 1;
+            let bk = &self.buckets[b];
+            loc.is_some_and(|l| {
+                (0..SLOTS).any(|i| bk.get(i) & !HIT == (tag << TAG_SHIFT) | l.pack())
+            })
+        });
+        lines
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::collections::HashMap;
+
+    fn hash_of(i: u64) -> u64 {
+        // splitmix64 finalizer: well-mixed hashes from integers.
+        let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn loc_of(i: u64) -> Loc {
+        Loc {
+            seg: (i % u64::from(MAX_SEGMENTS)) as u32,
+            off: ((i * 8) % MAX_SEGMENT_BYTES as u64) as u32,
+        }
+    }
 
     #[test]
     fn insert_find_remove_with_chains() {
+        // 4 buckets for 500 entries: most live in overflow chains.
         let mut idx = Index::new(2);
         let mut model = HashMap::new();
         for i in 0..500u32 {
@@ -211,33 +500,233 @@ mod tests {
             model.insert(hash, loc);
         }
         assert_eq!(idx.len(), 500);
+        assert!(idx.overflow_buckets() > 0);
         for (&h, &loc) in &model {
             assert_eq!(idx.find(h, |l| l == loc), Some(loc));
+            assert_eq!(idx.hit(h, loc), Some(false));
         }
         for (i, (&h, &loc)) in model.iter().enumerate() {
             if i % 2 == 0 {
                 assert!(idx.remove(h, loc));
                 assert!(!idx.contains(h, loc));
+                assert_eq!(idx.hit(h, loc), None);
             } else {
+                assert!(idx.set_hit(h, loc));
+                assert_eq!(idx.hit(h, loc), Some(true));
                 let new = Loc {
                     seg: loc.seg,
                     off: loc.off + 8,
                 };
                 assert!(idx.relocate(h, loc, new));
                 assert!(idx.contains(h, new));
+                assert_eq!(idx.hit(h, new), Some(false));
             }
         }
         assert_eq!(idx.len(), 250);
         idx.clear();
         assert!(idx.is_empty());
+        assert_eq!(idx.overflow_buckets(), 0);
+        assert_eq!(idx.memory_bytes(), 4 * 64);
+    }
+
+    #[test]
+    fn find_tries_every_tag_match() {
+        // Same hash (so same tag and buckets) for several locations.
+        let mut idx = Index::new(4);
+        let h = hash_of(7);
+        let locs: Vec<Loc> = (0..25).map(|i| loc_of(i * 3 + 1)).collect();
+        for &l in &locs {
+            idx.insert(h, l);
+        }
+        for &l in &locs {
+            let mut calls = 0;
+            assert_eq!(
+                idx.find(h, |x| {
+                    calls += 1;
+                    x == l
+                }),
+                Some(l)
+            );
+            assert!(calls >= 1);
+        }
+        let mut calls = 0;
+        assert_eq!(
+            idx.find(h, |_| {
+                calls += 1;
+                false
+            }),
+            None
+        );
+        assert_eq!(calls, 25);
     }
 
     #[test]
     fn loc_packing() {
-        let l = Loc {
-            seg: MAX_SEGMENTS - 1,
-            off: (MAX_SEGMENT_BYTES - 8) as u32,
+        for l in [
+            Loc {
+                seg: MAX_SEGMENTS - 1,
+                off: (MAX_SEGMENT_BYTES - 8) as u32,
+            },
+            Loc { seg: 0, off: 0 },
+            Loc { seg: 4097, off: 8 },
+        ] {
+            assert_eq!(Loc::unpack(l.pack()), l);
+            let e = (tag_of(0) << TAG_SHIFT) | HIT | l.pack();
+            assert_ne!(e, 0);
+            assert_eq!(e >> 48, 0, "entries are 48 bits");
+        }
+    }
+
+    #[test]
+    fn entry_is_never_zero() {
+        assert_ne!(tag_of(0), 0);
+        assert_ne!(tag_of(u64::MAX), 0);
+        let mut idx = Index::new(0);
+        idx.insert(0, Loc { seg: 0, off: 0 });
+        assert!(idx.contains(0, Loc { seg: 0, off: 0 }));
+    }
+
+    #[test]
+    fn grow_keeps_entries_and_hit_bits() {
+        let mut idx = Index::new(2);
+        let n = 2000u64;
+        let by_loc: HashMap<Loc, u64> = (0..n).map(|i| (loc_of(i), hash_of(i))).collect();
+        for i in 0..n {
+            idx.insert(hash_of(i), loc_of(i));
+            if i % 3 == 0 {
+                idx.set_hit(hash_of(i), loc_of(i));
+            }
+            if idx.wants_grow() {
+                idx.grow(|l| by_loc[&l]);
+            }
+        }
+        assert_eq!(idx.len(), n as usize);
+        assert!(idx.primary_buckets() >= 256);
+        for i in 0..n {
+            assert_eq!(idx.hit(hash_of(i), loc_of(i)), Some(i % 3 == 0));
+        }
+        let per_entry = idx.memory_bytes() as f64 / idx.len() as f64;
+        assert!(per_entry < 16.0, "{per_entry} B per entry after growth");
+    }
+
+    /// An index sized for N entries holds them within 7.5 bytes each, also
+    /// after churn, with lookups touching about 1.3 (hit) and 2 (miss) lines.
+    #[test]
+    fn bytes_per_entry_at_design_load() {
+        let power = 18; // 262,144 buckets
+        let cap = (1usize << power) * SLOTS * DESIGN_LOAD_PERCENT / 100;
+        assert_eq!(Index::power_for(cap), power);
+        let mut idx = Index::new(power);
+        for i in 0..cap as u64 {
+            idx.insert(hash_of(i), loc_of(i));
+        }
+        assert!(!idx.wants_grow());
+        let check = |idx: &Index, live: std::ops::Range<u64>, what: &str| {
+            let per_entry = idx.memory_bytes() as f64 / idx.len() as f64;
+            let sample = live.clone().step_by(97);
+            let k = sample.clone().count() as f64;
+            let hit_lines: usize = sample
+                .map(|i| idx.lines_touched(hash_of(i), Some(loc_of(i))))
+                .sum();
+            let miss_lines: usize = (0..10_000u64)
+                .map(|i| idx.lines_touched(hash_of(u64::MAX - i), None))
+                .sum();
+            let (hit, miss) = (hit_lines as f64 / k, miss_lines as f64 / 10_000.0);
+            eprintln!(
+                "{what}: {} entries, {per_entry:.3} B/entry, {} overflow buckets, lines per hit {hit:.3}, per miss {miss:.3}",
+                idx.len(),
+                idx.overflow_buckets()
+            );
+            assert!(per_entry <= 7.5, "{what}: {per_entry} B per entry");
+            assert!(hit < 1.5, "{what}: {hit} lines per hit");
+            assert!(miss < 2.1, "{what}: {miss} lines per miss");
         };
-        assert_eq!(Loc::unpack(l.pack()), l);
+        check(&idx, 0..cap as u64, "filled");
+        // Churn: replace the oldest entries with new ones, twice over.
+        let n = cap as u64;
+        for i in 0..2 * n {
+            assert!(idx.remove(hash_of(i), loc_of(i)));
+            idx.insert(hash_of(i + n), loc_of(i + n));
+        }
+        check(&idx, 2 * n..3 * n, "after churn");
+        for i in (2 * n..3 * n).step_by(13) {
+            assert!(idx.contains(hash_of(i), loc_of(i)));
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u16),
+        Remove(u16),
+        Relocate(u16),
+        SetHit(u16),
+        Grow,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => any::<u16>().prop_map(Op::Insert),
+            2 => any::<u16>().prop_map(Op::Remove),
+            1 => any::<u16>().prop_map(Op::Relocate),
+            1 => any::<u16>().prop_map(Op::SetHit),
+            1 => Just(Op::Grow),
+        ]
+    }
+
+    proptest! {
+        /// The index against a HashMap of key -> (location, hit). Keys are
+        /// folded into few hash values so that tags and buckets collide.
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec(op(), 1..400), fold in 1u64..200) {
+            let mut idx = Index::new(1);
+            let mut model: HashMap<u16, (Loc, bool)> = HashMap::new();
+            let mut next = 0u64;
+            let hash = |k: u16| hash_of(u64::from(k) % fold);
+            for op in ops {
+                match op {
+                    Op::Insert(k) => {
+                        if let Some((old, _)) = model.remove(&k) {
+                            prop_assert!(idx.remove(hash(k), old));
+                        }
+                        next += 1;
+                        idx.insert(hash(k), loc_of(next));
+                        model.insert(k, (loc_of(next), false));
+                    }
+                    Op::Remove(k) => {
+                        let l = model.remove(&k).map(|(l, _)| l).unwrap_or(loc_of(0));
+                        prop_assert_eq!(idx.remove(hash(k), l), l != loc_of(0));
+                    }
+                    Op::Relocate(k) => {
+                        next += 1;
+                        let new = loc_of(next);
+                        match model.get_mut(&k) {
+                            Some(e) => {
+                                prop_assert!(idx.relocate(hash(k), e.0, new));
+                                *e = (new, false);
+                            }
+                            None => prop_assert!(!idx.relocate(hash(k), loc_of(0), new)),
+                        }
+                    }
+                    Op::SetHit(k) => match model.get_mut(&k) {
+                        Some(e) => {
+                            prop_assert!(idx.set_hit(hash(k), e.0));
+                            e.1 = true;
+                        }
+                        None => prop_assert!(!idx.set_hit(hash(k), loc_of(0))),
+                    },
+                    Op::Grow if idx.primary_buckets() < 256 => {
+                        let by_loc: HashMap<Loc, u64> =
+                            model.iter().map(|(&k, &(l, _))| (l, hash(k))).collect();
+                        idx.grow(|l| by_loc[&l]);
+                    }
+                    Op::Grow => {}
+                }
+                prop_assert_eq!(idx.len(), model.len());
+            }
+            for (&k, &(l, hit)) in &model {
+                prop_assert_eq!(idx.find(hash(k), |x| x == l), Some(l));
+                prop_assert_eq!(idx.hit(hash(k), l), Some(hit));
+            }
+        }
     }
 }

@@ -84,6 +84,9 @@ pub struct Shard {
     /// Time of the latest request, for classifying evicted items in stats.
     clock_now: u32,
     pub stats: ShardStats,
+    /// Whether the index may grow: true when every indexed item's key is in
+    /// DRAM, so its hash can be recomputed (turn off for a flash tier).
+    pub can_grow: bool,
 }
 
 /// Key hash used by index, shards and the ghost list.
@@ -110,6 +113,7 @@ impl Shard {
             index_bytes_reported: bytes,
             clock_now: 0,
             stats: ShardStats::default(),
+            can_grow: true,
         }
     }
 
@@ -342,6 +346,7 @@ impl Shard {
         self.stats.total_items += 1;
         self.stats.bytes += size as u64;
         self.account_index();
+        self.maybe_grow_index();
         Ok(loc)
     }
 
@@ -570,6 +575,22 @@ impl Shard {
     /// Bytes of memory this shard's index uses.
     pub fn index_bytes(&self) -> usize {
         self.index.memory_bytes()
+    }
+
+    /// Doubles the index once it passes its design load, when every entry's
+    /// hash can be recomputed from its key in DRAM (`can_grow`). The memory
+    /// budget follows: a bigger index leaves room for fewer segments.
+    fn maybe_grow_index(&mut self) {
+        if !self.can_grow || !self.index.wants_grow() {
+            return;
+        }
+        let segs = &self.segs;
+        self.index.grow(|loc| {
+            let seg = segs[loc.seg as usize].as_ref().expect("live segment");
+            let b = &seg.data[loc.off as usize..];
+            hash_key(&b[HEADER..HEADER + b[20] as usize])
+        });
+        self.account_index();
     }
 }
 

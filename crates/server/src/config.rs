@@ -238,9 +238,9 @@ impl Config {
         if self.server.max_connections < 2 {
             bail!("-c must be at least 2");
         }
-        if self.cache.max_item_size < 1024 || self.cache.max_item_size > 128 << 20 {
+        if self.cache.max_item_size < 1024 || self.cache.max_item_size > 8 << 20 {
             bail!(
-                "-I must be between 1k and 128m (got {} bytes)",
+                "-I must be between 1k and 8m (got {} bytes)",
                 self.cache.max_item_size
             );
         }

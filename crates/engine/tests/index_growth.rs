@@ -1,0 +1,63 @@
+//! The index starts small and grows with the item count (RAM-only shards).
+
+use tiercache_engine::ops::{self, Mode, StoreArgs, StoreResult};
+use tiercache_engine::{Engine, EngineConfig};
+
+const NOW: u32 = 1_700_000_000;
+
+fn set(e: &Engine, key: &[u8], data: &[u8]) -> StoreResult {
+    let a = StoreArgs {
+        mode: Mode::Set,
+        key,
+        hash: Engine::hash(key),
+        flags: 0,
+        exptime: 0,
+        data,
+        compare_cas: 0,
+        new_cas: 0,
+        set_stale: false,
+        binary_key: false,
+    };
+    ops::store(&mut e.lock(a.hash, NOW), &a, NOW)
+}
+
+fn present(e: &Engine, key: &[u8]) -> bool {
+    let h = Engine::hash(key);
+    e.lock(h, NOW).find(key, h, NOW).is_some()
+}
+
+#[test]
+fn index_grows_with_items_and_keeps_them() {
+    let e = Engine::new(EngineConfig {
+        memory_limit: 256 << 20,
+        segment_size: 1 << 20,
+        ..Default::default()
+    })
+    .unwrap();
+    let start = e.stats(NOW);
+    let n = 500_000u32;
+    for i in 0..n {
+        let key = format!("key:{i:08}");
+        assert!(matches!(
+            set(&e, key.as_bytes(), b"0123456789abcdef"),
+            StoreResult::Stored { .. }
+        ));
+    }
+    let st = e.stats(NOW);
+    assert_eq!(st.shard.evictions, 0, "{st:?}");
+    assert_eq!(st.shard.curr_items, u64::from(n));
+    assert!(
+        st.index_buckets >= 8 * start.index_buckets,
+        "index did not grow: {start:?} -> {st:?}"
+    );
+    // Between 7 and 16 bytes of index per item (design load, or just after doubling).
+    let per_item = st.index_bytes as f64 / f64::from(n);
+    assert!((4.0..=16.0).contains(&per_item), "{per_item} B per item");
+    assert!(
+        st.segments_allocated * st.segment_size + st.index_bytes <= 256 << 20,
+        "{st:?}"
+    );
+    for i in 0..n {
+        assert!(present(&e, format!("key:{i:08}").as_bytes()), "key:{i:08}");
+    }
+}
