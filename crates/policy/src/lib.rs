@@ -14,13 +14,29 @@
 //! These four questions express FIFO, LRU, CLOCK (FIFO with reinsertion) and
 //! S3-FIFO exactly, and map one-to-one onto a log of segments: reinsertion is a
 //! copy to the head segment, so flash writes stay sequential.
+//!
+//! Two optional questions, with defaults that keep the four above unchanged,
+//! let an object-level cache run policies that a segment log can only
+//! approximate:
+//!
+//! - [`EvictionPolicy::on_hit_in`]: a hit that depends on the item's queue or
+//!   moves it to another queue at once (midpoint-insertion LRU, 2Q);
+//! - [`EvictionPolicy::reinsert_in_place`]: a reinsertion that keeps the item
+//!   where it is and moves an eviction hand past it (SIEVE).
+//!
+//! The engine's segment log calls only the four core methods; there SIEVE acts
+//! as CLOCK (keeping a place would need a copy anyway), and midpoint LRU and 2Q
+//! promote a hit item when it reaches the tail of its queue rather than at once.
 
 pub mod clock;
 pub mod fifo;
 pub mod ghost;
 pub mod lru;
+pub mod midpoint;
 pub mod queue_cache;
 pub mod s3fifo;
+pub mod sieve;
+pub mod twoq;
 
 /// The two queues a cache keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,18 +84,96 @@ pub trait EvictionPolicy: Send {
     fn on_tail(&mut self, queue: Queue, key_hash: u64, freq: u8) -> (TailAction, u8);
     /// Tells the policy roughly how many items the cache holds (sizes ghost lists).
     fn set_capacity_items(&mut self, _items: usize) {}
+    /// A hit on an item that sits in `queue`, for a cache that can move an
+    /// item to any queue at once (the object-level
+    /// [`QueueCache`](queue_cache::QueueCache)): returns the new frequency
+    /// counter and the queue to whose head the item moves now (`None`: it
+    /// stays where it is). The default is [`on_hit`](Self::on_hit), moving
+    /// within the item's own queue.
+    fn on_hit_in(&self, queue: Queue, freq: u8) -> (u8, Option<Queue>) {
+        let (freq, action) = self.on_hit(freq);
+        (freq, (action == HitAction::MoveToHead).then_some(queue))
+    }
+    /// Whether a [`TailAction::Reinsert`] into the item's own queue keeps the
+    /// item in place and moves the queue's eviction hand past it (SIEVE),
+    /// rather than moving it to the head (CLOCK). A segment log cannot keep a
+    /// place without a copy, so the engine always moves it.
+    fn reinsert_in_place(&self) -> bool {
+        false
+    }
 }
 
-/// The policies available by name.
-pub const POLICY_NAMES: &[&str] = &["s3fifo", "clock", "lru", "fifo"];
+/// The policies available by name. Some take a parameter after a colon
+/// (`midlru:75`, `2q:25`, `s3fifo:10`, `s3fifo:10:2`); see [`by_name`].
+pub const POLICY_NAMES: &[&str] = &["s3fifo", "clock", "lru", "fifo", "sieve", "midlru", "2q"];
 
-/// Builds a policy from its name (`s3fifo`, `clock`, `lru`, `fifo`).
-pub fn by_name(name: &str) -> Option<Box<dyn EvictionPolicy>> {
+/// Builds a policy from its name (`s3fifo`, `clock`, `lru`, `fifo`, `sieve`,
+/// `midlru`, `2q`), optionally followed by `:N`, a percentage:
+/// `midlru:N` inserts new items N% of the way down the LRU list (default 75,
+/// Flashcache's midpoint; 0 is plain LRU), `2q:N` gives the A1in FIFO N% of
+/// the bytes (default 25), `s3fifo:N` gives the small queue N% (default 10)
+/// and `s3fifo:N:T` also sets the hits needed to leave it (default 1).
+pub fn by_name(spec: &str) -> Option<Box<dyn EvictionPolicy>> {
+    let mut parts = spec.split(':');
+    let name = parts.next()?;
+    let mut params = parts.map(|p| p.parse::<u64>().ok().filter(|&p| p <= 100));
+    let param = match params.next() {
+        Some(p) => Some(p?),
+        None => None,
+    };
+    let second = match params.next() {
+        Some(p) => Some(p?),
+        None => None,
+    };
+    if params.next().is_some() || (second.is_some() && name != "s3fifo") {
+        return None;
+    }
+    let plain = |p: Box<dyn EvictionPolicy>| param.is_none().then_some(p);
     match name {
-        "s3fifo" => Some(Box::new(s3fifo::S3Fifo::default())),
-        "clock" => Some(Box::new(clock::Clock)),
-        "lru" => Some(Box::new(lru::Lru)),
-        "fifo" => Some(Box::new(fifo::Fifo)),
+        "s3fifo" => {
+            let mut p = s3fifo::S3Fifo::default();
+            p.small_percent = param.unwrap_or(p.small_percent);
+            p.promote_threshold =
+                second.map_or(p.promote_threshold, |t| t.min(MAX_FREQ as u64) as u8);
+            Some(Box::new(p))
+        }
+        "clock" => plain(Box::new(clock::Clock)),
+        "lru" => plain(Box::new(lru::Lru)),
+        "fifo" => plain(Box::new(fifo::Fifo)),
+        "sieve" => plain(Box::new(sieve::Sieve)),
+        "midlru" => Some(Box::new(midpoint::MidpointLru::new(
+            param.unwrap_or(midpoint::FLASHCACHE_INSERT_PERCENT),
+        ))),
+        "2q" => Some(Box::new(twoq::TwoQ::new(
+            param.unwrap_or(twoq::DEFAULT_A1IN_PERCENT),
+        ))),
         _ => None,
+    }
+}
+
+impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn insert_queue(&mut self, key_hash: u64) -> Queue {
+        (**self).insert_queue(key_hash)
+    }
+    fn on_hit(&self, freq: u8) -> (u8, HitAction) {
+        (**self).on_hit(freq)
+    }
+    fn victim_queue(&self, probation_bytes: u64, main_bytes: u64, capacity: u64) -> Queue {
+        (**self).victim_queue(probation_bytes, main_bytes, capacity)
+    }
+    fn on_tail(&mut self, queue: Queue, key_hash: u64, freq: u8) -> (TailAction, u8) {
+        (**self).on_tail(queue, key_hash, freq)
+    }
+    fn set_capacity_items(&mut self, items: usize) {
+        (**self).set_capacity_items(items)
+    }
+    fn on_hit_in(&self, queue: Queue, freq: u8) -> (u8, Option<Queue>) {
+        (**self).on_hit_in(queue, freq)
+    }
+    fn reinsert_in_place(&self) -> bool {
+        (**self).reinsert_in_place()
     }
 }
