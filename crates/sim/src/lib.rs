@@ -1,0 +1,24 @@
+//! tiercache-sim: replays cache traces through the eviction policies of
+//! `tiercache-policy`, the code the server's engine runs, and plans capacity.
+//!
+//! ```text
+//!  trace file ──► trace::load ──► Trace (ids, sizes, times, ops in RAM)
+//!                                   │ shared, read-only
+//!            ┌──────────────────────┼──────────────────────┐
+//!        thread 1               thread 2               thread N
+//!   replay(lru, 128MiB)    replay(sieve, 1GiB)      ... one job per (policy, size)
+//!   QueueCache<Lru>        QueueCache<Sieve>
+//!            └──────────────► report: table, JSON lines, CSV, SVG plot
+//! ```
+//!
+//! - [`trace`]: oracleGeneral (plain, zstd), CSV with chosen columns, Twitter;
+//! - [`replay`]: the replay loop, windows, the thread pool;
+//! - [`report`]: output formats and the miss-ratio-curve plot;
+//! - [`plan`]: the capacity planner (`tiercache-sim plan`);
+//! - [`units`]: human sizes.
+
+pub mod plan;
+pub mod replay;
+pub mod report;
+pub mod trace;
+pub mod units;

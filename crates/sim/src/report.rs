@@ -1,0 +1,194 @@
+//! Output: a human table, JSON lines, CSV, and the miss-ratio-curve plot (SVG).
+
+use crate::replay::RunResult;
+use crate::units::format_size;
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One line per job: policy, size, requests, misses, ratios.
+pub fn table(results: &[RunResult], unit_sizes: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}",
+        "policy", "size", "requests", "misses", "miss", "byte miss", "seconds"
+    );
+    for r in results {
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>12} {:>12} {:>10.4} {:>10.4} {:>8.3}",
+            r.policy,
+            size_label(r.size, unit_sizes),
+            r.counts.requests,
+            r.counts.misses,
+            r.miss_ratio,
+            r.byte_miss_ratio,
+            r.seconds
+        );
+        for w in &r.windows {
+            let _ = writeln!(
+                s,
+                "  window from request {:>10} (t={:>10}) {:>10} req {:>10} miss  miss ratio {:.4}  byte miss ratio {:.4}",
+                w.first_request,
+                w.start_time,
+                w.counts.requests,
+                w.counts.misses,
+                w.miss_ratio,
+                w.byte_miss_ratio
+            );
+        }
+    }
+    s
+}
+
+fn size_label(size: u64, unit_sizes: bool) -> String {
+    if unit_sizes {
+        size.to_string()
+    } else {
+        format_size(size)
+    }
+}
+
+/// A Markdown matrix of miss ratios: a row per policy, a column per size.
+pub fn matrix(results: &[RunResult], unit_sizes: bool) -> String {
+    let mut policies: Vec<&str> = Vec::new();
+    let mut sizes: Vec<u64> = Vec::new();
+    for r in results {
+        if !policies.contains(&r.policy.as_str()) {
+            policies.push(&r.policy);
+        }
+        if !sizes.contains(&r.size) {
+            sizes.push(r.size);
+        }
+    }
+    sizes.sort_unstable();
+    let mut s = String::from("| policy |");
+    for &z in &sizes {
+        let _ = write!(s, " {} |", size_label(z, unit_sizes));
+    }
+    s.push_str("\n| --- |");
+    s.push_str(&" ---: |".repeat(sizes.len()));
+    s.push('\n');
+    for p in policies {
+        let _ = write!(s, "| {p} |");
+        for &z in &sizes {
+            match results.iter().find(|r| r.policy == p && r.size == z) {
+                Some(r) => {
+                    let _ = write!(s, " {:.4} |", r.miss_ratio);
+                }
+                None => s.push_str(" |"),
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// One JSON object (one line) per job.
+pub fn json_lines(results: &[RunResult]) -> Result<String> {
+    let mut s = String::new();
+    for r in results {
+        s.push_str(&serde_json::to_string(r)?);
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+/// The miss-ratio curve as CSV.
+pub fn csv(results: &[RunResult]) -> String {
+    let mut s =
+        String::from("policy,size,requests,misses,bytes,miss_bytes,miss_ratio,byte_miss_ratio\n");
+    for r in results {
+        let c = &r.counts;
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{:.6},{:.6}",
+            r.policy,
+            r.size,
+            c.requests,
+            c.misses,
+            c.bytes,
+            c.miss_bytes,
+            r.miss_ratio,
+            r.byte_miss_ratio
+        );
+    }
+    s
+}
+
+/// Writes a file, saying which one failed.
+pub fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Draws miss ratio against cache size, a line per policy, to an SVG file.
+/// The size axis is logarithmic when the sizes span more than a factor of 8.
+pub fn plot(results: &[RunResult], path: &Path, title: &str, unit_sizes: bool) -> Result<()> {
+    let mut policies: Vec<&str> = Vec::new();
+    for r in results {
+        if !policies.contains(&r.policy.as_str()) {
+            policies.push(&r.policy);
+        }
+    }
+    let min = results.iter().map(|r| r.size).min().unwrap_or(1).max(1) as f64;
+    let max = results.iter().map(|r| r.size).max().unwrap_or(1).max(1) as f64;
+    let ymax = results.iter().map(|r| r.miss_ratio).fold(0.0, f64::max);
+    let ymin = results.iter().map(|r| r.miss_ratio).fold(1.0, f64::min);
+    let (y0, y1) = ((ymin - 0.05).max(0.0), (ymax + 0.05).min(1.0));
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let xlabel = if unit_sizes {
+        "cache size (objects)"
+    } else {
+        "cache size"
+    };
+    let series = |r: &&RunResult| r.policy.clone();
+    macro_rules! draw {
+        ($xr:expr) => {{
+            let mut chart = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 22))
+                .margin(15)
+                .x_label_area_size(45)
+                .y_label_area_size(60)
+                .build_cartesian_2d($xr, y0..y1)?;
+            chart
+                .configure_mesh()
+                .x_desc(xlabel)
+                .y_desc("miss ratio")
+                .x_label_formatter(&|x: &f64| size_label(*x as u64, unit_sizes))
+                .draw()?;
+            for (i, p) in policies.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let mut pts: Vec<(f64, f64)> = results
+                    .iter()
+                    .filter(|r| series(r) == *p)
+                    .map(|r| (r.size as f64, r.miss_ratio))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                    .label(*p)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(pts.into_iter().map(|xy| Circle::new(xy, 3, color.filled())))?;
+            }
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()?;
+        }};
+    }
+    if max / min > 8.0 {
+        draw!((min * 0.9..max * 1.1).log_scale());
+    } else {
+        draw!(min * 0.95..max * 1.05);
+    }
+    root.present()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
