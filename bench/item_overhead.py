@@ -2,7 +2,7 @@
 """DRAM overhead per item, measured from RSS: start a server, store N items with
 fixed-size keys and values, and compute (RSS after - RSS before - N*(key+value)) / N.
 Runs tiercache and memcached with the same -m and the same items.
-Usage: python3 bench/item_overhead.py [tiercache-binary] [N]"""
+Usage: python3 bench/item_overhead.py [tiercache-binary] [N] [-m MB]  (default -m 200)"""
 import socket, subprocess, sys, time, os
 
 def rss_kb(pid):
@@ -38,10 +38,16 @@ def measure(cmd, port, n, klen, vlen):
     p.terminate(); p.wait()
     return items, (after - before) * 1024 / items - (klen + vlen)
 
-tc = sys.argv[1] if len(sys.argv) > 1 else "target/release/tiercache"
-n = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+args = sys.argv[1:]
+mb = "200"
+if "-m" in args:
+    i = args.index("-m")
+    mb = args[i + 1]
+    del args[i:i + 2]
+tc = args[0] if len(args) > 0 else "target/release/tiercache"
+n = int(args[1]) if len(args) > 1 else 1_000_000
 klen, vlen = 16, 32
-mem = ["-m", "200", "-t", "2", "-l", "127.0.0.1"]
+mem = ["-m", mb, "-t", "2", "-l", "127.0.0.1"]
 mc = ["memcached", "-U", "0"] + (["-u", "root"] if os.geteuid() == 0 else []) + mem
 for name, cmd, port in [("tiercache", [tc] + mem, 23411), ("memcached", mc, 23412)]:
     items, per = measure(cmd, port, n, klen, vlen)
