@@ -77,15 +77,22 @@ pub fn start(config: Config) -> Result<ServerHandle> {
         start_unix: u64::from(unix_now()),
         shutdown: Arc::new(AtomicBool::new(false)),
     });
+    let polls = workers
+        .iter()
+        .map(|_| mio::Poll::new())
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let registries: Vec<_> = polls.iter().map(|p| p.registry()).collect();
+    let dispatch = Arc::new(crate::worker::Dispatch::new(&registries)?);
     let mut threads = Vec::new();
-    for (i, stats) in workers.into_iter().enumerate() {
+    for (i, (stats, poll)) in workers.into_iter().zip(polls).enumerate() {
         let l = listener.try_clone()?;
         let sh = shared.clone();
+        let d = dispatch.clone();
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
                 .spawn(move || {
-                    if let Err(e) = crate::worker::run(l, sh.clone(), stats) {
+                    if let Err(e) = crate::worker::run(i, poll, l, sh.clone(), stats, d) {
                         tracing::error!(error = %e, "worker {i} failed; stopping the server");
                         sh.shutdown.store(true, Ordering::Relaxed);
                     }

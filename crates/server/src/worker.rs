@@ -1,11 +1,15 @@
 //! A worker thread: its own mio event loop (epoll), the connections it
-//! accepted, and the listening socket it shares with the other workers
-//! (whichever worker wakes first accepts).
+//! owns, and the listening socket it shares with the other workers.
+//! Whichever worker wakes first accepts, and hands every new connection to
+//! the worker with the fewest open connections (ties in turn), through that
+//! worker's mailbox and waker, as memcached's dispatcher does. Without the
+//! hand-off one worker would take a burst of connections, and with it all the
+//! load, while the others idle.
 //!
 //! ```text
 //!            listening socket (shared, non-blocking)
 //!           /            |             \
-//!   worker 0         worker 1   ...   worker N-1      each: Poll + Slab<Conn>
+//!   worker 0  <-mailbox-> worker 1 ... worker N-1     each: Poll + Slab<Conn>
 //!   conns...         conns...         conns...        requests run on the worker,
 //!       \               |              /              engine shards locked briefly
 //!                  Engine (sharded)
@@ -15,24 +19,84 @@ use crate::conn::{Conn, State};
 use crate::execute::Ctx;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
-use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 use std::io::{self, Write};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tiercache_engine::clock::unix_now;
 use tiercache_proto::Limits;
 
 const LISTENER: Token = Token(usize::MAX);
+const MAILBOX: Token = Token(usize::MAX - 1);
 
+/// Where accepted connections go: one mailbox per worker.
+pub struct Dispatch {
+    boxes: Vec<Mailbox>,
+    next: AtomicUsize,
+}
+
+struct Mailbox {
+    inbox: Mutex<Vec<TcpStream>>,
+    waker: Waker,
+    /// Connections the worker owns, counting those still in its inbox.
+    conns: AtomicUsize,
+}
+
+impl Dispatch {
+    /// One mailbox per worker, woken through that worker's poll registry.
+    pub fn new(registries: &[&Registry]) -> io::Result<Dispatch> {
+        let boxes = registries
+            .iter()
+            .map(|r| {
+                Ok(Mailbox {
+                    inbox: Mutex::new(Vec::new()),
+                    waker: Waker::new(r, MAILBOX)?,
+                    conns: AtomicUsize::new(0),
+                })
+            })
+            .collect::<io::Result<_>>()?;
+        Ok(Dispatch {
+            boxes,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Picks the worker with the fewest connections (ties go round in turn)
+    /// and counts the new connection against it. The count only moves from
+    /// the value the choice was made on, so two workers accepting at once
+    /// do not both pick the same one.
+    fn pick(&self) -> usize {
+        let n = self.boxes.len();
+        loop {
+            let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+            let (to, count) = (0..n)
+                .map(|k| (start + k) % n)
+                .map(|i| (i, self.boxes[i].conns.load(Ordering::Relaxed)))
+                .min_by_key(|&(_, c)| c)
+                .unwrap_or((0, 0));
+            if self.boxes[to]
+                .conns
+                .compare_exchange(count, count + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return to;
+            }
+        }
+    }
+}
+
+/// Runs worker `me` on `poll` (whose registry made mailbox `me`).
 pub fn run(
+    me: usize,
+    mut poll: Poll,
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
+    dispatch: Arc<Dispatch>,
 ) -> io::Result<()> {
-    let mut poll = Poll::new()?;
     let mut listener = TcpListener::from_std(listener);
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -58,7 +122,19 @@ pub fn run(
         };
         for ev in events.iter() {
             if ev.token() == LISTENER {
-                accept_all(&listener, &poll, &mut conns, &shared);
+                accept_all(&listener, &poll, &mut conns, &shared, &dispatch, me);
+                continue;
+            }
+            if ev.token() == MAILBOX {
+                let handed = std::mem::take(
+                    &mut *dispatch.boxes[me]
+                        .inbox
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
+                for stream in handed {
+                    adopt(stream, &poll, &mut conns, &shared, &dispatch.boxes[me]);
+                }
                 continue;
             }
             let key = ev.token().0;
@@ -67,7 +143,7 @@ pub fn run(
             };
             match conn.drive(&ctx, &limits, max_pending) {
                 State::Open => {}
-                State::Closed => close(&poll, &mut conns, key, &shared),
+                State::Closed => close(&poll, &mut conns, key, &shared, &dispatch.boxes[me]),
                 State::Shutdown => {
                     tracing::info!("shutdown command received");
                     shared.shutdown.store(true, Ordering::Relaxed);
@@ -78,7 +154,14 @@ pub fn run(
     Ok(())
 }
 
-fn accept_all(listener: &TcpListener, poll: &Poll, conns: &mut Slab<Conn>, shared: &Shared) {
+fn accept_all(
+    listener: &TcpListener,
+    poll: &Poll,
+    conns: &mut Slab<Conn>,
+    shared: &Shared,
+    dispatch: &Dispatch,
+    me: usize,
+) {
     loop {
         match listener.accept() {
             Ok((mut stream, peer)) => {
@@ -98,22 +181,21 @@ fn accept_all(listener: &TcpListener, poll: &Poll, conns: &mut Slab<Conn>, share
                 }
                 bump(&shared.conns.total_connections);
                 let _ = stream.set_nodelay(true);
-                let entry = conns.vacant_entry();
-                let token = Token(entry.key());
-                if let Err(e) = poll.registry().register(
-                    &mut stream,
-                    token,
-                    Interest::READABLE | Interest::WRITABLE,
-                ) {
-                    tracing::warn!(%peer, error = %e, "cannot register connection");
-                    shared
-                        .conns
-                        .curr_connections
-                        .fetch_sub(1, Ordering::Relaxed);
-                    continue;
-                }
                 tracing::debug!(%peer, "connection accepted");
-                entry.insert(Conn::new(stream));
+                let to = dispatch.pick();
+                let mailbox = &dispatch.boxes[to];
+                if to == me {
+                    adopt(stream, poll, conns, shared, mailbox);
+                } else {
+                    mailbox
+                        .inbox
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(stream);
+                    if let Err(e) = mailbox.waker.wake() {
+                        tracing::warn!(error = %e, "cannot wake worker {to}");
+                    }
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -126,9 +208,35 @@ fn accept_all(listener: &TcpListener, poll: &Poll, conns: &mut Slab<Conn>, share
     }
 }
 
-fn close(poll: &Poll, conns: &mut Slab<Conn>, key: usize, shared: &Shared) {
+/// Registers a connection with this worker (`mailbox` is this worker's).
+fn adopt(
+    mut stream: TcpStream,
+    poll: &Poll,
+    conns: &mut Slab<Conn>,
+    shared: &Shared,
+    mailbox: &Mailbox,
+) {
+    let entry = conns.vacant_entry();
+    let token = Token(entry.key());
+    if let Err(e) =
+        poll.registry()
+            .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+    {
+        tracing::warn!(error = %e, "cannot register connection");
+        mailbox.conns.fetch_sub(1, Ordering::Relaxed);
+        shared
+            .conns
+            .curr_connections
+            .fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    entry.insert(Conn::new(stream));
+}
+
+fn close(poll: &Poll, conns: &mut Slab<Conn>, key: usize, shared: &Shared, mailbox: &Mailbox) {
     let mut conn = conns.remove(key);
     let _ = poll.registry().deregister(&mut conn.stream);
+    mailbox.conns.fetch_sub(1, Ordering::Relaxed);
     shared
         .conns
         .curr_connections

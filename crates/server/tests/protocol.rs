@@ -261,6 +261,25 @@ fn meta_commands() {
 }
 
 #[test]
+fn connections_are_spread_over_workers() {
+    // A burst of connections must not all land on the worker that happens
+    // to wake first: each worker gets its share (fewest connections first).
+    let h = server_with(|c| c.server.threads = 3);
+    let mut clients: Vec<Client> = (0..6).map(|_| Client::new(&h)).collect();
+    for c in &mut clients {
+        assert_eq!(c.tx_str(b"get nothing\r\n"), "END\r\n");
+    }
+    let per_worker: Vec<u64> = h
+        .shared
+        .workers
+        .iter()
+        .map(|w| w.cmd_get.load(std::sync::atomic::Ordering::Relaxed))
+        .collect();
+    assert_eq!(per_worker, vec![2, 2, 2]);
+    h.shutdown();
+}
+
+#[test]
 fn stats_report_counters() {
     let h = server();
     let mut c = Client::new(&h);
