@@ -204,8 +204,8 @@ collect() { # jq-filter files...
 
 TABLE="$WORK/table.md"
 {
-    echo "| workload | metric | memcached | tiercache | tiercache / memcached | hit ratio mc / tc |"
-    echo "| --- | --- | ---: | ---: | ---: | --- |"
+    echo "| workload | metric | memcached | tiercache | tiercache / memcached | server CPU us/request mc / tc | hit ratio mc / tc |"
+    echo "| --- | --- | ---: | ---: | ---: | ---: | --- |"
     for w in "${WORKLOADS[@]}"; do
         IFS='|' read -r name metric args <<<"$w"
         selected "$name" || continue
@@ -218,9 +218,13 @@ TABLE="$WORK/table.md"
         tc="$(collect ".runs[0].$metric" "${tc_files[@]}")"
         mh="$(fmt_ratio "$(collect ".runs[0].hit_ratio" "${mc_files[@]}")")"
         th="$(fmt_ratio "$(collect ".runs[0].hit_ratio" "${tc_files[@]}")")"
+        # server CPU (rusage from its stats) per request: less noisy than ops/s on a shared machine
+        cpu_f='.runs[0] | if .server.cpu_utilisation and .ops_per_sec > 0 then .server.cpu_utilisation * 1e6 / .ops_per_sec else null end'
+        mcpu="$(fmt_us "$(collect "$cpu_f" "${mc_files[@]}")")"
+        tcpu="$(fmt_us "$(collect "$cpu_f" "${tc_files[@]}")")"
         unit="ops/s"
         [[ "$metric" == keys_per_sec ]] && unit="keys/s"
-        echo "| $name | $unit | $(fmt_int "$mc") | $(fmt_int "$tc") | $(ratio "$tc" "$mc") | $mh / $th |"
+        echo "| $name | $unit | $(fmt_int "$mc") | $(fmt_int "$tc") | $(ratio "$tc" "$mc") | $mcpu / $tcpu | $mh / $th |"
     done
     if [[ -z "${NO_SWEEP:-}" ]]; then
         echo
@@ -262,7 +266,7 @@ SECTION="$WORK/section.md"
     else
         echo "- servers: $MC_VERSION, \`-l 127.0.0.1 -t $SERVER_THREADS -m $SERVER_MEM\`, on the same machine as the load generator"
     fi
-    echo "- load: tiercache-bench, $THREADS threads x $CONNS connections, $KEYS keys preloaded before every run, uniform keys, classic protocol; $DURATION per run, $RUNS runs per server alternating, medians; ratios above 1 favour tiercache"
+    echo "- load: tiercache-bench, $THREADS threads x $CONNS connections, $KEYS keys preloaded before every run, uniform keys, classic protocol; $DURATION per run, $RUNS runs per server alternating, medians; ratios above 1 favour tiercache; server CPU per request is the server's own rusage (from its \`stats\`) over the run divided by the requests completed"
     [[ -n "$TC_NOTE" ]] && echo "- **tiercache not measured**: $TC_NOTE"
     echo
     cat "$TABLE"
