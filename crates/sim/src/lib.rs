@@ -15,10 +15,12 @@
 //! - [`replay`]: the replay loop, windows, the thread pool;
 //! - [`report`]: output formats and the miss-ratio-curve plot;
 //! - [`plan`]: the capacity planner (`tiercache-sim plan`);
+//! - [`synth`]: synthetic Zipf traces (`tiercache-sim synth`);
 //! - [`units`]: human sizes.
 
 pub mod plan;
 pub mod replay;
 pub mod report;
+pub mod synth;
 pub mod trace;
 pub mod units;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use tiercache_sim::replay::{self, ReplayOptions, Window};
 use tiercache_sim::trace::{self, CsvColumns, Format};
 use tiercache_sim::units::{self, SizeSpec};
-use tiercache_sim::{plan, report};
+use tiercache_sim::{plan, report, synth};
 
 #[derive(Parser)]
 #[command(
@@ -29,6 +29,8 @@ struct Cli {
 enum Cmd {
     /// Capacity planner: DRAM, flash, endurance, NIC limit, hit ratio, cost.
     Plan(plan::PlanArgs),
+    /// Writes a synthetic Zipf trace in oracleGeneral format.
+    Synth(synth::SynthArgs),
 }
 
 #[derive(Args)]
@@ -91,6 +93,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Some(Cmd::Plan(args)) => plan::run(&args),
+        Some(Cmd::Synth(args)) => synth::run(&args),
         None => run(cli.run),
     }
 }
