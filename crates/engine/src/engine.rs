@@ -1,11 +1,32 @@
 //! The engine: shards behind mutexes, the shared memory pool and CAS counter,
 //! flush_all, the expiry sweeper's entry point, and aggregated stats.
 
+use crate::flash::io::{Notify, ReadPool, Reader};
+use crate::flash::tier::{RecordOwner, Usage};
+use crate::flash::{BlockDevice, FileDevice, FlashTier, TierParams};
+use crate::index::Loc;
+use crate::item::{Header, HEADER};
 use crate::pool::SegmentPool;
 use crate::shard::{hash_key, Shard, ShardStats, Shared};
 use parking_lot::{Mutex, MutexGuard};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Flash tier settings.
+#[derive(Debug, Clone, Default)]
+pub struct FlashConfig {
+    /// Files or block devices with their sizes in bytes (0 = whole block device).
+    pub paths: Vec<(PathBuf, u64)>,
+    pub params: TierParams,
+    /// Threads of the pread pool.
+    pub read_threads: usize,
+    /// Expected bytes per item on flash: the index is sized for the devices
+    /// full of such items (its entries cannot be rehashed later).
+    pub avg_item_size: usize,
+}
 
 /// Engine settings.
 #[derive(Debug, Clone)]
@@ -20,6 +41,8 @@ pub struct EngineConfig {
     pub hash_power: u32,
     /// Eviction policy name.
     pub policy: String,
+    /// The flash tier, if any.
+    pub flash: Option<FlashConfig>,
 }
 
 impl Default for EngineConfig {
@@ -30,6 +53,7 @@ impl Default for EngineConfig {
             shards: 0,
             hash_power: 0,
             policy: "s3fifo".into(),
+            flash: None,
         }
     }
 }
@@ -54,15 +78,69 @@ const MIN_BUCKETS_PER_SHARD: usize = 64;
 /// Segments each shard should own at least.
 const MIN_SEGMENTS_PER_SHARD: usize = 8;
 
-pub struct Engine {
-    shards: Vec<Mutex<Shard>>,
-    shared: Arc<Shared>,
+/// The shards, shared with the flusher thread.
+struct Shards {
+    list: Vec<Mutex<Shard>>,
     mask: u64,
+}
+
+impl Shards {
+    #[inline]
+    fn of(&self, hash: u64) -> &Mutex<Shard> {
+        // High bits pick the shard; the index uses the low bits.
+        &self.list[((hash >> 40) & self.mask) as usize]
+    }
+}
+
+impl RecordOwner for Shards {
+    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool) {
+        let klen = Header::read(item).klen as usize;
+        let hash = hash_key(&item[HEADER..HEADER + klen]);
+        self.of(hash)
+            .lock()
+            .reclaim_flash(hash, loc, item, reinsert);
+    }
+}
+
+pub struct Engine {
+    shards: Arc<Shards>,
+    shared: Arc<Shared>,
     config: EngineConfig,
+    flash: Option<Arc<FlashTier>>,
+    read_pool: Option<ReadPool>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(f) = &self.flash {
+            f.stop();
+        }
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Engine {
-    pub fn new(mut config: EngineConfig) -> Result<Engine, ConfigError> {
+    /// Builds the engine, opening the configured flash devices.
+    pub fn new(config: EngineConfig) -> Result<Engine, ConfigError> {
+        let mut devices: Vec<Arc<dyn BlockDevice>> = Vec::new();
+        if let Some(fc) = &config.flash {
+            for (path, size) in &fc.paths {
+                let d = FileDevice::open(path, *size).map_err(|e| ConfigError(e.0))?;
+                devices.push(Arc::new(d));
+            }
+        }
+        Engine::with_devices(config, devices)
+    }
+
+    /// Builds the engine on the given flash devices (tests pass in-memory or
+    /// fault-injecting ones); `config.flash.paths` is ignored.
+    pub fn with_devices(
+        mut config: EngineConfig,
+        devices: Vec<Arc<dyn BlockDevice>>,
+    ) -> Result<Engine, ConfigError> {
         let seg = config.segment_size;
         if !(64 * 1024..=crate::index::MAX_SEGMENT_BYTES).contains(&seg) {
             return Err(ConfigError(format!(
@@ -99,10 +177,23 @@ impl Engine {
             return Err(ConfigError("shard count must be a power of two".into()));
         }
         if config.hash_power == 0 {
-            let items = config.memory_limit / SIZING_ITEM_BYTES;
+            let mut items = config.memory_limit / SIZING_ITEM_BYTES;
+            if let Some(fc) = &config.flash {
+                // Flash entries cannot be rehashed (their keys are not in
+                // DRAM): size the index for a full device up front.
+                let bytes: u64 = devices.iter().map(|d| d.size()).sum();
+                items += (bytes / fc.avg_item_size.max(64) as u64) as usize;
+            }
             let buckets = (1usize << crate::index::Index::power_for(items))
                 .max(MIN_BUCKETS_PER_SHARD * config.shards);
             config.hash_power = buckets.trailing_zeros();
+        }
+        if segments / config.shards + 16 >= crate::flash::FLASH_SEG_BASE as usize {
+            return Err(ConfigError(format!(
+                "{segments} segments of {} KiB over {} shards is more than the index can address per shard; use larger segments (-o segment_size) or more shards",
+                seg >> 10,
+                config.shards
+            )));
         }
         let per_shard_power = config
             .hash_power
@@ -115,6 +206,22 @@ impl Engine {
                 tiercache_policy::POLICY_NAMES.join(", ")
             )));
         }
+        let flash = match (&config.flash, devices.is_empty()) {
+            (Some(fc), false) => {
+                if fc.params.segment_size < 2 * seg + 2 * crate::flash::aligned::BLOCK {
+                    return Err(ConfigError(format!(
+                        "flash segment size ({} KiB) must be at least twice the RAM segment size ({} KiB) plus 8 KiB",
+                        fc.params.segment_size >> 10,
+                        seg >> 10
+                    )));
+                }
+                Some(Arc::new(
+                    FlashTier::new(devices, fc.params.clone()).map_err(|e| ConfigError(e.0))?,
+                ))
+            }
+            (Some(_), true) => return Err(ConfigError("flash configured without a device".into())),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             pool: SegmentPool::new(seg, config.memory_limit),
             cas: AtomicU64::new(0),
@@ -122,18 +229,70 @@ impl Engine {
             flush_at: AtomicU32::new(0),
             nshards: config.shards,
         });
-        let shards = (0..config.shards)
+        if let Some(f) = &flash {
+            // Write buffers come out of the memory limit.
+            shared.pool.add_index_bytes(f.buffer_bytes() as isize);
+            if shared.pool.max_segments() < 2 * config.shards + 2 {
+                return Err(ConfigError(format!(
+                    "memory limit of {} MiB leaves too little RAM next to {} MiB of flash write buffers; raise -m or lower ext_wbuf_count",
+                    config.memory_limit >> 20,
+                    f.buffer_bytes() >> 20
+                )));
+            }
+        }
+        let list = (0..config.shards)
             .map(|_| {
                 let policy = tiercache_policy::by_name(&config.policy).expect("checked");
-                Mutex::new(Shard::new(per_shard_power, policy, shared.clone()))
+                Mutex::new(Shard::new(
+                    per_shard_power,
+                    policy,
+                    shared.clone(),
+                    flash.clone(),
+                ))
             })
             .collect();
+        let shards = Arc::new(Shards {
+            list,
+            mask: (config.shards - 1) as u64,
+        });
+        let (read_pool, flusher) = match &flash {
+            Some(f) => {
+                let threads = config.flash.as_ref().map_or(4, |c| c.read_threads).max(1);
+                let pool = ReadPool::new(f.devices().to_vec(), threads);
+                let (f2, owner) = (f.clone(), shards.clone());
+                let t = std::thread::Builder::new()
+                    .name("flash-flusher".into())
+                    .spawn(move || f2.run_flusher(owner.as_ref(), Duration::from_millis(200)))
+                    .map_err(|e| ConfigError(format!("cannot start the flash flusher: {e}")))?;
+                (Some(pool), Some(t))
+            }
+            None => (None, None),
+        };
         Ok(Engine {
             shards,
             shared,
-            mask: (config.shards - 1) as u64,
             config,
+            flash,
+            read_pool,
+            flusher,
         })
+    }
+
+    /// The flash tier, if configured.
+    pub fn flash(&self) -> Option<&Arc<FlashTier>> {
+        self.flash.as_ref()
+    }
+
+    /// A reader for one network worker; `notify` wakes its event loop.
+    pub fn reader(&self, notify: Notify) -> Option<Box<dyn Reader>> {
+        self.read_pool
+            .as_ref()
+            .map(|p| Box::new(p.reader(notify)) as Box<dyn Reader>)
+    }
+
+    /// Flash slot usage, for stats.
+    pub fn flash_usage(&self) -> Option<Usage> {
+        self.flash.as_ref().map(|f| f.usage())
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -149,9 +308,7 @@ impl Engine {
     /// Locks the shard that owns `hash`, applying any pending flush first.
     #[inline]
     pub fn lock(&self, hash: u64, now: u32) -> MutexGuard<'_, Shard> {
-        // High bits pick the shard; the index uses the low bits.
-        let i = ((hash >> 40) & self.mask) as usize;
-        let mut g = self.shards[i].lock();
+        let mut g = self.shards.of(hash).lock();
         g.catch_up(now);
         g
     }
@@ -176,7 +333,7 @@ impl Engine {
     /// Background maintenance: applies pending flushes and reclaims expired items.
     pub fn maintain(&self, now: u32) -> u64 {
         let mut reclaimed = 0;
-        for s in &self.shards {
+        for s in &self.shards.list {
             let mut g = s.lock();
             g.catch_up(now);
             reclaimed += g.sweep_expired(now);
@@ -188,7 +345,7 @@ impl Engine {
     pub fn stats(&self, now: u32) -> EngineStats {
         let mut total = ShardStats::default();
         let mut index_buckets = 0;
-        for s in &self.shards {
+        for s in &self.shards.list {
             let mut g = s.lock();
             g.catch_up(now);
             let st = g.stats;
@@ -202,6 +359,11 @@ impl Engine {
             total.reclaimed += st.reclaimed;
             total.reinserted += st.reinserted;
             total.segments += st.segments;
+            total.flash_items += st.flash_items;
+            total.demoted += st.demoted;
+            total.promoted += st.promoted;
+            total.flash_hits += st.flash_hits;
+            total.not_demoted += st.not_demoted;
         }
         EngineStats {
             shard: total,
@@ -210,13 +372,13 @@ impl Engine {
             segment_size: self.shared.pool.seg_size() as u64,
             memory_limit: self.shared.pool.limit() as u64,
             index_buckets: index_buckets as u64,
-            shards: self.shards.len() as u64,
+            shards: self.shards.list.len() as u64,
         }
     }
 
     /// Resets the counters that `stats reset` clears.
     pub fn reset_stats(&self) {
-        for s in &self.shards {
+        for s in &self.shards.list {
             let mut g = s.lock();
             g.stats.total_items = 0;
             g.stats.evictions = 0;

@@ -18,6 +18,7 @@
 
 pub mod clock;
 pub mod engine;
+pub mod flash;
 pub mod index;
 pub mod item;
 pub mod ops;
@@ -25,6 +26,6 @@ pub mod pool;
 pub mod segment;
 pub mod shard;
 
-pub use engine::{ConfigError, Engine, EngineConfig, EngineStats};
+pub use engine::{ConfigError, Engine, EngineConfig, EngineStats, FlashConfig};
 pub use index::Loc;
 pub use shard::{NewItem, Shard};

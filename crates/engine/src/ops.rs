@@ -38,12 +38,16 @@ pub struct StoreArgs<'a> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreResult {
-    Stored { cas: u64 },
+    Stored {
+        cas: u64,
+    },
     NotStored,
     Exists,
     NotFound,
     TooLarge,
     NoMemory,
+    /// The flash tier is behind; nothing changed, retry later.
+    Busy,
 }
 
 impl From<InsertError> for StoreResult {
@@ -51,6 +55,7 @@ impl From<InsertError> for StoreResult {
         match e {
             InsertError::TooLarge => StoreResult::TooLarge,
             InsertError::NoMemory => StoreResult::NoMemory,
+            InsertError::Busy => StoreResult::Busy,
         }
     }
 }
@@ -126,6 +131,8 @@ pub enum ArithResult {
     NonNumeric,
     CasMismatch,
     NoMemory,
+    /// The flash tier is behind; nothing changed, retry later.
+    Busy,
 }
 
 /// incr/decr: incr wraps at 2^64, decr stops at 0. As memcached does, a result
@@ -171,6 +178,7 @@ pub fn arith(
     };
     match shard.insert(key, hash, new, &[&digits]) {
         Ok(loc) => ArithResult::Ok { value, cas, loc },
+        Err(InsertError::Busy) => ArithResult::Busy,
         Err(_) => ArithResult::NoMemory,
     }
 }

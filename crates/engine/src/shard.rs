@@ -7,6 +7,8 @@
 //! copied to the head of a queue (reinsertion), as the policy decides. A
 //! spare segment per shard guarantees that evacuation always has room.
 
+use crate::flash::tier::{AppendError, FlashTier};
+use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
 use crate::index::{Index, Loc};
 use crate::item::{self, Header, HEADER};
 use crate::pool::SegmentPool;
@@ -47,6 +49,16 @@ pub struct ShardStats {
     pub reclaimed: u64,
     pub reinserted: u64,
     pub segments: u64,
+    /// Index entries of items on flash (included in `curr_items`).
+    pub flash_items: u64,
+    /// Items moved from RAM to flash.
+    pub demoted: u64,
+    /// Items copied from flash back to RAM.
+    pub promoted: u64,
+    /// Requests served from flash.
+    pub flash_hits: u64,
+    /// Evicted from RAM without going to flash (too small, refused, expired).
+    pub not_demoted: u64,
 }
 
 /// A new item's metadata.
@@ -67,6 +79,20 @@ pub enum InsertError {
     TooLarge,
     /// No memory could be reclaimed (should not happen with a sane budget).
     NoMemory,
+    /// The flash tier is behind: retry when it has written (back-pressure).
+    Busy,
+}
+
+/// What a key is, as far as the flash tier is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// In RAM, or not cached at all: run the request as is.
+    Ram,
+    Absent,
+    /// On flash; its verified record is in the [`Fetched`] list.
+    Flash(Loc),
+    /// Records must be read first (their reads were added).
+    Need,
 }
 
 const MAX_EVICT_PASSES: usize = 32;
@@ -83,6 +109,7 @@ pub struct Shard {
     index_bytes_reported: usize,
     /// Time of the latest request, for classifying evicted items in stats.
     clock_now: u32,
+    flash: Option<Arc<FlashTier>>,
     pub stats: ShardStats,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
@@ -96,7 +123,13 @@ pub fn hash_key(key: &[u8]) -> u64 {
 }
 
 impl Shard {
-    pub fn new(hash_power: u32, policy: Box<dyn EvictionPolicy>, shared: Arc<Shared>) -> Shard {
+    pub fn new(
+        hash_power: u32,
+        policy: Box<dyn EvictionPolicy>,
+        shared: Arc<Shared>,
+        flash: Option<Arc<FlashTier>>,
+    ) -> Shard {
+        let can_grow = flash.is_none();
         let index = Index::new(hash_power);
         let bytes = index.memory_bytes();
         shared.pool.add_index_bytes(bytes as isize);
@@ -112,8 +145,9 @@ impl Shard {
             flush_gen: 0,
             index_bytes_reported: bytes,
             clock_now: 0,
+            flash,
             stats: ShardStats::default(),
-            can_grow: true,
+            can_grow,
         }
     }
 
@@ -229,10 +263,45 @@ impl Shard {
         Some(loc)
     }
 
-    /// Looks a key up whether expired or not.
+    /// Looks a key up in RAM whether expired or not.
     #[inline]
     fn find_any(&self, key: &[u8], hash: u64) -> Option<Loc> {
-        self.index.find(hash, |loc| self.key(loc) == key)
+        self.index
+            .find(hash, |loc| !is_flash(loc) && self.key(loc) == key)
+    }
+
+    /// Flash entries with the key's tag (the key itself is on flash).
+    fn flash_candidates(&self, hash: u64) -> Vec<Loc> {
+        let mut v = Vec::new();
+        if self.flash.is_some() {
+            self.index.find(hash, |loc| {
+                if is_flash(loc) {
+                    v.push(loc);
+                }
+                false
+            });
+        }
+        v
+    }
+
+    /// Drops a flash item's index entry (delete of a probed flash item).
+    pub fn unlink_flash(&mut self, hash: u64, loc: Loc) {
+        if self.index.remove(hash, loc) {
+            self.stats.curr_items -= 1;
+            self.stats.flash_items -= 1;
+            if let Some(f) = &self.flash {
+                f.release(loc);
+            }
+        }
+    }
+
+    /// Before a new item goes in: drops every flash entry that may be an
+    /// older copy of the key. A colliding entry of another key goes too; that
+    /// costs a miss, never a stale value.
+    fn purge_flash(&mut self, hash: u64) {
+        for loc in self.flash_candidates(hash) {
+            self.unlink_flash(hash, loc);
+        }
     }
 
     /// Records a hit: frequency, fetched bit and access time; LRU moves the item.
@@ -310,12 +379,14 @@ impl Shard {
         if !self.fits(key.len(), vlen) {
             return Err(InsertError::TooLarge);
         }
+        let size = item::stored_size(key.len(), vlen);
+        let q = self.policy.insert_queue(hash);
+        // Room first: if none can be had, the old item must stay.
+        let loc = self.alloc(q, size)?;
         if let Some(old) = self.find_any(key, hash) {
             self.unlink(hash, old);
         }
-        let size = item::stored_size(key.len(), vlen);
-        let q = self.policy.insert_queue(hash);
-        let loc = self.alloc(q, size)?;
+        self.purge_flash(hash);
         let cas = if new.cas == 0 {
             self.shared.next_cas()
         } else {
@@ -423,9 +494,24 @@ impl Shard {
             if self.queues[q as usize].is_empty() {
                 q = other(q);
             }
-            let Some(victim) = self.queues[q as usize].pop_front() else {
+            let Some(&victim) = self.queues[q as usize].front() else {
                 return Err(InsertError::NoMemory);
             };
+            if let Some(f) = &self.flash {
+                let seg = self.seg(victim);
+                // Worst case: every record pads out a block.
+                let worst = 2
+                    * (seg.write + seg.live_items as usize * crate::flash::format::RECORD_PREFIX)
+                    + 2 * crate::flash::aligned::BLOCK;
+                if seg.live_items > 0
+                    && !f.degraded()
+                    && f.ensure_room(worst.min(f.segment_size() - crate::flash::aligned::BLOCK))
+                        .is_err()
+                {
+                    return Err(InsertError::Busy);
+                }
+            }
+            self.queues[q as usize].pop_front();
             let force = pass + 1 == MAX_EVICT_PASSES;
             let used_spare = self.evacuate(victim, q, force);
             let buf = self.close_segment(victim);
@@ -473,6 +559,10 @@ impl Shard {
                 TailAction::Evict => None,
                 TailAction::Reinsert(to) => self.evac_alloc(to, size, &mut used_spare),
             };
+            if target.is_none() && self.demote(hash, loc, &h) {
+                self.seg_mut(victim).live_items -= 1;
+                continue;
+            }
             match target {
                 Some(new) => {
                     let bytes = self.bytes_at(loc)[..size].to_vec();
@@ -598,5 +688,169 @@ fn other(q: Queue) -> Queue {
     match q {
         Queue::Main => Queue::Probation,
         Queue::Probation => Queue::Main,
+    }
+}
+
+/// The flash tier's side of a shard.
+impl Shard {
+    /// Moves an item leaving RAM to flash; false when it is not admitted.
+    fn demote(&mut self, hash: u64, loc: Loc, h: &Header) -> bool {
+        let Some(f) = &self.flash else {
+            return false;
+        };
+        if h.expired(self.clock_now) || !f.admits_size(h.vlen as usize) {
+            self.stats.not_demoted += 1;
+            return false;
+        }
+        let size = h.size();
+        let res = f.append(&self.bytes_at(loc)[..size], true);
+        match res {
+            Ok(new) => {
+                self.index.relocate(hash, loc, new);
+                self.stats.demoted += 1;
+                self.stats.flash_items += 1;
+                self.stats.bytes -= size as u64;
+                true
+            }
+            Err(AppendError::Refused | AppendError::Busy) => {
+                self.stats.not_demoted += 1;
+                false
+            }
+        }
+    }
+
+    /// Where `key` is, reading flash records into `fetched` as needed:
+    /// records still in write buffers are copied at once, others get a read
+    /// pushed to `reads`. Stale and corrupt entries are dropped on the way.
+    pub fn probe(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        now: u32,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) -> Probe {
+        if self.find(key, hash, now).is_some() {
+            return Probe::Ram;
+        }
+        let Some(flash) = self.flash.clone() else {
+            return Probe::Absent;
+        };
+        let mut need = false;
+        for loc in self.flash_candidates(hash) {
+            if fetched.state(loc).is_none() {
+                match flash.locate(loc) {
+                    crate::flash::tier::Where::Resident(item) => fetched.insert_resident(loc, item),
+                    crate::flash::tier::Where::Device {
+                        dev,
+                        offset,
+                        skew,
+                        seq,
+                    } => {
+                        reads.push(fetched.add_read(loc, dev, offset, skew, seq));
+                        flash
+                            .stats
+                            .reads_in_flight
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    crate::flash::tier::Where::Gone => {
+                        self.unlink_flash(hash, loc);
+                        continue;
+                    }
+                }
+            }
+            match fetched.state(loc) {
+                Some(FetchState::Pending) => need = true,
+                Some(FetchState::Bad) => self.unlink_flash(hash, loc),
+                Some(FetchState::Item(item)) => {
+                    let h = Header::read(item);
+                    if &item[HEADER..HEADER + h.klen as usize] != key {
+                        flash
+                            .stats
+                            .tag_misses
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    if h.expired(now) {
+                        self.unlink_flash(hash, loc);
+                        self.stats.reclaimed += 1;
+                        continue;
+                    }
+                    return Probe::Flash(loc);
+                }
+                None => {}
+            }
+        }
+        if need {
+            Probe::Need
+        } else {
+            Probe::Absent
+        }
+    }
+
+    /// A read served from flash: remember the hit for reclaim.
+    pub fn flash_hit(&mut self, hash: u64, loc: Loc) {
+        self.index.set_hit(hash, loc);
+        self.stats.flash_hits += 1;
+    }
+
+    /// Copies a fetched flash item back into RAM (before a request that
+    /// changes it, or when the promotion policy says so).
+    pub fn promote(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) -> Result<Loc, InsertError> {
+        if !self.index.contains(hash, loc) {
+            return Err(InsertError::NoMemory);
+        }
+        let h = Header::read(item_bytes);
+        let size = h.size();
+        let q = self.policy.insert_queue(hash);
+        let new = self.alloc(q, size)?;
+        let o = new.off as usize;
+        let len = HEADER + h.klen as usize + h.vlen as usize;
+        let seg = self.seg_mut(new.seg);
+        seg.data[o..o + len].copy_from_slice(&item_bytes[..len]);
+        seg.data[o + item::OFF_BITS] = (h.bits & !item::FREQ_MASK) | item::FETCHED;
+        // Allocation cannot reclaim flash (the flusher needs this shard's
+        // lock), but stay safe: without the entry the copy is dead space.
+        if !self.index.contains(hash, loc) {
+            self.update_bits(new, item::DEAD, 0);
+            return Err(InsertError::NoMemory);
+        }
+        self.seg_mut(new.seg).live_items += 1;
+        self.index.relocate(hash, loc, new);
+        if let Some(f) = &self.flash {
+            f.release(loc);
+        }
+        self.stats.flash_items -= 1;
+        self.stats.promoted += 1;
+        self.stats.bytes += size as u64;
+        Ok(new)
+    }
+
+    /// A live record of a flash segment being reclaimed: reinsert it when
+    /// it was hit, else drop its entry.
+    pub fn reclaim_flash(&mut self, hash: u64, loc: Loc, item_bytes: &[u8], reinsert: bool) {
+        let Some(hit) = self.index.hit(hash, loc) else {
+            return;
+        };
+        let h = Header::read(item_bytes);
+        if h.expired(self.clock_now) {
+            self.stats.reclaimed += 1;
+        } else if reinsert && hit {
+            if let Some(f) = &self.flash {
+                if let Ok(new) = f.append(item_bytes, false) {
+                    self.index.relocate(hash, loc, new);
+                    self.stats.reinserted += 1;
+                    return;
+                }
+            }
+        } else {
+            self.stats.evictions += 1;
+            if h.bits & item::FETCHED == 0 && !hit {
+                self.stats.evicted_unfetched += 1;
+            }
+        }
+        self.index.remove(hash, loc);
+        self.stats.curr_items -= 1;
+        self.stats.flash_items -= 1;
     }
 }

@@ -249,7 +249,7 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             b"NOT_STORED"
         }
         StoreResult::TooLarge => errors::TOO_LARGE.as_bytes(),
-        StoreResult::NoMemory => errors::OUT_OF_MEMORY.as_bytes(),
+        StoreResult::NoMemory | StoreResult::Busy => errors::OUT_OF_MEMORY.as_bytes(),
     };
     reply(out, s.noreply, line);
 }
@@ -284,7 +284,9 @@ fn arith(incr: bool, key: &[u8], delta: u64, noreply: bool, out: &mut Vec<u8>, c
         }
         ArithResult::NonNumeric => reply(out, noreply, errors::NON_NUMERIC.as_bytes()),
         ArithResult::CasMismatch => reply(out, noreply, b"EXISTS"),
-        ArithResult::NoMemory => reply(out, noreply, b"SERVER_ERROR out of memory"),
+        ArithResult::NoMemory | ArithResult::Busy => {
+            reply(out, noreply, b"SERVER_ERROR out of memory")
+        }
     }
 }
 
@@ -443,7 +445,9 @@ fn meta_set(key: &[u8], data: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, c
         StoreResult::Exists => b"EX",
         StoreResult::NotFound => b"NF",
         StoreResult::TooLarge => return resp::line(out, errors::TOO_LARGE.as_bytes()),
-        StoreResult::NoMemory => return resp::line(out, errors::OUT_OF_MEMORY.as_bytes()),
+        StoreResult::NoMemory | StoreResult::Busy => {
+            return resp::line(out, errors::OUT_OF_MEMORY.as_bytes())
+        }
     };
     out.extend_from_slice(code);
     for tok in &flags.order {
@@ -524,6 +528,7 @@ fn meta_arith(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_
         (&ctx.stats.decr_hits, &ctx.stats.decr_misses)
     };
     let (value, loc) = match r {
+        ArithResult::Busy => return resp::line(out, errors::OUT_OF_MEMORY.as_bytes()),
         ArithResult::Ok { value, loc, .. } => {
             bump(hits);
             (value, loc)

@@ -48,6 +48,7 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
         shards: cfg.cache.shards,
         hash_power: cfg.cache.hash_power,
         policy: cfg.cache.policy.clone(),
+        flash: None,
     };
     Engine::new(ec).map_err(|e| anyhow::anyhow!("{e}"))
 }

@@ -1,0 +1,314 @@
+//! The on-flash format (version 1): a superblock at the start of each
+//! device, then fixed-size segments, each a header block followed by records.
+//! All integers little-endian; every structure carries a CRC-32C.
+//!
+//! ```text
+//! device:  [superblock 4 KiB][pad to 1 MiB][segment 0][segment 1]...
+//!
+//! superblock (4 KiB block, rest zero)
+//!   0  8  magic "TIERCACH"
+//!   8  4  format version (1)
+//!  12  4  crc32c of bytes 16..64
+//!  16  8  device size in bytes
+//!  24  4  segment size in bytes
+//!  28  4  device number in the configuration
+//!
+//! segment header (first 4 KiB block of a segment, rest zero)
+//!   0  8  magic "TCSEGMNT"
+//!   8  4  format version (1)
+//!  12  4  crc32c of bytes 16..64
+//!  16  8  sequence number (increases with every segment written)
+//!  24  4  slot number
+//!  28  4  bytes of records after the header block
+//!  32  4  number of records
+//!  36  4  latest exptime of any record (0 = some never expire)
+//!
+//! record (8-byte aligned; a record of at most 4 KiB never crosses a 4 KiB
+//! boundary, a larger one starts on one)
+//!   0  4  crc32c of bytes 4..(32 + key + value)
+//!   4  4  low 32 bits of the segment's sequence number
+//!   8 24  item header (see item.rs: cas, exptime, flags, value length,
+//!         key length, bits, atime), bits holding only "binary key" and "stale"
+//!  32  k  key
+//!  ..  v  value, then zero padding to 8 bytes
+//! ```
+
+use super::aligned::BLOCK;
+use crate::item::{self, Header, HEADER};
+
+pub const VERSION: u32 = 1;
+pub const SUPER_MAGIC: &[u8; 8] = b"TIERCACH";
+pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
+/// Where the first segment starts on a device.
+pub const SEGMENTS_START: u64 = 1 << 20;
+/// Bytes of record prefix before the item header.
+pub const RECORD_PREFIX: usize = 8;
+/// Item bits that survive on flash.
+const KEPT_BITS: u8 = item::KEY_BINARY | item::STALE;
+
+/// Bytes a record of this item takes, padding included.
+#[inline]
+pub fn record_size(klen: usize, vlen: usize) -> usize {
+    RECORD_PREFIX + item::stored_size(klen, vlen)
+}
+
+/// Where a record of `size` bytes goes in a segment whose next free byte is
+/// `write`: the same place, or the next block start so that a small record
+/// does not cross a block and a large one starts on a block.
+#[inline]
+pub fn place_record(write: usize, size: usize) -> usize {
+    let in_block = write % BLOCK;
+    if size > BLOCK {
+        if in_block == 0 {
+            write
+        } else {
+            write - in_block + BLOCK
+        }
+    } else if in_block + size > BLOCK {
+        write - in_block + BLOCK
+    } else {
+        write
+    }
+}
+
+/// Writes a record for `item` (an item in the RAM layout: header, key,
+/// value) into `dst`, which must hold `record_size` bytes.
+pub fn write_record(dst: &mut [u8], item_bytes: &[u8], seq: u64) {
+    let mut h = Header::read(item_bytes);
+    let len = HEADER + h.klen as usize + h.vlen as usize;
+    h.bits &= KEPT_BITS;
+    h.atime = 0;
+    dst[4..8].copy_from_slice(&(seq as u32).to_le_bytes());
+    h.write(&mut dst[RECORD_PREFIX..RECORD_PREFIX + HEADER]);
+    dst[RECORD_PREFIX + HEADER..RECORD_PREFIX + len].copy_from_slice(&item_bytes[HEADER..len]);
+    let total = record_size(h.klen as usize, h.vlen as usize);
+    dst[RECORD_PREFIX + len..total].fill(0);
+    let crc = crc32c::crc32c(&dst[4..RECORD_PREFIX + len]);
+    dst[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Why a record was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordError {
+    /// Fewer bytes than the record needs (a short read): read more.
+    Truncated { need: usize },
+    /// The record belongs to another use of the segment.
+    WrongSequence,
+    /// Checksum mismatch or impossible lengths.
+    Corrupt,
+}
+
+/// Checks a record at the start of `b` and returns the item bytes (RAM
+/// layout) inside it.
+pub fn check_record(b: &[u8], seq: u64, max_len: usize) -> Result<&[u8], RecordError> {
+    if b.len() < RECORD_PREFIX + HEADER {
+        return Err(RecordError::Truncated {
+            need: RECORD_PREFIX + HEADER,
+        });
+    }
+    let h = Header::read(&b[RECORD_PREFIX..]);
+    let len = RECORD_PREFIX + HEADER + h.klen as usize + h.vlen as usize;
+    if len > max_len || h.klen == 0 {
+        return Err(RecordError::Corrupt);
+    }
+    if u32::from_le_bytes(b[4..8].try_into().unwrap()) != seq as u32 {
+        return Err(RecordError::WrongSequence);
+    }
+    if b.len() < len {
+        return Err(RecordError::Truncated { need: len });
+    }
+    let crc = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    if crc32c::crc32c(&b[4..len]) != crc {
+        return Err(RecordError::Corrupt);
+    }
+    Ok(&b[RECORD_PREFIX..len])
+}
+
+/// A segment's header block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub seq: u64,
+    pub slot: u32,
+    pub data_len: u32,
+    pub records: u32,
+    pub max_exptime: u32,
+}
+
+impl SegmentHeader {
+    pub fn write(&self, b: &mut [u8]) {
+        b[..BLOCK].fill(0);
+        b[0..8].copy_from_slice(SEGMENT_MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.seq.to_le_bytes());
+        b[24..28].copy_from_slice(&self.slot.to_le_bytes());
+        b[28..32].copy_from_slice(&self.data_len.to_le_bytes());
+        b[32..36].copy_from_slice(&self.records.to_le_bytes());
+        b[36..40].copy_from_slice(&self.max_exptime.to_le_bytes());
+        let crc = crc32c::crc32c(&b[16..64]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// None unless the block is a valid version-1 segment header.
+    pub fn read(b: &[u8]) -> Option<SegmentHeader> {
+        if &b[0..8] != SEGMENT_MAGIC
+            || u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION
+            || u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..64])
+        {
+            return None;
+        }
+        Some(SegmentHeader {
+            seq: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+            slot: u32::from_le_bytes(b[24..28].try_into().unwrap()),
+            data_len: u32::from_le_bytes(b[28..32].try_into().unwrap()),
+            records: u32::from_le_bytes(b[32..36].try_into().unwrap()),
+            max_exptime: u32::from_le_bytes(b[36..40].try_into().unwrap()),
+        })
+    }
+}
+
+/// A device's superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    pub device_size: u64,
+    pub segment_size: u32,
+    pub device_no: u32,
+}
+
+/// What the first block of a device holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceContents {
+    /// All zero: a new file or a wiped device.
+    Empty,
+    Ours(Superblock),
+    /// Our magic, another format version.
+    OtherVersion(u32),
+    /// Something else: not ours to overwrite.
+    Foreign,
+}
+
+impl Superblock {
+    pub fn write(&self, b: &mut [u8]) {
+        b[..BLOCK].fill(0);
+        b[0..8].copy_from_slice(SUPER_MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.device_size.to_le_bytes());
+        b[24..28].copy_from_slice(&self.segment_size.to_le_bytes());
+        b[28..32].copy_from_slice(&self.device_no.to_le_bytes());
+        let crc = crc32c::crc32c(&b[16..64]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    pub fn inspect(b: &[u8]) -> DeviceContents {
+        if b[..BLOCK].iter().all(|&x| x == 0) {
+            return DeviceContents::Empty;
+        }
+        if &b[0..8] != SUPER_MAGIC {
+            return DeviceContents::Foreign;
+        }
+        let v = u32::from_le_bytes(b[8..12].try_into().unwrap());
+        if v != VERSION {
+            return DeviceContents::OtherVersion(v);
+        }
+        if u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..64]) {
+            return DeviceContents::Foreign;
+        }
+        DeviceContents::Ours(Superblock {
+            device_size: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+            segment_size: u32::from_le_bytes(b[24..28].try_into().unwrap()),
+            device_no: u32::from_le_bytes(b[28..32].try_into().unwrap()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; item::stored_size(key.len(), value.len())];
+        Header {
+            cas: 42,
+            exptime: 7,
+            flags: 9,
+            vlen: value.len() as u32,
+            klen: key.len() as u8,
+            bits: item::FETCHED | item::KEY_BINARY | 3,
+            atime: 55,
+        }
+        .write(&mut b);
+        b[HEADER..HEADER + key.len()].copy_from_slice(key);
+        b[HEADER + key.len()..HEADER + key.len() + value.len()].copy_from_slice(value);
+        b
+    }
+
+    #[test]
+    fn record_round_trip_and_corruption() {
+        let it = item(b"key", b"value");
+        let size = record_size(3, 5);
+        let mut rec = vec![0u8; size];
+        write_record(&mut rec, &it, 0x1_0000_0005);
+        let got = check_record(&rec, 0x1_0000_0005, 1 << 20).unwrap();
+        let h = Header::read(got);
+        assert_eq!(
+            (h.cas, h.exptime, h.flags, h.vlen, h.klen),
+            (42, 7, 9, 5, 3)
+        );
+        assert_eq!(h.bits, item::KEY_BINARY, "volatile bits are not stored");
+        assert_eq!(&got[HEADER..], b"keyvalue");
+        assert_eq!(
+            check_record(&rec, 6, 1 << 20),
+            Err(RecordError::WrongSequence)
+        );
+        assert_eq!(
+            check_record(&rec[..20], 5, 1 << 20),
+            Err(RecordError::Truncated { need: 32 })
+        );
+        assert_eq!(
+            check_record(&rec[..34], 5, 1 << 20),
+            Err(RecordError::Truncated { need: 40 })
+        );
+        for i in [0, 9, 20, 33] {
+            let mut bad = rec.clone();
+            bad[i] ^= 1;
+            assert!(check_record(&bad, 5, 1 << 20).is_err(), "flip at {i}");
+        }
+    }
+
+    #[test]
+    fn placement_keeps_small_records_in_one_block() {
+        assert_eq!(place_record(0, 100), 0);
+        assert_eq!(place_record(4000, 96), 4000);
+        assert_eq!(place_record(4000, 104), 4096);
+        assert_eq!(place_record(4096, 4096), 4096);
+        assert_eq!(place_record(8, 5000), 4096);
+        assert_eq!(place_record(8192, 5000), 8192);
+    }
+
+    #[test]
+    fn headers_round_trip_and_refuse_others() {
+        let mut b = vec![0u8; BLOCK];
+        assert_eq!(Superblock::inspect(&b), DeviceContents::Empty);
+        let sb = Superblock {
+            device_size: 1 << 30,
+            segment_size: 4 << 20,
+            device_no: 1,
+        };
+        sb.write(&mut b);
+        assert_eq!(Superblock::inspect(&b), DeviceContents::Ours(sb));
+        b[8] = 9;
+        assert_eq!(Superblock::inspect(&b), DeviceContents::OtherVersion(9));
+        b[0] = b'X';
+        assert_eq!(Superblock::inspect(&b), DeviceContents::Foreign);
+        let sh = SegmentHeader {
+            seq: 77,
+            slot: 3,
+            data_len: 12345,
+            records: 10,
+            max_exptime: 0,
+        };
+        sh.write(&mut b);
+        assert_eq!(SegmentHeader::read(&b), Some(sh));
+        b[20] ^= 1;
+        assert_eq!(SegmentHeader::read(&b), None);
+    }
+}

@@ -1,0 +1,130 @@
+//! Reading flash without blocking a network worker. Each worker owns a
+//! [`Reader`]: it submits reads and later reaps their completions from its
+//! event loop. [`PoolReader`] hands reads to a small shared thread pool that
+//! uses pread (works everywhere, and sees every read of a fault-injecting
+//! device); the io_uring reader lives in `uring.rs`.
+
+use super::aligned::AlignedBuf;
+use super::device::BlockDevice;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use std::io;
+use std::sync::Arc;
+
+/// A read to perform; `token` comes back with its completion.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOp {
+    pub token: u64,
+    pub dev: usize,
+    pub offset: u64,
+    pub len: usize,
+}
+
+/// A finished read: the bytes read (possibly fewer than asked) or the error.
+pub struct Completion {
+    pub token: u64,
+    pub result: io::Result<(AlignedBuf, usize)>,
+}
+
+/// Called (from any thread) when completions are ready to reap.
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
+
+/// A worker's asynchronous reader.
+pub trait Reader: Send {
+    fn submit(&mut self, op: ReadOp);
+    /// Moves finished reads into `out`.
+    fn reap(&mut self, out: &mut Vec<Completion>);
+    /// Reads submitted and not yet reaped.
+    fn in_flight(&self) -> usize;
+    /// A file descriptor that becomes readable when completions are ready,
+    /// for readers that cannot call [`Notify`] (io_uring).
+    fn event_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
+}
+
+struct Job {
+    op: ReadOp,
+    reply: Sender<Completion>,
+    notify: Notify,
+}
+
+/// Threads doing pread for every worker's [`PoolReader`].
+pub struct ReadPool {
+    jobs: Sender<Job>,
+}
+
+impl ReadPool {
+    pub fn new(devices: Vec<Arc<dyn BlockDevice>>, threads: usize) -> ReadPool {
+        let (jobs, rx) = unbounded::<Job>();
+        for i in 0..threads.max(1) {
+            let rx = rx.clone();
+            let devices = devices.clone();
+            std::thread::Builder::new()
+                .name(format!("flash-read-{i}"))
+                .spawn(move || {
+                    for job in rx.iter() {
+                        let mut buf = AlignedBuf::new(job.op.len);
+                        let result = devices[job.op.dev]
+                            .read_at(buf.as_mut_slice(), job.op.offset)
+                            .map(|n| (buf, n));
+                        let _ = job.reply.send(Completion {
+                            token: job.op.token,
+                            result,
+                        });
+                        (job.notify)();
+                    }
+                })
+                .expect("spawn flash reader thread");
+        }
+        ReadPool { jobs }
+    }
+
+    /// A reader for one worker; `notify` wakes that worker's event loop.
+    pub fn reader(&self, notify: Notify) -> PoolReader {
+        let (tx, rx) = unbounded();
+        PoolReader {
+            jobs: self.jobs.clone(),
+            tx,
+            rx,
+            notify,
+            in_flight: 0,
+        }
+    }
+}
+
+pub struct PoolReader {
+    jobs: Sender<Job>,
+    tx: Sender<Completion>,
+    rx: Receiver<Completion>,
+    notify: Notify,
+    in_flight: usize,
+}
+
+impl Reader for PoolReader {
+    fn submit(&mut self, op: ReadOp) {
+        self.in_flight += 1;
+        let job = Job {
+            op,
+            reply: self.tx.clone(),
+            notify: self.notify.clone(),
+        };
+        if let Err(e) = self.jobs.send(job) {
+            // The pool is gone (shutting down): fail the read.
+            let _ = self.tx.send(Completion {
+                token: e.0.op.token,
+                result: Err(io::Error::other("flash read pool stopped")),
+            });
+        }
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>) {
+        while let Ok(c) = self.rx.try_recv() {
+            self.in_flight -= 1;
+            out.push(c);
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}

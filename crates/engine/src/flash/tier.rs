@@ -1,0 +1,780 @@
+//! The flash tier's space: the devices cut into fixed-size segment slots,
+//! the one open write buffer that evicted items are appended to, the queue
+//! of sealed buffers waiting for the flusher, and the FIFO of segments on
+//! the device. Index entries of flash items point at `(slot + FLASH_SEG_BASE,
+//! offset)`.
+//!
+//! ```text
+//!  shard evicts ──append──► open buffer (RAM) ──seal──► queued ──flusher──► sealed (device)
+//!                                                                               │ oldest first
+//!                free slots ◄──────────── flusher reclaims: drop or reinsert ◄──┘
+//! ```
+//!
+//! A slot's records stay readable from RAM until its write completes, so a
+//! read never waits for the flusher. When no buffer or slot is free the
+//! append is refused with [`Busy`]: the caller applies back-pressure rather
+//! than dropping data the device has room for.
+
+use super::aligned::{round_up, AlignedBuf, BLOCK};
+use super::device::{BlockDevice, DeviceError};
+use super::format::{self, DeviceContents, SegmentHeader, Superblock};
+use crate::index::Loc;
+use crate::item::Header;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `Loc::seg` values from here up name flash slots; below are RAM segments.
+pub const FLASH_SEG_BASE: u32 = 2048;
+/// The most slots the index can address.
+pub const MAX_SLOTS: usize = (1 << 16) - FLASH_SEG_BASE as usize;
+
+#[inline]
+pub fn is_flash(loc: Loc) -> bool {
+    loc.seg >= FLASH_SEG_BASE
+}
+
+/// Settings of the flash tier.
+#[derive(Debug, Clone)]
+pub struct TierParams {
+    /// Bytes per segment (a multiple of 4 KiB, at most 8 MiB).
+    pub segment_size: usize,
+    /// Write buffers (each `segment_size` of RAM): one open, the rest queued or in flight.
+    pub write_buffers: usize,
+    /// Items with fewer value bytes stay in RAM only (memcached's ext_item_size).
+    pub min_value_size: usize,
+    /// Reinsert items that were read while on flash when their segment is reclaimed.
+    pub reinsert_hits: bool,
+    /// Device write budget in bytes per second (0 = none): admission drops past it.
+    pub write_budget: u64,
+    /// Overwrite devices that hold something other than our format.
+    pub wipe: bool,
+}
+
+impl Default for TierParams {
+    fn default() -> Self {
+        TierParams {
+            segment_size: 4 << 20,
+            write_buffers: 4,
+            min_value_size: 0,
+            reinsert_hits: true,
+            write_budget: 0,
+            wipe: false,
+        }
+    }
+}
+
+/// No write buffer or free slot right now; retry after the flusher's next step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
+/// Why an item was not appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendError {
+    /// Wait for the flusher (back-pressure).
+    Busy,
+    /// Not admitted (size threshold, write budget, degraded device): evict it.
+    Refused,
+}
+
+#[derive(Debug)]
+enum SlotState {
+    Free,
+    Open,
+    Queued(Arc<AlignedBuf>),
+    Writing(Arc<AlignedBuf>),
+    Sealed,
+    Reclaiming,
+    /// The device refused a write here; not used again.
+    Failed,
+}
+
+#[derive(Debug)]
+struct Slot {
+    dev: usize,
+    dev_off: u64,
+    seq: u64,
+    data_len: u32,
+    /// Index entries pointing into the slot.
+    items: u32,
+    state: SlotState,
+}
+
+struct Open {
+    slot: u32,
+    buf: AlignedBuf,
+    /// Next free byte in `buf` (the header block comes first).
+    write: usize,
+    records: u32,
+    max_exptime: u32,
+    never_expires: bool,
+}
+
+struct State {
+    slots: Vec<Slot>,
+    free: VecDeque<u32>,
+    sealed: VecDeque<u32>,
+    queued: VecDeque<u32>,
+    open: Option<Open>,
+    spare: Vec<AlignedBuf>,
+    next_seq: u64,
+    budget_tokens: f64,
+    budget_at: Instant,
+    consecutive_write_errors: u32,
+}
+
+/// Where a flash item's record is now.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Where {
+    /// Copied out of a write buffer (the record's item bytes, verified).
+    Resident(Vec<u8>),
+    /// On a device: read the block(s) at `offset`; the record starts `skew` bytes in.
+    Device {
+        dev: usize,
+        offset: u64,
+        skew: usize,
+        seq: u64,
+    },
+    /// The slot was reclaimed: the entry is stale.
+    Gone,
+}
+
+/// Counters of the flash tier (monotonic unless noted).
+#[derive(Default)]
+pub struct TierStats {
+    pub bytes_written: AtomicU64,
+    pub bytes_admitted: AtomicU64,
+    pub objects_written: AtomicU64,
+    pub objects_reinserted: AtomicU64,
+    pub objects_evicted: AtomicU64,
+    pub objects_read: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub verify_failures: AtomicU64,
+    pub tag_misses: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub segments_written: AtomicU64,
+    pub segments_reclaimed: AtomicU64,
+    pub busy: AtomicU64,
+    pub admission_refused: AtomicU64,
+    /// Reads submitted and not completed yet (a gauge).
+    pub reads_in_flight: AtomicU64,
+}
+
+/// The flash tier.
+pub struct FlashTier {
+    devices: Vec<Arc<dyn BlockDevice>>,
+    params: TierParams,
+    state: Mutex<State>,
+    work: Condvar,
+    pub stats: TierStats,
+    degraded: AtomicBool,
+    stop: AtomicBool,
+    wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+/// Reclaims keep this many slots free ahead of need.
+const FREE_SLOTS_LOW: usize = 2;
+/// After this many write errors in a row the tier stops admitting.
+const DEGRADE_AFTER_ERRORS: u32 = 3;
+
+impl FlashTier {
+    /// Lays the slots out over the devices (round robin, so consecutive
+    /// segments go to different devices) after checking what they hold.
+    pub fn new(
+        devices: Vec<Arc<dyn BlockDevice>>,
+        params: TierParams,
+    ) -> Result<FlashTier, DeviceError> {
+        let seg = params.segment_size;
+        if !seg.is_multiple_of(BLOCK) || !(64 << 10..=8 << 20).contains(&seg) {
+            return Err(DeviceError(format!(
+                "flash segment size {seg} must be a multiple of 4 KiB between 64 KiB and 8 MiB"
+            )));
+        }
+        if devices.is_empty() {
+            return Err(DeviceError("no flash device configured".into()));
+        }
+        let mut per_dev = Vec::new();
+        for (no, d) in devices.iter().enumerate() {
+            check_and_stamp(d.as_ref(), no as u32, seg, params.wipe)?;
+            let n = d.size().saturating_sub(format::SEGMENTS_START) / seg as u64;
+            if n == 0 {
+                return Err(DeviceError(format!(
+                    "flash device {} ({} bytes) is too small for one {} KiB segment",
+                    d.name(),
+                    d.size(),
+                    seg >> 10
+                )));
+            }
+            per_dev.push(n);
+        }
+        let mut slots = Vec::new();
+        let mut next = vec![0u64; devices.len()];
+        loop {
+            let before = slots.len();
+            for (dev, n) in per_dev.iter().enumerate() {
+                if next[dev] < *n {
+                    slots.push(Slot {
+                        dev,
+                        dev_off: format::SEGMENTS_START + next[dev] * seg as u64,
+                        seq: 0,
+                        data_len: 0,
+                        items: 0,
+                        state: SlotState::Free,
+                    });
+                    next[dev] += 1;
+                }
+            }
+            if slots.len() == before || slots.len() >= MAX_SLOTS {
+                break;
+            }
+        }
+        slots.truncate(MAX_SLOTS);
+        if slots.len() < FREE_SLOTS_LOW + params.write_buffers {
+            return Err(DeviceError(format!(
+                "flash devices hold {} segments of {} KiB; need at least {}",
+                slots.len(),
+                seg >> 10,
+                FREE_SLOTS_LOW + params.write_buffers
+            )));
+        }
+        let free = (0..slots.len() as u32).collect();
+        let spare = (0..params.write_buffers.max(2))
+            .map(|_| AlignedBuf::new(seg))
+            .collect();
+        Ok(FlashTier {
+            devices,
+            state: Mutex::new(State {
+                slots,
+                free,
+                sealed: VecDeque::new(),
+                queued: VecDeque::new(),
+                open: None,
+                spare,
+                next_seq: 1,
+                budget_tokens: 0.0,
+                budget_at: Instant::now(),
+                consecutive_write_errors: 0,
+            }),
+            params,
+            work: Condvar::new(),
+            stats: TierStats::default(),
+            degraded: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            wakers: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn params(&self) -> &TierParams {
+        &self.params
+    }
+
+    pub fn devices(&self) -> &[Arc<dyn BlockDevice>] {
+        &self.devices
+    }
+
+    pub fn segment_size(&self) -> usize {
+        self.params.segment_size
+    }
+
+    /// RAM the write buffers take.
+    pub fn buffer_bytes(&self) -> usize {
+        self.params.write_buffers.max(2) * self.params.segment_size
+    }
+
+    pub fn slot_count(&self) -> usize {
+        self.state.lock().slots.len()
+    }
+
+    /// Bytes of device space for segments.
+    pub fn capacity(&self) -> u64 {
+        self.slot_count() as u64 * self.params.segment_size as u64
+    }
+
+    /// The tier stopped admitting after repeated device errors.
+    pub fn degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
+    /// Calls `f` whenever the flusher frees space (to retry parked requests).
+    pub fn on_progress(&self, f: Box<dyn Fn() + Send + Sync>) {
+        self.wakers.lock().push(f);
+    }
+
+    fn wake_all(&self) {
+        for w in self.wakers.lock().iter() {
+            w();
+        }
+    }
+
+    /// Whether an item with this value length may go to flash at all.
+    pub fn admits_size(&self, vlen: usize) -> bool {
+        vlen >= self.params.min_value_size && !self.degraded()
+    }
+
+    /// Makes sure the open buffer can take `bytes` more of records, sealing
+    /// it and opening another if needed.
+    pub fn ensure_room(&self, bytes: usize) -> Result<(), Busy> {
+        let mut st = self.state.lock();
+        if let Some(o) = &st.open {
+            if self.params.segment_size - o.write >= bytes {
+                return Ok(());
+            }
+        }
+        if self.open_new(&mut st) {
+            Ok(())
+        } else {
+            self.stats.busy.fetch_add(1, Ordering::Relaxed);
+            Err(Busy)
+        }
+    }
+
+    /// Seals the open buffer (if any) and opens a fresh one; false when no
+    /// buffer or slot is free.
+    fn open_new(&self, st: &mut State) -> bool {
+        if st.spare.is_empty() || st.free.is_empty() {
+            return false;
+        }
+        self.seal(st);
+        let slot = st.free.pop_front().expect("checked");
+        let buf = st.spare.pop().expect("checked");
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let s = &mut st.slots[slot as usize];
+        s.seq = seq;
+        s.items = 0;
+        s.data_len = 0;
+        s.state = SlotState::Open;
+        st.open = Some(Open {
+            slot,
+            buf,
+            write: BLOCK,
+            records: 0,
+            max_exptime: 0,
+            never_expires: false,
+        });
+        true
+    }
+
+    /// Hands the open buffer to the flusher.
+    fn seal(&self, st: &mut State) {
+        let Some(mut o) = st.open.take() else {
+            return;
+        };
+        let slot = &mut st.slots[o.slot as usize];
+        let end = round_up(o.write, BLOCK);
+        o.buf.as_mut_slice()[o.write..end].fill(0);
+        SegmentHeader {
+            seq: slot.seq,
+            slot: o.slot,
+            data_len: (o.write - BLOCK) as u32,
+            records: o.records,
+            max_exptime: if o.never_expires { 0 } else { o.max_exptime },
+        }
+        .write(o.buf.as_mut_slice());
+        slot.data_len = (o.write - BLOCK) as u32;
+        slot.state = SlotState::Queued(Arc::new(o.buf));
+        st.queued.push_back(o.slot);
+        self.work.notify_one();
+    }
+
+    /// Seals a partly filled open buffer so that it reaches the device (idle flush).
+    pub fn seal_open(&self) {
+        let mut st = self.state.lock();
+        if st.open.as_ref().is_some_and(|o| o.records > 0) {
+            self.seal(&mut st);
+        }
+    }
+
+    /// Appends an item (RAM layout) as a record; returns its new location.
+    /// `admitted` counts it as new data (false for reinsertion).
+    pub fn append(&self, item: &[u8], admitted: bool) -> Result<Loc, AppendError> {
+        let h = Header::read(item);
+        let size = format::record_size(h.klen as usize, h.vlen as usize);
+        if self.degraded() || size + BLOCK > self.params.segment_size {
+            return Err(AppendError::Refused);
+        }
+        let mut st = self.state.lock();
+        if admitted && self.params.write_budget > 0 && !self.take_budget(&mut st, size) {
+            self.stats.admission_refused.fetch_add(1, Ordering::Relaxed);
+            return Err(AppendError::Refused);
+        }
+        let fits =
+            |o: &Open| format::place_record(o.write, size) + size <= self.params.segment_size;
+        if !st.open.as_ref().is_some_and(fits) && !self.open_new(&mut st) {
+            self.stats.busy.fetch_add(1, Ordering::Relaxed);
+            return Err(AppendError::Busy);
+        }
+        let st = &mut *st;
+        let o = st.open.as_mut().expect("open");
+        let at = format::place_record(o.write, size);
+        let slot = o.slot;
+        let seq = st.slots[slot as usize].seq;
+        let buf = o.buf.as_mut_slice();
+        buf[o.write..at].fill(0);
+        format::write_record(&mut buf[at..at + size], item, seq);
+        o.write = at + size;
+        o.records += 1;
+        if h.exptime == 0 {
+            o.never_expires = true;
+        }
+        o.max_exptime = o.max_exptime.max(h.exptime);
+        st.slots[slot as usize].items += 1;
+        if admitted {
+            self.stats
+                .bytes_admitted
+                .fetch_add(size as u64, Ordering::Relaxed);
+        } else {
+            self.stats
+                .objects_reinserted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.stats.objects_written.fetch_add(1, Ordering::Relaxed);
+        Ok(Loc {
+            seg: FLASH_SEG_BASE + slot,
+            off: at as u32,
+        })
+    }
+
+    fn take_budget(&self, st: &mut State, size: usize) -> bool {
+        let rate = self.params.write_budget as f64;
+        let now = Instant::now();
+        let dt = now.duration_since(st.budget_at).as_secs_f64();
+        st.budget_at = now;
+        // Bursts of up to one second of budget.
+        st.budget_tokens = (st.budget_tokens + dt * rate).min(rate);
+        if st.budget_tokens >= size as f64 {
+            st.budget_tokens -= size as f64;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// An index entry pointing into `loc`'s slot went away.
+    pub fn release(&self, loc: Loc) {
+        let mut st = self.state.lock();
+        if let Some(s) = st.slots.get_mut((loc.seg - FLASH_SEG_BASE) as usize) {
+            s.items = s.items.saturating_sub(1);
+        }
+    }
+
+    /// Where the record at `loc` is. Records still in a write buffer are
+    /// copied out (and verified) at once.
+    pub fn locate(&self, loc: Loc) -> Where {
+        let st = self.state.lock();
+        let i = (loc.seg - FLASH_SEG_BASE) as usize;
+        let Some(slot) = st.slots.get(i) else {
+            return Where::Gone;
+        };
+        let off = loc.off as usize;
+        let from_buf =
+            |buf: &[u8]| match format::check_record(&buf[off..], slot.seq, buf.len() - off) {
+                Ok(item) => Where::Resident(item.to_vec()),
+                Err(_) => Where::Gone,
+            };
+        match &slot.state {
+            SlotState::Open => {
+                let o = st.open.as_ref().expect("open slot has a buffer");
+                if off >= o.write {
+                    return Where::Gone;
+                }
+                from_buf(&o.buf.as_slice()[..o.write])
+            }
+            SlotState::Queued(b) | SlotState::Writing(b) => from_buf(b.as_slice()),
+            SlotState::Sealed | SlotState::Reclaiming => {
+                let abs = slot.dev_off + off as u64;
+                let block = abs / BLOCK as u64 * BLOCK as u64;
+                Where::Device {
+                    dev: slot.dev,
+                    offset: block,
+                    skew: (abs - block) as usize,
+                    seq: slot.seq,
+                }
+            }
+            SlotState::Free | SlotState::Failed => Where::Gone,
+        }
+    }
+
+    /// Stops the flusher.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.work.notify_all();
+    }
+
+    /// A snapshot for `stats`.
+    pub fn usage(&self) -> Usage {
+        let st = self.state.lock();
+        let mut u = Usage {
+            slots: st.slots.len() as u64,
+            free: st.free.len() as u64,
+            sealed: st.sealed.len() as u64,
+            queued: st.queued.len() as u64,
+            items: 0,
+            failed: 0,
+        };
+        for s in &st.slots {
+            u.items += u64::from(s.items);
+            if matches!(s.state, SlotState::Failed) {
+                u.failed += 1;
+            }
+        }
+        u
+    }
+}
+
+/// Counts of slots by state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub slots: u64,
+    pub free: u64,
+    pub sealed: u64,
+    pub queued: u64,
+    pub items: u64,
+    pub failed: u64,
+}
+
+/// Refuses devices holding data that is not ours (or another version of
+/// ours) unless told to wipe them, then writes our superblock.
+fn check_and_stamp(
+    d: &dyn BlockDevice,
+    no: u32,
+    seg: usize,
+    wipe: bool,
+) -> Result<(), DeviceError> {
+    let mut b = AlignedBuf::new(BLOCK);
+    let n = d
+        .read_at(b.as_mut_slice(), 0)
+        .map_err(|e| DeviceError(format!("flash device {}: cannot read: {e}", d.name())))?;
+    if n < BLOCK {
+        b.as_mut_slice()[n..].fill(0);
+    }
+    match Superblock::inspect(b.as_slice()) {
+        DeviceContents::Empty | DeviceContents::Ours(_) => {}
+        DeviceContents::OtherVersion(v) if !wipe => {
+            return Err(DeviceError(format!(
+                "flash device {} holds tiercache format version {v}, this build reads version {}; \
+                 start with -o ext_wipe to erase it",
+                d.name(),
+                format::VERSION
+            )))
+        }
+        DeviceContents::Foreign if !wipe => {
+            return Err(DeviceError(format!(
+                "flash device {} holds data that is not a tiercache flash file; refusing to overwrite it \
+                 (start with -o ext_wipe to erase it, or choose another path)",
+                d.name()
+            )))
+        }
+        _ => {}
+    }
+    Superblock {
+        device_size: d.size(),
+        segment_size: seg as u32,
+        device_no: no,
+    }
+    .write(b.as_mut_slice());
+    d.write_at(b.as_slice(), 0)
+        .map_err(|e| DeviceError(format!("flash device {}: cannot write: {e}", d.name())))
+}
+
+/// Whoever owns the index entries of records (the engine): told about each
+/// live record of a segment that is being reclaimed or could not be written.
+pub trait RecordOwner: Send + Sync {
+    /// Drops the entry for the record at `loc`, or reinserts it (through
+    /// [`FlashTier::append`]) when it was hit and `reinsert` allows.
+    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool);
+}
+
+enum Job {
+    Write(u32, Arc<AlignedBuf>),
+    Reclaim(u32),
+}
+
+impl FlashTier {
+    /// The flusher: writes sealed buffers, keeps free slots ahead of need by
+    /// reclaiming the oldest segments, and seals an idle open buffer after
+    /// `idle` so that its items reach the device. Runs until [`stop`](Self::stop).
+    pub fn run_flusher(&self, owner: &dyn RecordOwner, idle: Duration) {
+        let mut scratch = AlignedBuf::new(self.params.segment_size);
+        let mut last_append = (0u64, Instant::now());
+        while !self.stop.load(Ordering::Relaxed) {
+            let job = {
+                let mut st = self.state.lock();
+                loop {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if let Some(slot) = st.queued.pop_front() {
+                        let s = &mut st.slots[slot as usize];
+                        let SlotState::Queued(buf) = &s.state else {
+                            unreachable!("queued slot {slot} in state {:?}", s.state)
+                        };
+                        let buf = buf.clone();
+                        s.state = SlotState::Writing(buf.clone());
+                        break Job::Write(slot, buf);
+                    }
+                    if st.free.len() < FREE_SLOTS_LOW.max(1) + 1 {
+                        if let Some(slot) = st.sealed.pop_front() {
+                            st.slots[slot as usize].state = SlotState::Reclaiming;
+                            break Job::Reclaim(slot);
+                        }
+                    }
+                    // Idle flush: an open buffer that stopped growing goes out.
+                    let written = self.stats.objects_written.load(Ordering::Relaxed);
+                    if written != last_append.0 {
+                        last_append = (written, Instant::now());
+                    } else if last_append.1.elapsed() >= idle
+                        && st.open.as_ref().is_some_and(|o| o.records > 0)
+                    {
+                        self.seal(&mut st);
+                        continue;
+                    }
+                    self.work.wait_for(&mut st, Duration::from_millis(20));
+                }
+            };
+            match job {
+                Job::Write(slot, buf) => self.write_segment(slot, buf, owner),
+                Job::Reclaim(slot) => self.reclaim_segment(slot, &mut scratch, owner),
+            }
+            self.wake_all();
+        }
+    }
+
+    fn write_segment(&self, slot: u32, buf: Arc<AlignedBuf>, owner: &dyn RecordOwner) {
+        let (dev, off, len) = {
+            let st = self.state.lock();
+            let s = &st.slots[slot as usize];
+            (
+                s.dev,
+                s.dev_off,
+                round_up(BLOCK + s.data_len as usize, BLOCK),
+            )
+        };
+        let r = self.devices[dev].write_at(&buf.as_slice()[..len], off);
+        let mut st = self.state.lock();
+        match r {
+            Ok(()) => {
+                st.consecutive_write_errors = 0;
+                st.slots[slot as usize].state = SlotState::Sealed;
+                st.sealed.push_back(slot);
+                self.stats
+                    .bytes_written
+                    .fetch_add(len as u64, Ordering::Relaxed);
+                self.stats.segments_written.fetch_add(1, Ordering::Relaxed);
+                drop(st);
+            }
+            Err(e) => {
+                st.consecutive_write_errors += 1;
+                st.slots[slot as usize].state = SlotState::Failed;
+                let errors = st.consecutive_write_errors;
+                drop(st);
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(device = self.devices[dev].name(), slot, error = %e,
+                    "flash write failed; the segment's items are dropped");
+                if errors >= DEGRADE_AFTER_ERRORS && !self.degraded.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "flash tier stops admitting after {errors} failed writes in a row; serving from RAM"
+                    );
+                }
+                // The data never reached the device: drop every entry into it.
+                let seq = self.state.lock().slots[slot as usize].seq;
+                self.for_each_record(&buf.as_slice()[..len], seq, slot, |loc, item| {
+                    owner.reclaim(loc, item, false)
+                });
+            }
+        }
+        let buf =
+            Arc::try_unwrap(buf).unwrap_or_else(|_| AlignedBuf::new(self.params.segment_size));
+        self.state.lock().spare.push(buf);
+    }
+
+    fn reclaim_segment(&self, slot: u32, scratch: &mut AlignedBuf, owner: &dyn RecordOwner) {
+        let (dev, off, len, seq) = {
+            let st = self.state.lock();
+            let s = &st.slots[slot as usize];
+            (
+                s.dev,
+                s.dev_off,
+                round_up(BLOCK + s.data_len as usize, BLOCK),
+                s.seq,
+            )
+        };
+        let buf = &mut scratch.as_mut_slice()[..len];
+        match self.devices[dev].read_at(buf, off) {
+            Ok(n) if n == len => {
+                self.for_each_record(buf, seq, slot, |loc, item| {
+                    owner.reclaim(loc, item, self.params.reinsert_hits)
+                });
+            }
+            Ok(n) => {
+                self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    slot,
+                    n,
+                    len,
+                    "short read while reclaiming a flash segment; its entries become misses"
+                );
+            }
+            Err(e) => {
+                self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(slot, error = %e,
+                    "read failed while reclaiming a flash segment; its entries become misses");
+            }
+        }
+        let mut st = self.state.lock();
+        let s = &mut st.slots[slot as usize];
+        s.state = SlotState::Free;
+        s.items = 0;
+        st.free.push_back(slot);
+        drop(st);
+        self.stats
+            .segments_reclaimed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls `f` with every valid record of a segment image.
+    fn for_each_record(&self, seg: &[u8], seq: u64, slot: u32, mut f: impl FnMut(Loc, &[u8])) {
+        let Some(h) = SegmentHeader::read(seg) else {
+            tracing::warn!(
+                slot,
+                "flash segment header does not verify; skipping its records"
+            );
+            return;
+        };
+        let end = (BLOCK + h.data_len as usize).min(seg.len());
+        let mut at = BLOCK;
+        while at + format::RECORD_PREFIX <= end {
+            // Zero where a record would start: padding to the next block.
+            if seg[at + 4..at + 8] == [0; 4] {
+                at = round_up(at + 1, BLOCK);
+                continue;
+            }
+            match format::check_record(&seg[at..end], seq, end - at) {
+                Ok(item) => {
+                    let size =
+                        format::record_size(item[20] as usize, Header::read(item).vlen as usize);
+                    f(
+                        Loc {
+                            seg: FLASH_SEG_BASE + slot,
+                            off: at as u32,
+                        },
+                        item,
+                    );
+                    at += size;
+                }
+                Err(_) => {
+                    self.stats.verify_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        slot,
+                        at,
+                        "corrupt record in a flash segment; skipping the block"
+                    );
+                    at = round_up(at + 1, BLOCK);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! The flash tier through the engine: items evicted from RAM go to flash
+//! and come back verified; overwrites and deletes never resurrect old data;
+//! faults (I/O errors, short reads, corruption, failed writes, a vanished or
+//! slow device) cost misses and counters, never wrong data.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::flash::{BlockDevice, FileDevice, TierParams};
+use tiercache_engine::item::{Header, HEADER};
+use tiercache_engine::shard::{InsertError, Probe};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+
+const NOW: u32 = 1_000_000;
+
+fn config(memory_mb: usize) -> EngineConfig {
+    EngineConfig {
+        memory_limit: memory_mb << 20,
+        segment_size: 256 << 10,
+        shards: 2,
+        hash_power: 0,
+        policy: "s3fifo".into(),
+        flash: Some(FlashConfig {
+            paths: vec![],
+            params: TierParams {
+                segment_size: 1 << 20,
+                write_buffers: 3,
+                ..TierParams::default()
+            },
+            read_threads: 1,
+            avg_item_size: 1024,
+        }),
+    }
+}
+
+fn engine_on(dev: Arc<dyn BlockDevice>, memory_mb: usize) -> Engine {
+    Engine::with_devices(config(memory_mb), vec![dev]).expect("engine")
+}
+
+fn value_of(i: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("value-{i}-").into_bytes();
+    while v.len() < len {
+        v.push(b'a' + (i % 26) as u8);
+    }
+    v.truncate(len);
+    v
+}
+
+/// Stores, retrying while the flash tier applies back-pressure.
+fn set(e: &Engine, key: &[u8], value: &[u8]) {
+    let hash = Engine::hash(key);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = e
+            .lock(hash, NOW)
+            .insert(key, hash, NewItem::default(), &[value]);
+        match r {
+            Ok(_) => return,
+            Err(InsertError::Busy) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Err(err) => panic!("insert failed: {err:?}"),
+        }
+    }
+}
+
+/// A get as the server does it: probe, read what is needed, probe again.
+fn get(e: &Engine, key: &[u8]) -> Option<Vec<u8>> {
+    let hash = Engine::hash(key);
+    let mut fetched = tiercache_engine::flash::Fetched::default();
+    let flash = e.flash().unwrap().clone();
+    for _ in 0..8 {
+        let mut reads = Vec::new();
+        let mut s = e.lock(hash, NOW);
+        match s.probe(key, hash, NOW, &mut fetched, &mut reads) {
+            Probe::Ram => {
+                let loc = s.find(key, hash, NOW).unwrap();
+                return Some(s.value(loc).to_vec());
+            }
+            Probe::Absent => return None,
+            Probe::Flash(loc) => {
+                s.flash_hit(hash, loc);
+                let item = fetched.item(loc).unwrap();
+                let h = Header::read(item);
+                let k = HEADER + h.klen as usize;
+                assert_eq!(&item[HEADER..k], key);
+                return Some(item[k..k + h.vlen as usize].to_vec());
+            }
+            Probe::Need => {}
+        }
+        drop(s);
+        while let Some(r) = reads.pop() {
+            let mut buf = tiercache_engine::flash::aligned::AlignedBuf::new(r.len);
+            let res = flash.devices()[r.dev]
+                .read_at(buf.as_mut_slice(), r.offset)
+                .map(|n| &buf.as_slice()[..n]);
+            if let Some(more) = fetched.complete(r.slot, res, 8 << 20, &flash.stats) {
+                reads.push(more);
+            }
+        }
+    }
+    panic!("probe did not settle");
+}
+
+/// Every key is there with its value; a few may have been dropped by a tag
+/// collision with a newer key (a set drops the flash entries that share its
+/// 11-bit tag in its two buckets: about 1 in 800 sets when most entries are
+/// on flash).
+fn assert_all_present(e: &Engine, prefix: &str, n: u64, len: usize) {
+    let mut missing = 0;
+    for i in 0..n {
+        match get(e, format!("{prefix}{i}").as_bytes()) {
+            Some(v) => assert!(v == value_of(i, len), "{prefix}{i}: wrong value"),
+            None => missing += 1,
+        }
+    }
+    let st = e.stats(NOW).shard;
+    assert!(
+        missing <= n / 400,
+        "{missing} of {n} missing; demoted {} not_demoted {} evictions {} flash_items {}",
+        st.demoted,
+        st.not_demoted,
+        st.evictions,
+        st.flash_items
+    );
+}
+
+/// Deletes as the server does: probe (reading flash), then unlink.
+fn delete(e: &Engine, key: &[u8]) -> bool {
+    if get(e, key).is_none() {
+        return false;
+    }
+    let hash = Engine::hash(key);
+    let mut fetched = tiercache_engine::flash::Fetched::default();
+    let flash = e.flash().unwrap().clone();
+    loop {
+        let mut reads = Vec::new();
+        let mut s = e.lock(hash, NOW);
+        match s.probe(key, hash, NOW, &mut fetched, &mut reads) {
+            Probe::Ram => return s.remove_key(key, hash, NOW),
+            Probe::Absent => return false,
+            Probe::Flash(loc) => {
+                s.unlink_flash(hash, loc);
+                return true;
+            }
+            Probe::Need => {}
+        }
+        drop(s);
+        for r in reads {
+            let mut buf = tiercache_engine::flash::aligned::AlignedBuf::new(r.len);
+            let res = flash.devices()[r.dev]
+                .read_at(buf.as_mut_slice(), r.offset)
+                .map(|n| &buf.as_slice()[..n]);
+            assert!(fetched
+                .complete(r.slot, res, 8 << 20, &flash.stats)
+                .is_none());
+        }
+    }
+}
+
+fn wait_flushed(e: &Engine) {
+    let f = e.flash().unwrap();
+    f.seal_open();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.usage().queued > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn items_beyond_ram_come_back_from_flash() {
+    let e = engine_on(Arc::new(MemDevice::new(64 << 20)), 8);
+    let n = 20_000u64;
+    for i in 0..n {
+        set(&e, format!("key:{i}").as_bytes(), &value_of(i, 700));
+    }
+    wait_flushed(&e);
+    let st = e.stats(NOW);
+    assert!(st.shard.demoted > 5_000, "demoted {}", st.shard.demoted);
+    assert!(st.shard.flash_items > 5_000);
+    assert_all_present(&e, "key:", n, 700);
+    let f = e.flash().unwrap();
+    assert!(f.stats.objects_read.load(Ordering::Relaxed) > 5_000);
+    assert_eq!(f.stats.verify_failures.load(Ordering::Relaxed), 0);
+    // Every item was admitted once: device bytes / admitted bytes is small.
+    let wa = f.stats.bytes_written.load(Ordering::Relaxed) as f64
+        / f.stats.bytes_admitted.load(Ordering::Relaxed) as f64;
+    assert!(wa < 1.2, "write amplification {wa}");
+}
+
+#[test]
+fn overwrite_and_delete_never_resurrect_flash_copies() {
+    let e = engine_on(Arc::new(MemDevice::new(64 << 20)), 8);
+    for i in 0..15_000u64 {
+        set(&e, format!("k{i}").as_bytes(), &value_of(i, 600));
+    }
+    wait_flushed(&e);
+    // Old copies are on flash now; overwrite half, delete a quarter.
+    for i in (0..15_000u64).step_by(2) {
+        set(
+            &e,
+            format!("k{i}").as_bytes(),
+            &value_of(i + 1_000_000, 600),
+        );
+    }
+    for i in (1..15_000u64).step_by(4) {
+        delete(&e, format!("k{i}").as_bytes());
+    }
+    // Push everything through flash again.
+    for i in 0..15_000u64 {
+        set(&e, format!("filler{i}").as_bytes(), &value_of(i, 600));
+    }
+    wait_flushed(&e);
+    for i in 0..15_000u64 {
+        let got = get(&e, format!("k{i}").as_bytes());
+        if i % 2 == 0 {
+            if let Some(v) = got {
+                assert!(v == value_of(i + 1_000_000, 600), "k{i} came back stale");
+            }
+        } else if i % 4 == 1 {
+            assert!(got.is_none(), "deleted k{i} came back");
+        } else if let Some(v) = got {
+            assert!(v == value_of(i, 600), "k{i} wrong");
+        }
+    }
+}
+
+#[test]
+fn flash_fills_and_reclaims_oldest_segments() {
+    // 16 MiB of flash, 8 MiB of RAM, 60 MiB written: the oldest go.
+    let e = engine_on(Arc::new(MemDevice::new(16 << 20)), 8);
+    let n = 60_000u64;
+    for i in 0..n {
+        set(&e, format!("r{i}").as_bytes(), &value_of(i, 1000));
+    }
+    wait_flushed(&e);
+    let f = e.flash().unwrap();
+    assert!(f.stats.segments_reclaimed.load(Ordering::Relaxed) > 20);
+    let mut present = 0;
+    for i in 0..n {
+        if let Some(v) = get(&e, format!("r{i}").as_bytes()) {
+            assert!(v == value_of(i, 1000), "r{i} wrong");
+            present += 1;
+        }
+    }
+    // Recent items survive: at least what RAM + flash can hold, roughly.
+    assert!(present > 8_000, "only {present} items left");
+    assert!(present < n as usize);
+    assert_eq!(e.stats(NOW).shard.curr_items as usize, present);
+}
+
+#[test]
+fn faults_cost_misses_never_wrong_data() {
+    let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(64 << 20));
+    let dev = Arc::new(FaultDevice::new(mem, Faults::default()));
+    let e = engine_on(dev.clone(), 8);
+    let n = 12_000u64;
+    for i in 0..n {
+        set(&e, format!("f{i}").as_bytes(), &value_of(i, 800));
+    }
+    wait_flushed(&e);
+    dev.set(Faults {
+        fail_read_every: 5,
+        short_read_every: 7,
+        corrupt_read_every: 3,
+        ..Faults::default()
+    });
+    let mut misses = 0;
+    for i in 0..n {
+        match get(&e, format!("f{i}").as_bytes()) {
+            Some(v) => assert!(v == value_of(i, 800), "f{i} served wrong data"),
+            None => misses += 1,
+        }
+    }
+    let f = e.flash().unwrap();
+    let verify = f.stats.verify_failures.load(Ordering::Relaxed);
+    let errors = f.stats.read_errors.load(Ordering::Relaxed);
+    assert!(
+        misses > 0 && verify > 0 && errors > 0,
+        "{misses} {verify} {errors}"
+    );
+    // The device vanishes: RAM keeps serving, flash items are misses.
+    dev.set(Faults {
+        vanished: true,
+        ..Faults::default()
+    });
+    set(&e, b"fresh", b"in ram");
+    assert_eq!(get(&e, b"fresh").as_deref(), Some(&b"in ram"[..]));
+    for i in 0..1000 {
+        if let Some(v) = get(&e, format!("f{i}").as_bytes()) {
+            assert!(v == value_of(i, 800), "f{i} wrong");
+        }
+    }
+}
+
+#[test]
+fn failed_writes_drop_items_and_degrade_to_ram() {
+    let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(64 << 20));
+    let dev = Arc::new(FaultDevice::new(mem, Faults::default()));
+    let e = engine_on(dev.clone(), 8);
+    // Superblock written; every segment write fails from now on.
+    dev.set(Faults {
+        fail_writes_after: 1,
+        ..Faults::default()
+    });
+    for i in 0..30_000u64 {
+        set(&e, format!("w{i}").as_bytes(), &value_of(i, 700));
+    }
+    wait_flushed(&e);
+    let f = e.flash().unwrap();
+    assert!(f.stats.write_errors.load(Ordering::Relaxed) >= 3);
+    assert!(f.degraded());
+    let mut present = 0;
+    for i in 0..30_000u64 {
+        if let Some(v) = get(&e, format!("w{i}").as_bytes()) {
+            assert!(v == value_of(i, 700), "w{i} wrong");
+            present += 1;
+        }
+    }
+    assert!(present > 1000, "RAM still serves ({present})");
+    assert_eq!(e.stats(NOW).shard.curr_items as usize, present);
+}
+
+#[test]
+fn a_slow_device_applies_back_pressure_and_keeps_everything() {
+    let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(128 << 20));
+    let dev = Arc::new(FaultDevice::new(
+        mem,
+        Faults {
+            latency: Duration::from_millis(20),
+            ..Faults::default()
+        },
+    ));
+    let e = engine_on(dev.clone(), 8);
+    let n = 30_000u64;
+    for i in 0..n {
+        set(&e, format!("s{i}").as_bytes(), &value_of(i, 1500));
+    }
+    wait_flushed(&e);
+    let f = e.flash().unwrap();
+    assert!(
+        f.stats.busy.load(Ordering::Relaxed) > 0,
+        "no back-pressure seen"
+    );
+    dev.set(Faults::default());
+    assert_all_present(&e, "s", n, 1500);
+}
+
+#[test]
+fn real_file_with_o_direct() {
+    let dir = std::env::temp_dir().join(format!("tc-flash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dev = FileDevice::open(&dir.join("flash"), 32 << 20).expect("O_DIRECT file");
+    let e = engine_on(Arc::new(dev), 8);
+    for i in 0..15_000u64 {
+        set(&e, format!("file{i}").as_bytes(), &value_of(i, 900));
+    }
+    wait_flushed(&e);
+    assert_all_present(&e, "file", 15_000, 900);
+    drop(e);
+    // A file that is not ours is refused.
+    std::fs::write(dir.join("other"), vec![7u8; 1 << 20]).unwrap();
+    let other = FileDevice::open(&dir.join("other"), 32 << 20).unwrap();
+    let err = Engine::with_devices(config(8), vec![Arc::new(other)])
+        .err()
+        .expect("foreign file refused");
+    assert!(err.0.contains("not a tiercache flash file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
