@@ -103,6 +103,10 @@ pub struct RunResult {
     /// Objects in the cache at the end.
     pub objects: u64,
     pub seconds: f64,
+    /// CPU time of the replaying thread: a speed
+    /// figure that other load on the machine does not distort.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowStats>,
 }
@@ -154,6 +158,7 @@ pub fn replay<P: EvictionPolicy>(
     progress: &AtomicU64,
 ) -> RunResult {
     let started = Instant::now();
+    let cpu_start = thread_cpu_ns();
     let name = policy.name().to_string();
     let mut cache = QueueCache::new(policy, capacity);
     let mut total = Counts::default();
@@ -207,8 +212,17 @@ pub fn replay<P: EvictionPolicy>(
         evictions: cache.evictions,
         objects: cache.len() as u64,
         seconds: started.elapsed().as_secs_f64(),
+        cpu_seconds: cpu_start
+            .zip(thread_cpu_ns())
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
         windows,
     }
+}
+
+/// Nanoseconds the calling thread has run on a CPU.
+fn thread_cpu_ns() -> Option<u64> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64)
 }
 
 #[inline(always)]

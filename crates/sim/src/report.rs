@@ -12,20 +12,26 @@ pub fn table(results: &[RunResult], unit_sizes: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}",
-        "policy", "size", "requests", "misses", "miss", "byte miss", "seconds"
+        "{:<12} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>10}",
+        "policy", "size", "requests", "misses", "miss", "byte miss", "seconds", "Mreq/cpu-s"
     );
     for r in results {
         let _ = writeln!(
             s,
-            "{:<12} {:>10} {:>12} {:>12} {:>10.4} {:>10.4} {:>8.3}",
+            "{:<12} {:>10} {:>12} {:>12} {:>10.4} {:>10.4} {:>8.3} {:>10}",
             r.policy,
             size_label(r.size, unit_sizes),
             r.counts.requests,
             r.counts.misses,
             r.miss_ratio,
             r.byte_miss_ratio,
-            r.seconds
+            r.seconds,
+            r.cpu_seconds
+                .filter(|&c| c > 0.0)
+                .map_or("-".into(), |c| format!(
+                    "{:.2}",
+                    r.counts.requests as f64 / c / 1e6
+                ))
         );
         for w in &r.windows {
             let _ = writeln!(
@@ -48,6 +54,18 @@ fn size_label(size: u64, unit_sizes: bool) -> String {
         size.to_string()
     } else {
         format_size(size)
+    }
+}
+
+/// A short, rounded size for an axis tick.
+fn axis_label(x: f64, unit_sizes: bool) -> String {
+    let k = 1024f64;
+    match x {
+        _ if unit_sizes => format!("{x:.0}"),
+        x if x >= k * k * k => format!("{:.1}GiB", x / (k * k * k)),
+        x if x >= k * k => format!("{:.0}MiB", x / (k * k)),
+        x if x >= k => format!("{:.0}KiB", x / k),
+        x => format!("{x:.0}"),
     }
 }
 
@@ -157,7 +175,7 @@ pub fn plot(results: &[RunResult], path: &Path, title: &str, unit_sizes: bool) -
                 .configure_mesh()
                 .x_desc(xlabel)
                 .y_desc("miss ratio")
-                .x_label_formatter(&|x: &f64| size_label(*x as u64, unit_sizes))
+                .x_label_formatter(&|x: &f64| axis_label(*x, unit_sizes))
                 .draw()?;
             for (i, p) in policies.iter().enumerate() {
                 let color = Palette99::pick(i).to_rgba();
