@@ -298,7 +298,7 @@ impl Shard {
     /// Before a new item goes in: drops every flash entry that may be an
     /// older copy of the key. A colliding entry of another key goes too; that
     /// costs a miss, never a stale value.
-    fn purge_flash(&mut self, hash: u64) {
+    pub fn purge_flash(&mut self, hash: u64) {
         for loc in self.flash_candidates(hash) {
             self.unlink_flash(hash, loc);
         }
@@ -786,6 +786,20 @@ impl Shard {
         } else {
             Probe::Absent
         }
+    }
+
+    /// The flash item for `key` among records already fetched (read-only
+    /// [`probe`](Self::probe), for running a request after its reads).
+    pub fn flash_lookup(&self, key: &[u8], hash: u64, now: u32, fetched: &Fetched) -> Option<Loc> {
+        if fetched.is_empty() {
+            return None;
+        }
+        self.flash_candidates(hash).into_iter().find(|&loc| {
+            fetched.item(loc).is_some_and(|item| {
+                let h = Header::read(item);
+                &item[HEADER..HEADER + h.klen as usize] == key && !h.expired(now)
+            })
+        })
     }
 
     /// A read served from flash: remember the hit for reclaim.

@@ -121,12 +121,73 @@ impl Default for CacheConfig {
     }
 }
 
+/// Flash tier settings (memcached's `ext_*` options).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FlashSection {
+    /// Devices as `path:size` (`ext_path`, repeatable); size like 64G, and
+    /// may be left out for a block device. Empty = no flash tier.
+    pub paths: Vec<String>,
+    /// Flash segment size in bytes (`ext_page_size`, in MB as memcached;
+    /// 0 = 4 MiB, or more for large RAM segments).
+    pub page_size: usize,
+    /// Write buffers of one segment each (`ext_wbuf_count`).
+    pub wbuf_count: usize,
+    /// Values shorter than this stay in RAM (`ext_item_size`).
+    pub item_size: usize,
+    /// Threads of the pread reader pool (`ext_threads`).
+    pub threads: usize,
+    /// Reinsert items that were read while on flash when their segment is reclaimed.
+    pub reinsert: bool,
+    /// Device write budget, bytes per second (0 = unlimited; `ext_write_budget`).
+    pub write_budget: u64,
+    /// Erase devices holding something else (`ext_wipe`).
+    pub wipe: bool,
+    /// Expected bytes per flash item, to size the index (`ext_avg_item_size`).
+    pub avg_item_size: usize,
+}
+
+impl Default for FlashSection {
+    fn default() -> Self {
+        FlashSection {
+            paths: Vec::new(),
+            page_size: 0,
+            wbuf_count: 4,
+            item_size: 0,
+            threads: 4,
+            reinsert: true,
+            write_budget: 0,
+            wipe: false,
+            avg_item_size: 1024,
+        }
+    }
+}
+
+/// The flash file the binary uses when nothing else is configured.
+pub const DEFAULT_FLASH: &str = "tiercache.flash:1G";
+
 /// The whole configuration.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub server: ServerConfig,
     pub cache: CacheConfig,
+    pub flash: FlashSection,
+}
+
+/// Parses `path:size` (memcached's ext_path); the size may be left out for
+/// a block device.
+pub fn parse_ext_path(v: &str) -> Result<(std::path::PathBuf, u64)> {
+    let (path, size) = match v.rsplit_once(':') {
+        Some((p, s)) if !p.is_empty() => (p, parse_size(s).with_context(|| {
+            format!("-o ext_path={v}: the size after ':' is not a size (example: ext_path=/data/flash:64G)")
+        })? as u64),
+        _ => (v, 0),
+    };
+    if path.is_empty() {
+        bail!("-o ext_path needs a path, for example ext_path=/data/flash:64G");
+    }
+    Ok((std::path::PathBuf::from(path), size))
 }
 
 /// Parses sizes like `1m`, `512k`, `4MiB`, `1048576`.
@@ -159,14 +220,21 @@ impl Config {
     /// Builds the effective configuration: defaults, then the file, then flags.
     pub fn load(args: &Args) -> Result<Config> {
         let mut cfg = match &args.config {
+            None => Config {
+                flash: FlashSection {
+                    paths: vec![DEFAULT_FLASH.into()],
+                    ..FlashSection::default()
+                },
+                ..Config::default()
+            },
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("cannot read config file {}", path.display()))?;
                 toml::from_str(&text)
                     .with_context(|| format!("invalid config file {}", path.display()))?
             }
-            None => Config::default(),
         };
+        let mut default_paths = true;
         let s = &mut cfg.server;
         if let Some(p) = args.port {
             s.port = p;
@@ -200,6 +268,9 @@ impl Config {
         }
         for group in &args.extended {
             for opt in group.split(',').filter(|o| !o.is_empty()) {
+                if opt.starts_with("ext_path=") && std::mem::take(&mut default_paths) {
+                    cfg.flash.paths.clear();
+                }
                 cfg.apply_extended(opt)?;
             }
         }
@@ -219,13 +290,30 @@ impl Config {
             "segment_size" => self.cache.segment_size = parse_size(v)?,
             "shards" => self.cache.shards = num(v)?,
             "max_get_line" => self.server.max_get_line = parse_size(v)?,
+            "ext_path" if v == "none" => self.flash.paths.clear(),
+            "ext_path" => {
+                parse_ext_path(v)?;
+                self.flash.paths.push(v.to_string());
+            }
+            "ext_page_size" => self.flash.page_size = num(v)? << 20,
+            "ext_wbuf_count" => self.flash.wbuf_count = num(v)?,
+            "ext_item_size" => self.flash.item_size = num(v)?,
+            "ext_threads" => self.flash.threads = num(v)?,
+            "ext_reinsert" => self.flash.reinsert = v != "0" && v != "false",
+            "ext_write_budget" => self.flash.write_budget = parse_size(v)? as u64,
+            "ext_wipe" => self.flash.wipe = true,
+            "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
+            // memcached extstore tunables with no counterpart here.
+            "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
+            | "ext_drop_under" | "ext_recache_rate" | "ext_low_ttl" | "ext_drop_unread"
+            | "ext_max_sleep" | "slab_chunk_max" => {}
             // memcached options that have no meaning here but are harmless.
             "modern" | "no_modern" | "slab_reassign" | "slab_automove" | "lru_crawler"
             | "lru_maintainer" | "maxconns_fast" | "hash_algorithm" | "no_lru_crawler"
             | "no_lru_maintainer" | "idle_timeout" | "watcher_logbuf_size"
             | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size"
             ),
         }
         Ok(())
@@ -247,6 +335,21 @@ impl Config {
         if self.cache.memory_mb == 0 {
             bail!("-m must be at least 1");
         }
+        for p in &self.flash.paths {
+            parse_ext_path(p)?;
+        }
+        if !self.flash.paths.is_empty() {
+            let page = self.flash_page_size();
+            if page > 8 << 20 {
+                bail!(
+                    "with a flash tier, segments hold at most 8 MiB and a flash segment must hold two RAM segments: lower -I to at most 3m (now {} bytes)",
+                    self.cache.max_item_size
+                );
+            }
+            if self.flash.wbuf_count < 2 {
+                bail!("-o ext_wbuf_count must be at least 2");
+            }
+        }
         if tiercache_policy::by_name(&self.cache.policy).is_none() {
             bail!(
                 "unknown policy '{}': choose one of {}",
@@ -265,6 +368,21 @@ impl Config {
         } else {
             self.cache.segment_size.max(min)
         }
+    }
+
+    /// Flash segment size actually used.
+    pub fn flash_page_size(&self) -> usize {
+        let need = (2 * self.effective_segment_size() + (8 << 10)).next_power_of_two();
+        if self.flash.page_size == 0 {
+            need.max(4 << 20)
+        } else {
+            self.flash.page_size.max(need)
+        }
+    }
+
+    /// The flash devices as (path, bytes).
+    pub fn flash_paths(&self) -> Result<Vec<(std::path::PathBuf, u64)>> {
+        self.flash.paths.iter().map(|p| parse_ext_path(p)).collect()
     }
 
     pub fn to_toml(&self) -> String {

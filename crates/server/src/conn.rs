@@ -8,9 +8,13 @@
 //! that does not read, so such a client stalls itself, not the server.
 
 use crate::execute::{count_read, execute, Ctx, Outcome};
+use crate::prefetch::{prepare, Prep};
 use crate::stats::add;
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
+use tiercache_engine::flash::aligned::AlignedBuf;
+use tiercache_engine::flash::io::ReadOp;
+use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{parse, Limits, Parsed};
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -39,6 +43,29 @@ pub struct Conn {
     eof: bool,
     /// Close once output is flushed.
     pub closing: bool,
+    /// Flash records the request at the head of the input waits for.
+    fetched: Fetched,
+    /// Reads of `fetched` still in flight.
+    waiting: usize,
+    /// The head request waits for the flash tier to write (back-pressure).
+    pub busy: bool,
+    /// High bits of this connection's read tokens (worker slot and a serial).
+    token_base: u64,
+    reads: Vec<ReadReq>,
+}
+
+/// Read tokens: connection slot (24 bits), serial (24 bits), fetch slot (16 bits).
+pub fn token_base(slot: usize, serial: u64) -> u64 {
+    ((slot as u64) << 40) | ((serial & 0xFF_FFFF) << 16)
+}
+
+/// The connection slot and fetch slot of a read token.
+pub fn split_token(token: u64) -> (usize, u64, usize) {
+    (
+        (token >> 40) as usize,
+        token & !0xFFFF,
+        (token & 0xFFFF) as usize,
+    )
 }
 
 /// What the worker should do with the connection after an event.
@@ -50,7 +77,7 @@ pub enum State {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream) -> Conn {
+    pub fn new(stream: TcpStream, token_base: u64) -> Conn {
         Conn {
             stream,
             rbuf: Vec::new(),
@@ -63,6 +90,11 @@ impl Conn {
             need: 0,
             eof: false,
             closing: false,
+            fetched: Fetched::default(),
+            waiting: 0,
+            busy: false,
+            token_base,
+            reads: Vec::new(),
         }
     }
 
@@ -169,7 +201,11 @@ impl Conn {
     /// None when nothing was executed.
     fn process(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> Option<Outcome> {
         let mut last = None;
-        while !self.closing && self.pending_output() < max_pending {
+        while !self.closing
+            && self.pending_output() < max_pending
+            && self.waiting == 0
+            && !self.busy
+        {
             if self.swallow > 0 {
                 self.discard_swallowed();
                 if self.swallow > 0 {
@@ -195,7 +231,32 @@ impl Conn {
                     if request == tiercache_proto::Request::GetKeyTooLong {
                         self.wbuf.truncate(self.wpos);
                     }
-                    let outcome = execute(request, &mut self.wbuf, ctx);
+                    if let Some(reader) = ctx.reader {
+                        match prepare(&request, ctx, &mut self.fetched, &mut self.reads) {
+                            Prep::Ready => {}
+                            Prep::Wait => {
+                                let mut r = reader.borrow_mut();
+                                for req in self.reads.drain(..) {
+                                    self.waiting += 1;
+                                    r.submit(read_op(self.token_base, req));
+                                }
+                                break;
+                            }
+                            Prep::Busy => {
+                                self.busy = true;
+                                break;
+                            }
+                        }
+                    }
+                    let mark = self.wbuf.len();
+                    let outcome = execute(request, &mut self.wbuf, ctx, &self.fetched);
+                    if ctx.retry.take() {
+                        // Changed nothing: drop the reply, run it again later.
+                        self.wbuf.truncate(mark);
+                        self.busy = true;
+                        break;
+                    }
+                    self.fetched.clear();
                     self.rpos += consumed;
                     self.need = 0;
                     last = Some(outcome);
@@ -210,7 +271,7 @@ impl Conn {
                     consumed,
                     skip,
                 } => {
-                    execute(request, &mut self.wbuf, ctx);
+                    execute(request, &mut self.wbuf, ctx, &self.fetched);
                     self.rpos += consumed;
                     self.swallow = skip;
                     self.need = 0;
@@ -219,6 +280,37 @@ impl Conn {
             }
         }
         last
+    }
+
+    /// A flash read of this connection finished.
+    pub fn complete_read(
+        &mut self,
+        token: u64,
+        result: io::Result<(AlignedBuf, usize)>,
+        ctx: &Ctx<'_>,
+    ) {
+        let (_, base, slot) = split_token(token);
+        if base != self.token_base || self.waiting == 0 {
+            return;
+        }
+        let Some(flash) = ctx.shared.engine.flash() else {
+            return;
+        };
+        let data = match &result {
+            Ok((b, n)) => Ok(&b.as_slice()[..*n]),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        };
+        match self
+            .fetched
+            .complete(slot, data, flash.segment_size(), &flash.stats)
+        {
+            Some(more) => {
+                if let Some(r) = ctx.reader {
+                    r.borrow_mut().submit(read_op(self.token_base, more));
+                }
+            }
+            None => self.waiting -= 1,
+        }
     }
 
     /// Writes pending output. Returns bytes written.
@@ -251,5 +343,14 @@ impl Conn {
             self.rbuf.shrink_to(READ_CHUNK);
         }
         Ok(total)
+    }
+}
+
+fn read_op(base: u64, r: ReadReq) -> ReadOp {
+    ReadOp {
+        token: base | r.slot as u64,
+        dev: r.dev,
+        offset: r.offset,
+        len: r.len,
     }
 }

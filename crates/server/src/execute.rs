@@ -3,7 +3,11 @@
 
 use crate::shared::Shared;
 use crate::stats::{add, bump, WorkerStats};
+use std::cell::{Cell, RefCell};
 use tiercache_engine::clock::absolute_exptime;
+use tiercache_engine::flash::io::Reader;
+use tiercache_engine::flash::Fetched;
+use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
 use tiercache_engine::{Engine, NewItem};
@@ -26,6 +30,11 @@ pub struct Ctx<'a> {
     pub shared: &'a Shared,
     pub stats: &'a WorkerStats,
     pub now: u32,
+    /// Set when a request changed nothing because the flash tier is behind
+    /// (back-pressure): the connection drops its reply and runs it again later.
+    pub retry: Cell<bool>,
+    /// The worker's flash reader, when there is a flash tier.
+    pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
 }
 
 impl Ctx<'_> {
@@ -43,17 +52,25 @@ fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
     }
 }
 
-/// Executes one request, appending its reply to `out`.
-pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) -> Outcome {
+/// Executes one request, appending its reply to `out`. `fetched` holds the
+/// verified flash records of its keys (see `prefetch`).
+pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) -> Outcome {
     match req {
-        Request::Get(g) => get(&g, out, ctx),
+        Request::Get(g) => get(&g, out, ctx, fetched),
         Request::Store(s) => store(&s, out, ctx),
         Request::Delete { key, noreply } => {
             let hash = Engine::hash(key);
-            let found = ctx
-                .engine()
-                .lock(hash, ctx.now)
-                .remove_key(key, hash, ctx.now);
+            let found = {
+                let mut s = ctx.engine().lock(hash, ctx.now);
+                s.remove_key(key, hash, ctx.now)
+                    || match s.flash_lookup(key, hash, ctx.now, fetched) {
+                        Some(loc) => {
+                            s.unlink_flash(hash, loc);
+                            true
+                        }
+                        None => false,
+                    }
+            };
             if found {
                 bump(&ctx.stats.delete_hits);
                 reply(out, noreply, b"DELETED");
@@ -137,9 +154,9 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) -> Outcome {
             bump(&ctx.stats.store_too_large);
             if remove_existing {
                 let hash = Engine::hash(&key);
-                ctx.engine()
-                    .lock(hash, ctx.now)
-                    .remove_key(&key, hash, ctx.now);
+                let mut s = ctx.engine().lock(hash, ctx.now);
+                s.remove_key(&key, hash, ctx.now);
+                s.purge_flash(hash);
             }
             reply(out, noreply, r.line());
         }
@@ -149,7 +166,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) -> Outcome {
     Outcome::Continue
 }
 
-fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
+fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     let touch = g.touch.map(|t| ctx.exptime(t));
     for key in g.keys() {
         let hash = Engine::hash(key);
@@ -158,6 +175,27 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             Some(e) => ops::touch(&mut s, key, hash, e, ctx.now),
             None => s.find(key, hash, ctx.now),
         };
+        if found.is_none() && touch.is_none() {
+            if let Some(loc) = s.flash_lookup(key, hash, ctx.now, fetched) {
+                s.flash_hit(hash, loc);
+                drop(s);
+                let item = fetched.item(loc).expect("looked up");
+                let h = Header::read(item);
+                let k = HEADER + h.klen as usize;
+                resp::value_header(
+                    out,
+                    key,
+                    h.flags,
+                    h.vlen as usize,
+                    g.return_cas.then_some(h.cas),
+                );
+                out.extend_from_slice(&item[k..k + h.vlen as usize]);
+                out.extend_from_slice(b"\r\n");
+                bump(&ctx.stats.cmd_get);
+                bump(&ctx.stats.get_hits);
+                continue;
+            }
+        }
         match found {
             Some(loc) => {
                 let loc = s.hit(hash, loc, ctx.now);
@@ -208,8 +246,12 @@ fn mode_of(m: StoreMode) -> Mode {
 }
 
 fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>) -> StoreResult {
-    bump(&ctx.stats.cmd_set);
     let r = ops::store(&mut ctx.engine().lock(a.hash, ctx.now), a, ctx.now);
+    if r == StoreResult::Busy {
+        ctx.retry.set(true);
+        return r;
+    }
+    bump(&ctx.stats.cmd_set);
     if a.mode == Mode::Cas {
         match r {
             StoreResult::Stored { .. } => bump(&ctx.stats.cas_hits),
@@ -265,6 +307,9 @@ fn arith(incr: bool, key: &[u8], delta: u64, noreply: bool, out: &mut Vec<u8>, c
         0,
         ctx.now,
     );
+    if r == ArithResult::Busy {
+        ctx.retry.set(true);
+    }
     let (hits, misses) = if incr {
         (&ctx.stats.incr_hits, &ctx.stats.incr_misses)
     } else {
@@ -528,7 +573,10 @@ fn meta_arith(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_
         (&ctx.stats.decr_hits, &ctx.stats.decr_misses)
     };
     let (value, loc) = match r {
-        ArithResult::Busy => return resp::line(out, errors::OUT_OF_MEMORY.as_bytes()),
+        ArithResult::Busy => {
+            ctx.retry.set(true);
+            return;
+        }
         ArithResult::Ok { value, loc, .. } => {
             bump(hits);
             (value, loc)

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod conn;
 pub mod execute;
+pub mod prefetch;
 pub mod server;
 pub mod shared;
 pub mod stats;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tiercache_engine::clock::unix_now;
-use tiercache_engine::{Engine, EngineConfig};
+use tiercache_engine::flash::TierParams;
+use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
 /// A running server.
 pub struct ServerHandle {
@@ -49,6 +50,26 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
         hash_power: cfg.cache.hash_power,
         policy: cfg.cache.policy.clone(),
         flash: None,
+    };
+    let ec = EngineConfig {
+        flash: if cfg.flash.paths.is_empty() {
+            None
+        } else {
+            Some(FlashConfig {
+                paths: cfg.flash_paths()?,
+                params: TierParams {
+                    segment_size: cfg.flash_page_size(),
+                    write_buffers: cfg.flash.wbuf_count,
+                    min_value_size: cfg.flash.item_size,
+                    reinsert_hits: cfg.flash.reinsert,
+                    write_budget: cfg.flash.write_budget,
+                    wipe: cfg.flash.wipe,
+                },
+                read_threads: cfg.flash.threads,
+                avg_item_size: cfg.flash.avg_item_size,
+            })
+        },
+        ..ec
     };
     Engine::new(ec).map_err(|e| anyhow::anyhow!("{e}"))
 }

@@ -48,6 +48,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 engine: shared.engine.stats(ctx.now),
             };
             stats::general(out, &view);
+            stats::flash(out, &shared.engine, &view.engine);
         }
         Some(b"reset") => {
             for w in &shared.workers {

@@ -206,3 +206,54 @@ pub fn items(out: &mut Vec<u8>, e: &EngineStats, slabs: bool) {
         stat(out, "items:1:reclaimed", s.reclaimed);
     }
 }
+
+/// The flash tier's lines of `stats`: memcached's `extstore_*` names where
+/// they mean the same, `flash_*` for the rest.
+pub fn flash(out: &mut Vec<u8>, engine: &tiercache_engine::Engine, e: &EngineStats) {
+    let Some(f) = engine.flash() else {
+        return;
+    };
+    let st = &f.stats;
+    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let u = f.usage();
+    stat(out, "extstore_page_size", f.segment_size());
+    stat(out, "extstore_limit_maxbytes", f.capacity());
+    stat(out, "extstore_pages_free", u.free);
+    stat(out, "extstore_pages_used", u.sealed);
+    stat(out, "extstore_pages_queued", u.queued);
+    stat(out, "extstore_objects_used", e.shard.flash_items);
+    stat(out, "extstore_objects_written", l(&st.objects_written));
+    stat(out, "extstore_bytes_written", l(&st.bytes_written));
+    stat(out, "extstore_objects_read", l(&st.objects_read));
+    stat(out, "extstore_bytes_read", l(&st.bytes_read));
+    stat(out, "extstore_page_reclaims", l(&st.segments_reclaimed));
+    stat(out, "extstore_io_queue", l(&st.reads_in_flight));
+    stat(out, "flash_segments_written", l(&st.segments_written));
+    stat(out, "flash_bytes_admitted", l(&st.bytes_admitted));
+    let admitted = l(&st.bytes_admitted);
+    let wa = if admitted > 0 {
+        l(&st.bytes_written) as f64 / admitted as f64
+    } else {
+        0.0
+    };
+    stat(out, "flash_write_amplification", format!("{wa:.3}"));
+    stat(out, "flash_hits", e.shard.flash_hits);
+    stat(out, "flash_demoted", e.shard.demoted);
+    stat(out, "flash_not_demoted", e.shard.not_demoted);
+    stat(out, "flash_promoted", e.shard.promoted);
+    stat(out, "flash_reinserted", l(&st.objects_reinserted));
+    stat(out, "flash_read_errors", l(&st.read_errors));
+    stat(out, "flash_verify_failures", l(&st.verify_failures));
+    stat(out, "flash_tag_misses", l(&st.tag_misses));
+    stat(out, "flash_write_errors", l(&st.write_errors));
+    stat(out, "flash_failed_segments", u.failed);
+    stat(out, "flash_backpressure", l(&st.busy));
+    stat(out, "flash_admission_refused", l(&st.admission_refused));
+    stat(out, "flash_degraded", u8::from(f.degraded()));
+    let per_item = if e.shard.curr_items > 0 {
+        e.index_bytes as f64 / e.shard.curr_items as f64
+    } else {
+        0.0
+    };
+    stat(out, "flash_index_bytes_per_item", format!("{per_item:.2}"));
+}

@@ -15,18 +15,20 @@
 //!                  Engine (sharded)
 //! ```
 
-use crate::conn::{Conn, State};
+use crate::conn::{split_token, token_base, Conn, State};
 use crate::execute::Ctx;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
+use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tiercache_engine::clock::unix_now;
+use tiercache_engine::flash::io::Notify;
 use tiercache_proto::Limits;
 
 const LISTENER: Token = Token(usize::MAX);
@@ -102,12 +104,20 @@ pub fn run(
         .register(&mut listener, LISTENER, Interest::READABLE)?;
     let mut conns: Slab<Conn> = Slab::new();
     let mut events = Events::with_capacity(1024);
-    let cfg = &shared.config;
-    let limits = Limits {
-        item_size_max: cfg.cache.max_item_size,
-        max_get_line: cfg.server.max_get_line,
+    // Flash reads complete, and the flusher makes progress, through the
+    // mailbox's waker (mio allows one waker per poll).
+    let notify: Notify = {
+        let d = dispatch.clone();
+        Arc::new(move || {
+            let _ = d.boxes[me].waker.wake();
+        })
     };
-    let max_pending = cfg.server.max_pending_output;
+    let reader = shared.engine.reader(notify.clone()).map(RefCell::new);
+    if let Some(f) = shared.engine.flash() {
+        f.on_progress(Box::new(move || notify()));
+    }
+    let mut completions = Vec::new();
+    let mut ready = Vec::new();
     while !shared.shutdown.load(Ordering::Relaxed) {
         if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
             if e.kind() == io::ErrorKind::Interrupted {
@@ -119,13 +129,17 @@ pub fn run(
             shared: &shared,
             stats: &stats,
             now: unix_now(),
+            retry: Cell::new(false),
+            reader: reader.as_ref(),
         };
+        let mut woken = events.is_empty();
         for ev in events.iter() {
             if ev.token() == LISTENER {
                 accept_all(&listener, &poll, &mut conns, &shared, &dispatch, me);
                 continue;
             }
             if ev.token() == MAILBOX {
+                woken = true;
                 let handed = std::mem::take(
                     &mut *dispatch.boxes[me]
                         .inbox
@@ -137,21 +151,68 @@ pub fn run(
                 }
                 continue;
             }
-            let key = ev.token().0;
-            let Some(conn) = conns.get_mut(key) else {
-                continue;
-            };
-            match conn.drive(&ctx, &limits, max_pending) {
-                State::Open => {}
-                State::Closed => close(&poll, &mut conns, key, &shared, &dispatch.boxes[me]),
-                State::Shutdown => {
-                    tracing::info!("shutdown command received");
-                    shared.shutdown.store(true, Ordering::Relaxed);
+            drive(
+                ev.token().0,
+                &mut conns,
+                &ctx,
+                &poll,
+                &shared,
+                &dispatch.boxes[me],
+            );
+        }
+        if woken {
+            if let Some(r) = &reader {
+                r.borrow_mut().reap(&mut completions);
+            }
+            ready.clear();
+            for c in completions.drain(..) {
+                let (key, _, _) = split_token(c.token);
+                if let Some(conn) = conns.get_mut(key) {
+                    conn.complete_read(c.token, c.result, &ctx);
+                    ready.push(key);
                 }
+            }
+            // Requests parked for back-pressure try again.
+            for (key, conn) in conns.iter_mut() {
+                if conn.busy {
+                    conn.busy = false;
+                    ready.push(key);
+                }
+            }
+            ready.sort_unstable();
+            ready.dedup();
+            for &key in &ready {
+                drive(key, &mut conns, &ctx, &poll, &shared, &dispatch.boxes[me]);
             }
         }
     }
     Ok(())
+}
+
+fn drive(
+    key: usize,
+    conns: &mut Slab<Conn>,
+    ctx: &Ctx<'_>,
+    poll: &Poll,
+    shared: &Shared,
+    mailbox: &Mailbox,
+) {
+    let cfg = &shared.config;
+    let limits = Limits {
+        item_size_max: cfg.cache.max_item_size,
+        max_get_line: cfg.server.max_get_line,
+    };
+    let Some(conn) = conns.get_mut(key) else {
+        return;
+    };
+    match conn.drive(ctx, &limits, cfg.server.max_pending_output) {
+        State::Open => {}
+        State::Closed => close(poll, conns, key, shared, mailbox),
+        State::Shutdown => {
+            tracing::info!("shutdown command received");
+            shared.shutdown.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 fn accept_all(
@@ -230,7 +291,9 @@ fn adopt(
             .fetch_sub(1, Ordering::Relaxed);
         return;
     }
-    entry.insert(Conn::new(stream));
+    static SERIAL: AtomicU64 = AtomicU64::new(1);
+    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+    entry.insert(Conn::new(stream, token_base(token.0, serial)));
 }
 
 fn close(poll: &Poll, conns: &mut Slab<Conn>, key: usize, shared: &Shared, mailbox: &Mailbox) {

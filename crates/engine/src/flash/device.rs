@@ -81,6 +81,13 @@ impl FileDevice {
             .custom_flags(libc::O_DIRECT)
             .open(path)
             .map_err(|e| open_error(&name, e))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |e| {
+                DeviceError(format!(
+                    "flash device {name} is in use by another process (another tiercache?): {e}; give each server its own ext_path"
+                ))
+            },
+        )?;
         let size = if is_block {
             let mut f = &file;
             let dev = f

@@ -141,6 +141,7 @@ impl Fetched {
             }
             Err(RecordError::Truncated { need }) if data.len() < round_up(e.skew + need, BLOCK) => {
                 // Larger than one block (or a short read): read all of it.
+                stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
                 Some(ReadReq {
                     slot,
                     dev: e.dev,

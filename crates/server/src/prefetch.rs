@@ -1,0 +1,82 @@
+//! Before a request runs: the flash records its keys need. Keys whose items
+//! are on flash are probed; records still in write buffers are copied at
+//! once, others are read (all of a multiget's reads go out together) while
+//! the request waits at the head of its connection's input, so replies stay
+//! in order. A request that changes an item gets the item copied back to RAM
+//! first (promotion) and then runs exactly as it would on a RAM item; plain
+//! gets are served straight from the verified records.
+
+use crate::execute::Ctx;
+use std::borrow::Cow;
+use tiercache_engine::flash::{Fetched, ReadReq};
+use tiercache_engine::shard::{InsertError, Probe};
+use tiercache_engine::Engine;
+use tiercache_proto::{Request, StoreMode};
+
+/// Whether the request can run now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prep {
+    Ready,
+    /// Reads were added to the list: run it when they complete.
+    Wait,
+    /// The flash tier is behind (promotion needs RAM): retry later.
+    Busy,
+}
+
+/// The keys a request touches and whether it changes their items.
+fn keys_of<'a>(req: &'a Request<'a>) -> (Vec<Cow<'a, [u8]>>, bool) {
+    match req {
+        Request::Get(g) => (g.keys().map(Cow::Borrowed).collect(), g.touch.is_some()),
+        Request::Store(s) if s.mode != StoreMode::Set => (vec![Cow::Borrowed(s.key)], true),
+        Request::Delete { key, .. } => (vec![Cow::Borrowed(*key)], false),
+        Request::Arith { key, .. } | Request::Touch { key, .. } => {
+            (vec![Cow::Borrowed(*key)], true)
+        }
+        Request::MetaSet { key, flags, .. } => {
+            let plain = matches!(flags.mode, None | Some(b'S') | Some(b's'))
+                && flags.compare_cas.is_none()
+                && !flags.invalidate;
+            if plain {
+                (Vec::new(), false)
+            } else {
+                (vec![Cow::Borrowed(&key[..])], true)
+            }
+        }
+        Request::MetaGet { key, .. }
+        | Request::MetaDelete { key, .. }
+        | Request::MetaArith { key, .. }
+        | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], true),
+        _ => (Vec::new(), false),
+    }
+}
+
+/// Probes the request's keys; adds the reads it must wait for to `reads`.
+pub fn prepare(
+    req: &Request<'_>,
+    ctx: &Ctx<'_>,
+    fetched: &mut Fetched,
+    reads: &mut Vec<ReadReq>,
+) -> Prep {
+    let engine = &ctx.shared.engine;
+    if engine.flash().is_none() {
+        return Prep::Ready;
+    }
+    let (keys, promote) = keys_of(req);
+    for key in &keys {
+        let hash = Engine::hash(key);
+        let mut s = engine.lock(hash, ctx.now);
+        if let Probe::Flash(loc) = s.probe(key, hash, ctx.now, fetched, reads) {
+            if promote {
+                let item = fetched.item(loc).expect("probed").to_vec();
+                if s.promote(hash, loc, &item) == Err(InsertError::Busy) {
+                    return Prep::Busy;
+                }
+            }
+        }
+    }
+    if reads.is_empty() {
+        Prep::Ready
+    } else {
+        Prep::Wait
+    }
+}

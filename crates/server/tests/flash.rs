@@ -1,0 +1,142 @@
+//! The flash tier end to end over real sockets: a server with a small RAM
+//! tier and an O_DIRECT flash file serves every item it was given, through
+//! multigets and pipelines, in order; overwrites, deletes and mutations of
+//! flash items behave as on RAM items; `stats` reports the flash counters.
+
+mod common;
+
+use common::{server_with, Client};
+use tiercache_server::server::ServerHandle;
+
+fn flash_server(dir: &std::path::Path) -> ServerHandle {
+    let path = dir.join("flash");
+    server_with(|c| {
+        c.cache.memory_mb = 48;
+        c.flash.paths = vec![format!("{}:256M", path.display())];
+        c.flash.wbuf_count = 3;
+    })
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn value(i: usize) -> String {
+    let mut v = format!("v{i}:");
+    while v.len() < 2000 {
+        v.push((b'a' + (i % 26) as u8) as char);
+    }
+    v
+}
+
+fn stat(c: &mut Client, name: &str) -> f64 {
+    let s = c.tx_str(b"stats\r\n");
+    s.lines()
+        .find_map(|l| {
+            let mut w = l.split(' ');
+            (w.next() == Some("STAT") && w.next() == Some(name))
+                .then(|| w.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no stat {name}"))
+}
+
+#[test]
+fn items_beyond_ram_are_served_from_flash_in_order() {
+    let dir = tempdir("flash-e2e");
+    let h = flash_server(&dir);
+    let mut c = Client::new(&h);
+    let n = 40_000;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let mut req = Vec::new();
+        for &i in chunk {
+            let v = value(i);
+            req.extend_from_slice(format!("set key:{i} {i} 0 {}\r\n{v}\r\n", v.len()).as_bytes());
+        }
+        let got = c.tx_str(&req);
+        assert_eq!(got, "STORED\r\n".repeat(chunk.len()));
+    }
+    assert!(stat(&mut c, "flash_demoted") > 10_000.0);
+    // Multigets of 50, pipelined in pairs: every value, in request order.
+    let mut missing = 0;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let (a, b) = chunk.split_at(50);
+        let mut req = String::new();
+        for part in [a, b] {
+            req.push_str("get");
+            for i in part {
+                req.push_str(&format!(" key:{i}"));
+            }
+            req.push_str("\r\n");
+        }
+        let got = c.tx_str(req.as_bytes());
+        let mut expect = String::new();
+        for part in [a, b] {
+            for &i in part {
+                let v = value(i);
+                let line = format!("VALUE key:{i} {i} {}\r\n{v}\r\n", v.len());
+                if got.contains(&line) {
+                    expect.push_str(&line);
+                } else {
+                    missing += 1;
+                }
+            }
+            expect.push_str("END\r\n");
+        }
+        assert!(got == expect, "replies out of order or corrupt");
+    }
+    // A set drops flash entries sharing its tag: a handful may be gone.
+    assert!(missing <= n / 400, "{missing} of {n} missing");
+    assert!(stat(&mut c, "extstore_objects_read") > 10_000.0);
+    assert_eq!(stat(&mut c, "flash_verify_failures"), 0.0);
+    assert_eq!(stat(&mut c, "flash_read_errors"), 0.0);
+    let wa = stat(&mut c, "flash_write_amplification");
+    assert!(wa > 0.9 && wa < 1.2, "write amplification {wa}");
+    drop(c);
+    h.shutdown();
+    h.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn commands_on_flash_items_behave_as_on_ram_items() {
+    let dir = tempdir("flash-cmds");
+    let h = flash_server(&dir);
+    let mut c = Client::new(&h);
+    c.tx(b"set counter 0 0 2\r\n10\r\nset app 0 0 3\r\nabc\r\nset gone 0 0 1\r\nx\r\nset cas 0 0 1\r\nc\r\n");
+    let before = c.tx_str(b"gets cas\r\n");
+    // Push the four items out to flash.
+    for i in 0..30_000 {
+        let v = value(i);
+        c.tx(format!("set fill:{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes());
+    }
+    assert!(stat(&mut c, "flash_demoted") > 5_000.0);
+    assert_eq!(c.tx_str(b"incr counter 5\r\n"), "15\r\n");
+    assert_eq!(c.tx_str(b"append app 0 0 3\r\ndef\r\n"), "STORED\r\n");
+    assert_eq!(
+        c.tx_str(b"get app\r\n"),
+        "VALUE app 0 6\r\nabcdef\r\nEND\r\n"
+    );
+    assert_eq!(c.tx_str(b"delete gone\r\n"), "DELETED\r\n");
+    assert_eq!(c.tx_str(b"get gone\r\n"), "END\r\n");
+    assert_eq!(c.tx_str(b"delete gone\r\n"), "NOT_FOUND\r\n");
+    assert_eq!(c.tx_str(b"add counter 0 0 1\r\n1\r\n"), "NOT_STORED\r\n");
+    assert_eq!(c.tx_str(b"gets cas\r\n"), before, "CAS survives flash");
+    let cas: u64 = before.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert_eq!(
+        c.tx_str(format!("cas cas 0 0 1 {cas}\r\nd\r\n").as_bytes()),
+        "STORED\r\n"
+    );
+    assert_eq!(c.tx_str(b"mg counter v t\r\n"), "VA 2 t-1\r\n15\r\n");
+    let p = stat(&mut c, "flash_promoted");
+    let hits = stat(&mut c, "flash_hits");
+    assert!(
+        p >= 2.0,
+        "incr and append ran on flash items: promoted {p} hits {hits}"
+    );
+    drop(c);
+    h.shutdown();
+    h.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
