@@ -54,6 +54,11 @@ const LOC_MASK: u64 = (1 << 36) - 1;
 const TAG_MASK: u64 = 0x7FF;
 /// Kicks before an insert gives up and uses an overflow chain.
 const MAX_KICKS: usize = 64;
+/// Kicks when the table is nearly full (past [`CROWDED_PERCENT`]), where
+/// long walks mostly fail: an overloaded index (one that cannot grow) then
+/// chains at once instead of paying a long walk of cache misses per insert.
+const FEW_KICKS: usize = 4;
+const CROWDED_PERCENT: usize = 98;
 
 impl Loc {
     #[inline]
@@ -121,10 +126,48 @@ impl Bucket {
     }
 }
 
+/// Buckets by id: primary buckets `[0, primary)`, then overflow buckets,
+/// kept apart so that adding an overflow bucket never reallocates (and
+/// never doubles the capacity of) the primary array.
+struct Table {
+    main: Vec<Bucket>,
+    overflow: Vec<Bucket>,
+}
+
+impl std::ops::Index<usize> for Table {
+    type Output = Bucket;
+    #[inline]
+    fn index(&self, i: usize) -> &Bucket {
+        match self.main.get(i) {
+            Some(b) => b,
+            None => &self.overflow[i - self.main.len()],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Table {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut Bucket {
+        let n = self.main.len();
+        match self.main.get_mut(i) {
+            Some(b) => b,
+            None => &mut self.overflow[i - n],
+        }
+    }
+}
+
+impl Table {
+    fn new(primary: usize) -> Table {
+        Table {
+            main: vec![EMPTY; primary],
+            overflow: Vec::new(),
+        }
+    }
+}
+
 /// The index of one shard.
 pub struct Index {
-    /// Primary buckets `[0, primary)`, then overflow buckets.
-    buckets: Vec<Bucket>,
+    buckets: Table,
     primary: usize,
     mask: usize,
     free_overflow: Vec<u32>,
@@ -137,7 +180,7 @@ impl Index {
     pub fn new(power: u32) -> Index {
         let primary = 1usize << power;
         Index {
-            buckets: vec![EMPTY; primary],
+            buckets: Table::new(primary),
             primary,
             mask: primary - 1,
             free_overflow: Vec::new(),
@@ -164,7 +207,9 @@ impl Index {
 
     /// Bytes of memory the index uses.
     pub fn memory_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Bucket>() + self.free_overflow.capacity() * 4
+        (self.buckets.main.capacity() + self.buckets.overflow.capacity())
+            * std::mem::size_of::<Bucket>()
+            + self.free_overflow.capacity() * 4
     }
 
     pub fn primary_buckets(&self) -> usize {
@@ -174,7 +219,7 @@ impl Index {
     /// Overflow buckets in use (a measure of how far past its design load
     /// the index is).
     pub fn overflow_buckets(&self) -> usize {
-        self.buckets.len() - self.primary - self.free_overflow.len()
+        self.buckets.overflow.len() - self.free_overflow.len()
     }
 
     /// Whether the index is past its design load and should grow.
@@ -290,7 +335,12 @@ impl Index {
         let r = self.next_random();
         let mut b = if r & 1 == 0 { b1 } else { b2 };
         let mut e = entry;
-        for _ in 0..MAX_KICKS {
+        let kicks = if self.items * 100 >= self.primary * SLOTS * CROWDED_PERCENT {
+            FEW_KICKS
+        } else {
+            MAX_KICKS
+        };
+        for _ in 0..kicks {
             let i = (self.next_random() % SLOTS as u64) as usize;
             let victim = self.buckets[b].get(i);
             self.buckets[b].set(i, e);
@@ -321,8 +371,8 @@ impl Index {
         let o = match self.free_overflow.pop() {
             Some(o) => o as usize,
             None => {
-                self.buckets.push(EMPTY);
-                self.buckets.len() - 1
+                self.buckets.overflow.push(EMPTY);
+                self.primary + self.buckets.overflow.len() - 1
             }
         };
         assert!(o <= u32::MAX as usize, "index overflow area exhausted");
@@ -417,11 +467,11 @@ impl Index {
     /// gives the hash of the item at a location. Hit bits are kept.
     pub fn grow(&mut self, mut hash_of: impl FnMut(Loc) -> u64) {
         let primary = self.primary * 2;
-        let old = std::mem::replace(&mut self.buckets, vec![EMPTY; primary]);
+        let old = std::mem::replace(&mut self.buckets, Table::new(primary));
         self.primary = primary;
         self.mask = primary - 1;
         self.free_overflow = Vec::new();
-        for bk in &old {
+        for bk in old.main.iter().chain(&old.overflow) {
             for i in 0..SLOTS {
                 let e = bk.get(i);
                 if e == 0 {
@@ -441,9 +491,8 @@ impl Index {
 
     /// Drops every entry and all overflow buckets.
     pub fn clear(&mut self) {
-        self.buckets.truncate(self.primary);
-        self.buckets.shrink_to_fit();
-        self.buckets.fill(EMPTY);
+        self.buckets.overflow = Vec::new();
+        self.buckets.main.fill(EMPTY);
         self.free_overflow = Vec::new();
         self.items = 0;
     }
@@ -650,6 +699,41 @@ mod tests {
         }
         check(&idx, 2 * n..3 * n, "after churn");
         for i in (2 * n..3 * n).step_by(13) {
+            assert!(idx.contains(hash_of(i), loc_of(i)));
+        }
+    }
+
+    /// Past its capacity an index that cannot grow chains entries; the
+    /// overflow area grows by itself, without reallocating the primary array.
+    #[test]
+    fn overload_spills_into_chains_without_doubling() {
+        let power = 10;
+        let slots = (1u64 << power) * SLOTS as u64;
+        let mut idx = Index::new(power);
+        for i in 0..slots + slots / 20 {
+            idx.insert(hash_of(i), loc_of(i));
+        }
+        let spilled = idx.overflow_buckets();
+        assert!(spilled > 0);
+        // The primary array keeps its size (a reallocation would double it).
+        assert!(
+            idx.memory_bytes() < 2 * (64 << power),
+            "{}",
+            idx.memory_bytes()
+        );
+        for i in 0..slots + slots / 20 {
+            assert!(idx.contains(hash_of(i), loc_of(i)));
+        }
+        for i in 0..slots / 2 {
+            assert!(idx.remove(hash_of(i), loc_of(i)));
+        }
+        // A removal from a bucket with a chain pulls one entry back into it.
+        assert!(
+            idx.overflow_buckets() * 4 < spilled,
+            "chains drain as slots free up: {spilled} -> {}",
+            idx.overflow_buckets()
+        );
+        for i in slots / 2..slots + slots / 20 {
             assert!(idx.contains(hash_of(i), loc_of(i)));
         }
     }
