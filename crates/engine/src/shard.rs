@@ -614,6 +614,7 @@ impl Shard {
             }
         }
         self.stats.curr_items = 0;
+        self.stats.flash_items = 0;
         self.stats.bytes = 0;
     }
 
@@ -740,7 +741,9 @@ impl Shard {
         for loc in self.flash_candidates(hash) {
             if fetched.state(loc).is_none() {
                 match flash.locate(loc) {
-                    crate::flash::tier::Where::Resident(item) => fetched.insert_resident(loc, item),
+                    crate::flash::tier::Where::Resident(item, seq) => {
+                        fetched.insert_resident(loc, item, seq)
+                    }
                     crate::flash::tier::Where::Device {
                         dev,
                         offset,
@@ -763,6 +766,9 @@ impl Shard {
                 Some(FetchState::Pending) => need = true,
                 Some(FetchState::Bad) => self.unlink_flash(hash, loc),
                 Some(FetchState::Item(item)) => {
+                    if !self.still_valid(&flash, loc, fetched) {
+                        continue;
+                    }
                     let h = Header::read(item);
                     if &item[HEADER..HEADER + h.klen as usize] != key {
                         flash
@@ -794,12 +800,31 @@ impl Shard {
         if fetched.is_empty() {
             return None;
         }
+        let flash = self.flash.as_ref()?;
         self.flash_candidates(hash).into_iter().find(|&loc| {
             fetched.item(loc).is_some_and(|item| {
                 let h = Header::read(item);
-                &item[HEADER..HEADER + h.klen as usize] == key && !h.expired(now)
+                &item[HEADER..HEADER + h.klen as usize] == key
+                    && !h.expired(now)
+                    && self.still_valid(flash, loc, fetched)
             })
         })
+    }
+
+    /// Whether a fetched record still belongs to the segment its entry
+    /// points into (the slot was not reclaimed and reused meanwhile).
+    fn still_valid(&self, flash: &FlashTier, loc: Loc, fetched: &Fetched) -> bool {
+        fetched
+            .item_seq(loc)
+            .is_some_and(|(_, seq)| flash.seq_of(loc) == Some(seq))
+    }
+
+    /// Whether `hash` has flash entries not fetched yet: a get that missed
+    /// in RAM must read them before it can say "not found".
+    pub fn needs_fetch(&self, hash: u64, fetched: &Fetched) -> bool {
+        self.flash_candidates(hash)
+            .into_iter()
+            .any(|loc| fetched.state(loc).is_none())
     }
 
     /// A read served from flash: remember the hit for reclaim.

@@ -201,7 +201,7 @@ impl Conn {
     /// None when nothing was executed.
     fn process(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> Option<Outcome> {
         let mut last = None;
-        while !self.closing
+        'requests: while !self.closing
             && self.pending_output() < max_pending
             && self.waiting == 0
             && !self.busy
@@ -231,31 +231,52 @@ impl Conn {
                     if request == tiercache_proto::Request::GetKeyTooLong {
                         self.wbuf.truncate(self.wpos);
                     }
-                    if let Some(reader) = ctx.reader {
-                        match prepare(&request, ctx, &mut self.fetched, &mut self.reads) {
-                            Prep::Ready => {}
-                            Prep::Wait => {
-                                let mut r = reader.borrow_mut();
-                                for req in self.reads.drain(..) {
-                                    self.waiting += 1;
-                                    r.submit(read_op(self.token_base, req));
+                    let mut after_miss = false;
+                    let mut request = Some(request);
+                    let outcome = loop {
+                        let req = request.take().expect("request");
+                        if let Some(reader) = ctx.reader {
+                            match prepare(&req, ctx, &mut self.fetched, &mut self.reads, after_miss)
+                            {
+                                Prep::Ready => {}
+                                Prep::Wait => {
+                                    let mut r = reader.borrow_mut();
+                                    for rr in self.reads.drain(..) {
+                                        self.waiting += 1;
+                                        r.submit(read_op(self.token_base, rr));
+                                    }
+                                    break 'requests;
                                 }
-                                break;
-                            }
-                            Prep::Busy => {
-                                self.busy = true;
-                                break;
+                                Prep::Busy => {
+                                    self.busy = true;
+                                    break 'requests;
+                                }
                             }
                         }
-                    }
-                    let mark = self.wbuf.len();
-                    let outcome = execute(request, &mut self.wbuf, ctx, &self.fetched);
-                    if ctx.retry.take() {
-                        // Changed nothing: drop the reply, run it again later.
-                        self.wbuf.truncate(mark);
-                        self.busy = true;
-                        break;
-                    }
+                        // A get may miss in RAM for keys on flash: keep a copy
+                        // to run it again once their records are here.
+                        let again = (ctx.reader.is_some()
+                            && !after_miss
+                            && matches!(req, tiercache_proto::Request::Get(_)))
+                        .then(|| req.clone());
+                        let mark = self.wbuf.len();
+                        let outcome = execute(req, &mut self.wbuf, ctx, &self.fetched);
+                        if ctx.retry.take() {
+                            // Changed nothing: drop the reply, run it again later.
+                            self.wbuf.truncate(mark);
+                            self.busy = true;
+                            break 'requests;
+                        }
+                        if ctx.need_flash.take() {
+                            if let Some(req) = again {
+                                self.wbuf.truncate(mark);
+                                after_miss = true;
+                                request = Some(req);
+                                continue;
+                            }
+                        }
+                        break outcome;
+                    };
                     self.fetched.clear();
                     self.rpos += consumed;
                     self.need = 0;

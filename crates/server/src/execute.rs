@@ -33,6 +33,9 @@ pub struct Ctx<'a> {
     /// Set when a request changed nothing because the flash tier is behind
     /// (back-pressure): the connection drops its reply and runs it again later.
     pub retry: Cell<bool>,
+    /// Set when a get missed in RAM but its key may be on flash: the
+    /// connection drops the reply, reads the records and runs it again.
+    pub need_flash: Cell<bool>,
     /// The worker's flash reader, when there is a flash tier.
     pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
 }
@@ -194,6 +197,9 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
                 bump(&ctx.stats.cmd_get);
                 bump(&ctx.stats.get_hits);
                 continue;
+            }
+            if s.needs_fetch(hash, fetched) {
+                ctx.need_flash.set(true);
             }
         }
         match found {

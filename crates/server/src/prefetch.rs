@@ -23,9 +23,12 @@ pub enum Prep {
     Busy,
 }
 
-/// The keys a request touches and whether it changes their items.
-fn keys_of<'a>(req: &'a Request<'a>) -> (Vec<Cow<'a, [u8]>>, bool) {
+/// The keys a request touches and whether it changes their items. Plain
+/// gets are run first and probed only when a key missed in RAM
+/// (`optimistic_get`), so RAM hits cost nothing extra.
+fn keys_of<'a>(req: &'a Request<'a>, optimistic_get: bool) -> (Vec<Cow<'a, [u8]>>, bool) {
     match req {
+        Request::Get(g) if g.touch.is_none() && optimistic_get => (Vec::new(), false),
         Request::Get(g) => (g.keys().map(Cow::Borrowed).collect(), g.touch.is_some()),
         Request::Store(s) if s.mode != StoreMode::Set => (vec![Cow::Borrowed(s.key)], true),
         Request::Delete { key, .. } => (vec![Cow::Borrowed(*key)], false),
@@ -51,17 +54,19 @@ fn keys_of<'a>(req: &'a Request<'a>) -> (Vec<Cow<'a, [u8]>>, bool) {
 }
 
 /// Probes the request's keys; adds the reads it must wait for to `reads`.
+/// `after_miss`: a plain get ran and missed in RAM; probe its keys now.
 pub fn prepare(
     req: &Request<'_>,
     ctx: &Ctx<'_>,
     fetched: &mut Fetched,
     reads: &mut Vec<ReadReq>,
+    after_miss: bool,
 ) -> Prep {
     let engine = &ctx.shared.engine;
     if engine.flash().is_none() {
         return Prep::Ready;
     }
-    let (keys, promote) = keys_of(req);
+    let (keys, promote) = keys_of(req, !after_miss);
     for key in &keys {
         let hash = Engine::hash(key);
         let mut s = engine.lock(hash, ctx.now);

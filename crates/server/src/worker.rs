@@ -130,6 +130,7 @@ pub fn run(
             stats: &stats,
             now: unix_now(),
             retry: Cell::new(false),
+            need_flash: Cell::new(false),
             reader: reader.as_ref(),
         };
         let mut woken = events.is_empty();

@@ -66,17 +66,23 @@ impl Fetched {
 
     /// The verified item at `loc`, if it was fetched.
     pub fn item(&self, loc: Loc) -> Option<&[u8]> {
-        match self.state(loc) {
-            Some(FetchState::Item(b)) => Some(b),
+        self.item_seq(loc).map(|(b, _)| b)
+    }
+
+    /// The verified item at `loc` and the sequence number of its segment.
+    pub fn item_seq(&self, loc: Loc) -> Option<(&[u8], u64)> {
+        let e = self.entries.iter().find(|e| e.loc == loc)?;
+        match &e.state {
+            FetchState::Item(b) => Some((b, e.seq)),
             _ => None,
         }
     }
 
     /// Records an item copied out of a write buffer.
-    pub fn insert_resident(&mut self, loc: Loc, item: Vec<u8>) {
+    pub fn insert_resident(&mut self, loc: Loc, item: Vec<u8>, seq: u64) {
         self.entries.push(Entry {
             loc,
-            seq: 0,
+            seq,
             dev: 0,
             offset: 0,
             skew: 0,

@@ -129,7 +129,7 @@ struct State {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Where {
     /// Copied out of a write buffer (the record's item bytes, verified).
-    Resident(Vec<u8>),
+    Resident(Vec<u8>, u64),
     /// On a device: read the block(s) at `offset`; the record starts `skew` bytes in.
     Device {
         dev: usize,
@@ -472,7 +472,7 @@ impl FlashTier {
         let off = loc.off as usize;
         let from_buf =
             |buf: &[u8]| match format::check_record(&buf[off..], slot.seq, buf.len() - off) {
-                Ok(item) => Where::Resident(item.to_vec()),
+                Ok(item) => Where::Resident(item.to_vec(), slot.seq),
                 Err(_) => Where::Gone,
             };
         match &slot.state {
@@ -495,6 +495,17 @@ impl FlashTier {
                 }
             }
             SlotState::Free | SlotState::Failed => Where::Gone,
+        }
+    }
+
+    /// The sequence number of the segment `loc` points into, while it holds
+    /// data (a fetched record is only good if the segment was not reused).
+    pub fn seq_of(&self, loc: Loc) -> Option<u64> {
+        let st = self.state.lock();
+        let slot = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
+        match slot.state {
+            SlotState::Free | SlotState::Failed => None,
+            _ => Some(slot.seq),
         }
     }
 
