@@ -827,10 +827,25 @@ impl Shard {
             .any(|loc| fetched.state(loc).is_none())
     }
 
-    /// A read served from flash: remember the hit for reclaim.
-    pub fn flash_hit(&mut self, hash: u64, loc: Loc) {
-        self.index.set_hit(hash, loc);
+    /// A read served from flash: remember the hit (reclaim reinserts hit
+    /// items) and copy the item back to RAM if the promotion policy says so.
+    pub fn flash_hit(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
+        use crate::flash::tier::Promote;
         self.stats.flash_hits += 1;
+        let promote = self.flash.as_ref().map(|f| f.params().promote);
+        let was_hit = self.index.hit(hash, loc) == Some(true);
+        match promote {
+            Some(Promote::Always) => {}
+            Some(Promote::Second) if was_hit => {}
+            _ => {
+                self.index.set_hit(hash, loc);
+                return;
+            }
+        }
+        // Best effort: when RAM is not to be had, the item stays on flash.
+        if self.promote(hash, loc, item_bytes).is_err() {
+            self.index.set_hit(hash, loc);
+        }
     }
 
     /// Copies a fetched flash item back into RAM (before a request that

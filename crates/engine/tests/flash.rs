@@ -15,6 +15,16 @@ use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
 const NOW: u32 = 1_000_000;
 
 fn config(memory_mb: usize) -> EngineConfig {
+    config_with(memory_mb, |_| {})
+}
+
+fn config_with(memory_mb: usize, f: impl FnOnce(&mut TierParams)) -> EngineConfig {
+    let mut params = TierParams {
+        segment_size: 1 << 20,
+        write_buffers: 3,
+        ..TierParams::default()
+    };
+    f(&mut params);
     EngineConfig {
         memory_limit: memory_mb << 20,
         segment_size: 256 << 10,
@@ -23,11 +33,7 @@ fn config(memory_mb: usize) -> EngineConfig {
         policy: "s3fifo".into(),
         flash: Some(FlashConfig {
             paths: vec![],
-            params: TierParams {
-                segment_size: 1 << 20,
-                write_buffers: 3,
-                ..TierParams::default()
-            },
+            params,
             read_threads: 1,
             avg_item_size: 1024,
         }),
@@ -80,8 +86,8 @@ fn get(e: &Engine, key: &[u8]) -> Option<Vec<u8>> {
             }
             Probe::Absent => return None,
             Probe::Flash(loc) => {
-                s.flash_hit(hash, loc);
                 let item = fetched.item(loc).unwrap();
+                s.flash_hit(hash, loc, item);
                 let h = Header::read(item);
                 let k = HEADER + h.klen as usize;
                 assert_eq!(&item[HEADER..k], key);
@@ -367,4 +373,75 @@ fn real_file_with_o_direct() {
         .expect("foreign file refused");
     assert!(err.0.contains("not a tiercache flash file"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn write_budget_limits_admission() {
+    let cfg = config_with(8, |p| p.write_budget = 2 << 20);
+    let e = Engine::with_devices(cfg, vec![Arc::new(MemDevice::new(64 << 20))]).unwrap();
+    let start = Instant::now();
+    for i in 0..30_000u64 {
+        set(&e, format!("b{i}").as_bytes(), &value_of(i, 1000));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let f = e.flash().unwrap();
+    let admitted = f.stats.bytes_admitted.load(Ordering::Relaxed) as f64;
+    assert!(f.stats.admission_refused.load(Ordering::Relaxed) > 0);
+    // At most one second of burst plus the rate over the run.
+    assert!(
+        admitted <= (2 << 20) as f64 * (1.0 + secs) + 65536.0,
+        "admitted {admitted} bytes in {secs:.2}s"
+    );
+    assert!(e.stats(NOW).shard.not_demoted > 0);
+}
+
+#[test]
+fn segments_spread_over_several_devices() {
+    let a = Arc::new(FaultDevice::new(
+        Arc::new(MemDevice::new(32 << 20)),
+        Faults::default(),
+    ));
+    let b = Arc::new(FaultDevice::new(
+        Arc::new(MemDevice::new(32 << 20)),
+        Faults::default(),
+    ));
+    let e = Engine::with_devices(config(8), vec![a.clone(), b.clone()]).unwrap();
+    for i in 0..20_000u64 {
+        set(&e, format!("d{i}").as_bytes(), &value_of(i, 1000));
+    }
+    wait_flushed(&e);
+    assert!(
+        a.writes() > 3 && b.writes() > 3,
+        "{} {}",
+        a.writes(),
+        b.writes()
+    );
+    assert!(a.writes().abs_diff(b.writes()) <= 1);
+    assert_all_present(&e, "d", 20_000, 1000);
+}
+
+#[test]
+fn promotion_policy_brings_flash_hits_back_to_ram() {
+    use tiercache_engine::flash::tier::Promote;
+    for (policy, hits_to_promote) in [(Promote::Always, 1), (Promote::Second, 2)] {
+        let cfg = config_with(8, |p| p.promote = policy);
+        let e = Engine::with_devices(cfg, vec![Arc::new(MemDevice::new(64 << 20))]).unwrap();
+        set(&e, b"hot", b"value");
+        for i in 0..20_000u64 {
+            set(&e, format!("p{i}").as_bytes(), &value_of(i, 700));
+        }
+        let on_flash = |e: &Engine| {
+            let hash = Engine::hash(b"hot");
+            e.lock(hash, NOW).find(b"hot", hash, NOW).is_none()
+        };
+        assert!(on_flash(&e), "{policy:?}: pushed out to flash");
+        for _ in 0..hits_to_promote {
+            assert_eq!(get(&e, b"hot").as_deref(), Some(&b"value"[..]));
+        }
+        assert!(
+            !on_flash(&e),
+            "{policy:?}: promoted after {hits_to_promote} hits"
+        );
+        assert_eq!(get(&e, b"hot").as_deref(), Some(&b"value"[..]));
+    }
 }

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use tiercache_engine::flash::tier::Promote;
 
 /// Command-line flags, memcached-compatible where memcached has the flag.
 #[derive(Parser, Debug, Default)]
@@ -145,6 +146,8 @@ pub struct FlashSection {
     pub wipe: bool,
     /// Expected bytes per flash item, to size the index (`ext_avg_item_size`).
     pub avg_item_size: usize,
+    /// Which flash hits copy the item back to RAM: never, second, always (`ext_promote`).
+    pub promote: String,
 }
 
 impl Default for FlashSection {
@@ -159,6 +162,7 @@ impl Default for FlashSection {
             write_budget: 0,
             wipe: false,
             avg_item_size: 1024,
+            promote: "second".into(),
         }
     }
 }
@@ -303,6 +307,7 @@ impl Config {
             "ext_write_budget" => self.flash.write_budget = parse_size(v)? as u64,
             "ext_wipe" => self.flash.wipe = true,
             "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
+            "ext_promote" => self.flash.promote = v.to_string(),
             // memcached extstore tunables with no counterpart here.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
             | "ext_drop_under" | "ext_recache_rate" | "ext_low_ttl" | "ext_drop_unread"
@@ -313,7 +318,7 @@ impl Config {
             | "no_lru_maintainer" | "idle_timeout" | "watcher_logbuf_size"
             | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote"
             ),
         }
         Ok(())
@@ -344,6 +349,12 @@ impl Config {
                 bail!(
                     "with a flash tier, segments hold at most 8 MiB and a flash segment must hold two RAM segments: lower -I to at most 3m (now {} bytes)",
                     self.cache.max_item_size
+                );
+            }
+            if Promote::parse(&self.flash.promote).is_none() {
+                bail!(
+                    "-o ext_promote={}: choose never, second or always",
+                    self.flash.promote
                 );
             }
             if self.flash.wbuf_count < 2 {

@@ -180,9 +180,9 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
         };
         if found.is_none() && touch.is_none() {
             if let Some(loc) = s.flash_lookup(key, hash, ctx.now, fetched) {
-                s.flash_hit(hash, loc);
-                drop(s);
                 let item = fetched.item(loc).expect("looked up");
+                s.flash_hit(hash, loc, item);
+                drop(s);
                 let h = Header::read(item);
                 let k = HEADER + h.klen as usize;
                 resp::value_header(

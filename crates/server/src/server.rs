@@ -64,6 +64,8 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
                     reinsert_hits: cfg.flash.reinsert,
                     write_budget: cfg.flash.write_budget,
                     wipe: cfg.flash.wipe,
+                    promote: tiercache_engine::flash::tier::Promote::parse(&cfg.flash.promote)
+                        .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
                 },
                 read_threads: cfg.flash.threads,
                 avg_item_size: cfg.flash.avg_item_size,

@@ -47,6 +47,8 @@ pub struct TierParams {
     pub min_value_size: usize,
     /// Reinsert items that were read while on flash when their segment is reclaimed.
     pub reinsert_hits: bool,
+    /// When a get served from flash copies the item back to RAM.
+    pub promote: Promote,
     /// Device write budget in bytes per second (0 = none): admission drops past it.
     pub write_budget: u64,
     /// Overwrite devices that hold something other than our format.
@@ -60,8 +62,31 @@ impl Default for TierParams {
             write_buffers: 4,
             min_value_size: 0,
             reinsert_hits: true,
+            promote: Promote::Second,
             write_budget: 0,
             wipe: false,
+        }
+    }
+}
+
+/// Which flash hits copy the item back to RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Promote {
+    /// Never: flash items stay on flash (fewest device writes).
+    Never,
+    /// On the second hit while on flash (the first sets the entry's hit bit).
+    Second,
+    /// On every hit.
+    Always,
+}
+
+impl Promote {
+    pub fn parse(s: &str) -> Option<Promote> {
+        match s {
+            "never" => Some(Promote::Never),
+            "second" | "hit" => Some(Promote::Second),
+            "always" => Some(Promote::Always),
+            _ => None,
         }
     }
 }
