@@ -26,6 +26,8 @@ pub struct FlashConfig {
     /// Expected bytes per item on flash: the index is sized for the devices
     /// full of such items (its entries cannot be rehashed later).
     pub avg_item_size: usize,
+    /// Where a graceful shutdown writes the snapshot the next start reads.
+    pub snapshot: Option<PathBuf>,
 }
 
 /// Engine settings.
@@ -268,14 +270,141 @@ impl Engine {
             }
             None => (None, None),
         };
-        Ok(Engine {
+        let engine = Engine {
             shards,
             shared,
             config,
             flash,
             read_pool,
             flusher,
-        })
+        };
+        engine.restore_if_any()?;
+        Ok(engine)
+    }
+
+    /// Reads the snapshot a graceful shutdown left, then deletes it.
+    fn restore_if_any(&self) -> Result<(), ConfigError> {
+        let Some(fc) = &self.config.flash else {
+            return Ok(());
+        };
+        let Some(path) = &fc.snapshot else {
+            return Ok(());
+        };
+        if !path.exists() {
+            return Ok(());
+        }
+        let refuse = |why: String| {
+            ConfigError(format!(
+                "snapshot {} cannot be used: {why}; start with -o ext_wipe to discard it (and the flash contents)",
+                path.display()
+            ))
+        };
+        if fc.params.wipe {
+            tracing::warn!(path = %path.display(), "ext_wipe: discarding the snapshot");
+            let _ = std::fs::remove_file(path);
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let (items, segments) = self.restore(path).map_err(|e| refuse(e.to_string()))?;
+        // Before anything is served: a later crash must not restore this again.
+        std::fs::remove_file(path)
+            .map_err(|e| refuse(format!("cannot remove it after reading: {e}")))?;
+        let secs = started.elapsed().as_secs_f64();
+        tracing::info!(
+            items,
+            flash_segments = segments,
+            seconds = format!("{secs:.3}"),
+            items_per_second = format!("{:.0}", items as f64 / secs.max(1e-9)),
+            "restored the cache from the shutdown snapshot"
+        );
+        Ok(())
+    }
+
+    fn fingerprint(&self) -> [u64; 4] {
+        let f = self.flash.as_ref();
+        [
+            self.shared.pool.seg_size() as u64,
+            self.shards.list.len() as u64,
+            f.map_or(0, |f| f.segment_size() as u64),
+            f.map_or(0, |f| f.slot_count() as u64),
+        ]
+    }
+
+    fn restore(&self, path: &std::path::Path) -> std::io::Result<(u64, usize)> {
+        use crate::persist::{invalid, SnapReader, MAGIC, VERSION};
+        let file = std::fs::File::open(path)?;
+        let mut r = SnapReader::new(std::io::BufReader::with_capacity(1 << 20, file));
+        let mut magic = [0u8; 8];
+        r.bytes_into(&mut magic)?;
+        if &magic != MAGIC {
+            return Err(invalid("not a tiercache snapshot"));
+        }
+        let v = r.u32()?;
+        if v != VERSION {
+            return Err(invalid(&format!(
+                "snapshot format version {v}, this build reads {VERSION}"
+            )));
+        }
+        for (i, want) in self.fingerprint().into_iter().enumerate() {
+            let got = r.u64()?;
+            if got != want {
+                return Err(invalid(&format!(
+                    "written with another configuration (setting {i}: {got}, now {want}); restart with the same -m, -I, shards and ext_* options"
+                )));
+            }
+        }
+        self.shared.cas.store(r.u64()?, Ordering::Relaxed);
+        let segments = match &self.flash {
+            Some(f) => f.load(&mut r)?,
+            None => 0,
+        };
+        let mut items = 0;
+        for s in &self.shards.list {
+            let mut g = s.lock();
+            g.load(&mut r)?;
+            items += g.stats.curr_items;
+        }
+        r.finish()?;
+        Ok((items, segments))
+    }
+
+    /// Graceful shutdown: writes everything to flash and the snapshot (call
+    /// once no request runs any more). Returns items saved and bytes written.
+    pub fn persist(&self) -> std::io::Result<(u64, u64)> {
+        use crate::persist::{SnapWriter, MAGIC, VERSION};
+        let Some(path) = self.config.flash.as_ref().and_then(|f| f.snapshot.clone()) else {
+            return Ok((0, 0));
+        };
+        if let Some(f) = &self.flash {
+            if !f.drain_and_stop(Duration::from_secs(60)) {
+                return Err(std::io::Error::other(
+                    "the flash flusher did not finish its writes in 60 s",
+                ));
+            }
+        }
+        let tmp = path.with_extension("snapshot-tmp");
+        let file = std::fs::File::create(&tmp)?;
+        let mut w = SnapWriter::new(std::io::BufWriter::with_capacity(1 << 20, file));
+        w.bytes_of(MAGIC)?;
+        w.u32(VERSION)?;
+        for v in self.fingerprint() {
+            w.u64(v)?;
+        }
+        w.u64(self.shared.cas.load(Ordering::Relaxed))?;
+        if let Some(f) = &self.flash {
+            f.save(&mut w)?;
+        }
+        let mut items = 0;
+        let guards: Vec<_> = self.shards.list.iter().map(|s| s.lock()).collect();
+        for g in &guards {
+            g.save(&mut w)?;
+            items += g.stats.curr_items;
+        }
+        let bytes = w.bytes;
+        let file = w.finish()?.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok((items, bytes))
     }
 
     /// The flash tier, if configured.

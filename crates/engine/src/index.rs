@@ -516,6 +516,71 @@ impl Index {
     }
 }
 
+/// Snapshot (graceful restart): the table as it is, bucket by bucket:
+/// u64 primary, u64 items, u64 overflow buckets, free overflow list, then
+/// each bucket as 10 x u16, 10 x u32, u32.
+impl Index {
+    pub fn save<W: std::io::Write>(
+        &self,
+        w: &mut crate::persist::SnapWriter<W>,
+    ) -> std::io::Result<()> {
+        w.u64(self.primary as u64)?;
+        w.u64(self.items as u64)?;
+        w.u64(self.buckets.overflow.len() as u64)?;
+        w.list(self.free_overflow.iter().copied())?;
+        for b in self.buckets.main.iter().chain(self.buckets.overflow.iter()) {
+            for h in b.hi {
+                w.u16(h)?;
+            }
+            for l in b.lo {
+                w.u32(l)?;
+            }
+            w.u32(b.next)?;
+        }
+        Ok(())
+    }
+
+    pub fn load<R: std::io::Read>(r: &mut crate::persist::SnapReader<R>) -> std::io::Result<Index> {
+        let primary = r.u64()? as usize;
+        let items = r.u64()? as usize;
+        let overflow = r.u64()? as usize;
+        if !primary.is_power_of_two() || primary > 1 << 32 || overflow > 1 << 32 {
+            return Err(crate::persist::invalid("index size in snapshot"));
+        }
+        let free_overflow = r.list(overflow)?;
+        let read_bucket = |r: &mut crate::persist::SnapReader<R>| -> std::io::Result<Bucket> {
+            let mut b = EMPTY;
+            for h in b.hi.iter_mut() {
+                *h = r.u16()?;
+            }
+            for l in b.lo.iter_mut() {
+                *l = r.u32()?;
+            }
+            b.next = r.u32()?;
+            Ok(b)
+        };
+        let mut main = Vec::with_capacity(primary);
+        for _ in 0..primary {
+            main.push(read_bucket(r)?);
+        }
+        let mut over = Vec::with_capacity(overflow);
+        for _ in 0..overflow {
+            over.push(read_bucket(r)?);
+        }
+        Ok(Index {
+            buckets: Table {
+                main,
+                overflow: over,
+            },
+            primary,
+            mask: primary - 1,
+            free_overflow,
+            items,
+            rng: 0x2545_F491_4F6C_DD1D,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ pub mod flash;
 pub mod index;
 pub mod item;
 pub mod ops;
+pub mod persist;
 pub mod pool;
 pub mod segment;
 pub mod shard;

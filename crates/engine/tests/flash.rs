@@ -3,6 +3,8 @@
 //! faults (I/O errors, short reads, corruption, failed writes, a vanished or
 //! slow device) cost misses and counters, never wrong data.
 
+mod common;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +38,7 @@ fn config_with(memory_mb: usize, f: impl FnOnce(&mut TierParams)) -> EngineConfi
             params,
             read_threads: 1,
             avg_item_size: 1024,
+            snapshot: None,
         }),
     }
 }
@@ -96,15 +99,7 @@ fn get(e: &Engine, key: &[u8]) -> Option<Vec<u8>> {
             Probe::Need => {}
         }
         drop(s);
-        while let Some(r) = reads.pop() {
-            let mut buf = tiercache_engine::flash::aligned::AlignedBuf::new(r.len);
-            let res = flash.devices()[r.dev]
-                .read_at(buf.as_mut_slice(), r.offset)
-                .map(|n| &buf.as_slice()[..n]);
-            if let Some(more) = fetched.complete(r.slot, res, 8 << 20, &flash.stats) {
-                reads.push(more);
-            }
-        }
+        common::read_all(&flash, &mut fetched, &mut reads);
     }
     panic!("probe did not settle");
 }

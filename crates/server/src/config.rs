@@ -391,6 +391,16 @@ impl Config {
         }
     }
 
+    /// Where a graceful shutdown writes its snapshot: next to the first
+    /// flash device (`<path>.snapshot`).
+    pub fn snapshot_path(&self) -> Result<Option<std::path::PathBuf>> {
+        Ok(self.flash_paths()?.first().map(|(p, _)| {
+            let mut s = p.clone().into_os_string();
+            s.push(".snapshot");
+            std::path::PathBuf::from(s)
+        }))
+    }
+
     /// The flash devices as (path, bytes).
     pub fn flash_paths(&self) -> Result<Vec<(std::path::PathBuf, u64)>> {
         self.flash.paths.iter().map(|p| parse_ext_path(p)).collect()

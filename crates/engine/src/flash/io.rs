@@ -50,16 +50,29 @@ struct Job {
 
 /// Threads doing pread for every worker's [`PoolReader`].
 pub struct ReadPool {
-    jobs: Sender<Job>,
+    jobs: Option<Sender<Job>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ReadPool {
+    /// Waits for the threads (they hold the devices, and with them the
+    /// files' locks), once every worker's reader is gone.
+    fn drop(&mut self) {
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 impl ReadPool {
     pub fn new(devices: Vec<Arc<dyn BlockDevice>>, threads: usize) -> ReadPool {
         let (jobs, rx) = unbounded::<Job>();
+        let mut handles = Vec::new();
         for i in 0..threads.max(1) {
             let rx = rx.clone();
             let devices = devices.clone();
-            std::thread::Builder::new()
+            let t = std::thread::Builder::new()
                 .name(format!("flash-read-{i}"))
                 .spawn(move || {
                     for job in rx.iter() {
@@ -75,15 +88,19 @@ impl ReadPool {
                     }
                 })
                 .expect("spawn flash reader thread");
+            handles.push(t);
         }
-        ReadPool { jobs }
+        ReadPool {
+            jobs: Some(jobs),
+            threads: handles,
+        }
     }
 
     /// A reader for one worker; `notify` wakes that worker's event loop.
     pub fn reader(&self, notify: Notify) -> PoolReader {
         let (tx, rx) = unbounded();
         PoolReader {
-            jobs: self.jobs.clone(),
+            jobs: self.jobs.clone().expect("pool running"),
             tx,
             rx,
             notify,

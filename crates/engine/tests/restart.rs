@@ -1,0 +1,192 @@
+//! Graceful restart: persist, build a new engine on the same devices, and
+//! every item comes back with its value, flags, exptime and CAS; the
+//! snapshot is consumed; a damaged or foreign snapshot is refused with a
+//! clear message unless wiping is asked for.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::flash::{BlockDevice, TierParams};
+use tiercache_engine::item::HEADER;
+use tiercache_engine::shard::{InsertError, Probe};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+
+const NOW: u32 = 1_000_000;
+
+fn config(snapshot: &std::path::Path, wipe: bool) -> EngineConfig {
+    EngineConfig {
+        memory_limit: 8 << 20,
+        segment_size: 256 << 10,
+        shards: 2,
+        hash_power: 0,
+        policy: "s3fifo".into(),
+        flash: Some(FlashConfig {
+            paths: vec![],
+            params: TierParams {
+                segment_size: 1 << 20,
+                write_buffers: 3,
+                wipe,
+                ..TierParams::default()
+            },
+            read_threads: 1,
+            avg_item_size: 1024,
+            snapshot: Some(snapshot.to_path_buf()),
+        }),
+    }
+}
+
+fn value(i: u64) -> Vec<u8> {
+    format!("{i:08}").repeat(90).into_bytes()
+}
+
+fn set(e: &Engine, i: u64) {
+    let key = format!("k{i}");
+    let hash = Engine::hash(key.as_bytes());
+    let new = NewItem {
+        flags: i as u32,
+        exptime: if i.is_multiple_of(3) { NOW + 1000 } else { 0 },
+        ..NewItem::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match e
+            .lock(hash, NOW)
+            .insert(key.as_bytes(), hash, new, &[&value(i)])
+        {
+            Ok(_) => return,
+            Err(InsertError::Busy) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Err(err) => panic!("{err:?}"),
+        }
+    }
+}
+
+/// (value, flags, exptime, cas) of key i, reading flash as needed.
+fn get(e: &Engine, i: u64) -> Option<(Vec<u8>, u32, u32, u64)> {
+    let key = format!("k{i}");
+    let hash = Engine::hash(key.as_bytes());
+    let mut fetched = tiercache_engine::flash::Fetched::default();
+    let flash = e.flash().unwrap().clone();
+    loop {
+        let mut reads = Vec::new();
+        let mut s = e.lock(hash, NOW);
+        match s.probe(key.as_bytes(), hash, NOW, &mut fetched, &mut reads) {
+            Probe::Ram => {
+                let loc = s.find(key.as_bytes(), hash, NOW).unwrap();
+                let h = s.header(loc);
+                return Some((s.value(loc).to_vec(), h.flags, h.exptime, h.cas));
+            }
+            Probe::Absent => return None,
+            Probe::Flash(loc) => {
+                let item = fetched.item(loc).unwrap();
+                let h = tiercache_engine::item::Header::read(item);
+                let k = HEADER + h.klen as usize;
+                return Some((
+                    item[k..k + h.vlen as usize].to_vec(),
+                    h.flags,
+                    h.exptime,
+                    h.cas,
+                ));
+            }
+            Probe::Need => {}
+        }
+        drop(s);
+        common::read_all(&flash, &mut fetched, &mut reads);
+    }
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn graceful_restart_keeps_every_item() {
+    let dir = tempdir("restart");
+    let snap = dir.join("flash.snapshot");
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(64 << 20));
+    let n = 20_000u64;
+    let before: Vec<_> = {
+        let e = Engine::with_devices(config(&snap, false), vec![dev.clone()]).unwrap();
+        for i in 0..n {
+            set(&e, i);
+        }
+        let st = e.stats(NOW).shard;
+        assert!(st.flash_items > 5_000 && st.curr_items - st.flash_items > 1_000);
+        let before = (0..n).map(|i| get(&e, i)).collect();
+        let (items, _) = e.persist().unwrap();
+        assert_eq!(items, st.curr_items);
+        before
+    };
+    assert!(snap.exists());
+    let e = Engine::with_devices(config(&snap, false), vec![dev.clone()]).unwrap();
+    assert!(!snap.exists(), "the snapshot is consumed before serving");
+    let mut present = 0;
+    for i in 0..n {
+        let got = get(&e, i);
+        assert!(got == before[i as usize], "k{i} differs after restart");
+        if let Some((v, flags, _, _)) = got {
+            assert_eq!((v, flags), (value(i), i as u32));
+            present += 1;
+        }
+    }
+    assert!(present > n - n / 400, "{present} of {n}");
+    // New writes after the restart work, with fresh CAS values.
+    let cas_before = before.iter().flatten().map(|x| x.3).max().unwrap();
+    set(&e, n + 1);
+    assert!(get(&e, n + 1).unwrap().3 > cas_before);
+    drop(e);
+    // No snapshot now (as after a crash): the cache starts empty.
+    let e = Engine::with_devices(config(&snap, false), vec![dev]).unwrap();
+    assert!(get(&e, 1).is_none());
+    assert_eq!(e.stats(NOW).shard.curr_items, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn damaged_or_foreign_snapshots_are_refused() {
+    let dir = tempdir("badsnap");
+    let snap = dir.join("flash.snapshot");
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(64 << 20));
+    {
+        let e = Engine::with_devices(config(&snap, false), vec![dev.clone()]).unwrap();
+        for i in 0..5_000 {
+            set(&e, i);
+        }
+        e.persist().unwrap();
+    }
+    let good = std::fs::read(&snap).unwrap();
+    // A flipped byte: refused, the file is left alone.
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x40;
+    std::fs::write(&snap, &bad).unwrap();
+    let err = Engine::with_devices(config(&snap, false), vec![dev.clone()])
+        .err()
+        .expect("refused");
+    assert!(err.0.contains("ext_wipe"), "{err}");
+    assert!(snap.exists(), "nothing is removed silently");
+    // Not ours at all.
+    std::fs::write(&snap, b"hello").unwrap();
+    let err = Engine::with_devices(config(&snap, false), vec![dev.clone()])
+        .err()
+        .expect("refused");
+    assert!(err.0.contains("cannot be used"), "{err}");
+    // Another configuration.
+    std::fs::write(&snap, &good).unwrap();
+    let mut other = config(&snap, false);
+    other.shards = 4;
+    let err = Engine::with_devices(other, vec![dev.clone()])
+        .err()
+        .expect("refused");
+    assert!(err.0.contains("another configuration"), "{err}");
+    // Wiping is explicit.
+    let e = Engine::with_devices(config(&snap, true), vec![dev]).unwrap();
+    assert!(!snap.exists());
+    assert_eq!(e.stats(NOW).shard.curr_items, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

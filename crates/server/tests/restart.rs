@@ -1,0 +1,134 @@
+//! Restarts end to end: SIGTERM-style shutdown writes the snapshot and the
+//! next start serves every item with the same value, flags and CAS; after
+//! kill -9 the server starts empty, so nothing deleted or overwritten can
+//! come back.
+
+mod common;
+
+use common::{server_with, Client};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn value(i: usize) -> String {
+    format!("{i:06}-").repeat(150)
+}
+
+#[test]
+fn graceful_restart_serves_every_item_with_its_cas() {
+    let dir = tempdir("restart-e2e");
+    let flash = format!("{}:128M", dir.join("flash").display());
+    let start = || {
+        let f = flash.clone();
+        server_with(move |c| {
+            c.cache.memory_mb = 32;
+            c.flash.paths = vec![f];
+            c.flash.wbuf_count = 2;
+        })
+    };
+    let n = 15_000;
+    let h = start();
+    let mut c = Client::new(&h);
+    for i in 0..n {
+        let v = value(i);
+        c.tx(format!("set k{i} {i} 0 {}\r\n{v}\r\n", v.len()).as_bytes());
+    }
+    c.tx(b"delete k7\r\n");
+    let mut before = Vec::new();
+    for i in 0..n {
+        before.push(c.tx_str(format!("gets k{i}\r\n").as_bytes()));
+    }
+    drop(c);
+    h.shutdown();
+    h.wait();
+    assert!(dir.join("flash.snapshot").exists());
+    let h = start();
+    let mut c = Client::new(&h);
+    for (i, b) in before.iter().enumerate() {
+        assert!(
+            c.tx_str(format!("gets k{i}\r\n").as_bytes()) == *b,
+            "k{i} differs after restart"
+        );
+    }
+    assert_eq!(c.tx_str(b"get k7\r\n"), "END\r\n");
+    drop(c);
+    h.shutdown();
+    h.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn connect(port: u16) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return s;
+            }
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("server did not start: {e}"),
+        }
+    }
+}
+
+fn tx(s: &mut TcpStream, req: &[u8]) -> String {
+    s.write_all(req).unwrap();
+    s.write_all(b"mn\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !got.ends_with(b"MN\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    got.truncate(got.len() - 4);
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn after_kill_9_nothing_stale_comes_back() {
+    let dir = tempdir("kill9");
+    let port = 23000 + (std::process::id() % 2000) as u16;
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
+            .arg(format!("ext_path={}:128M", dir.join("flash").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn();
+    let mut s = connect(port);
+    for i in 0..10_000 {
+        let v = value(i);
+        tx(
+            &mut s,
+            format!("set k{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes(),
+        );
+    }
+    // Old copies are on flash now: overwrite some, delete others.
+    for i in 0..100 {
+        tx(&mut s, format!("set k{i} 0 0 3\r\nnew\r\n").as_bytes());
+        tx(&mut s, format!("delete k{}\r\n", 100 + i).as_bytes());
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut child = spawn();
+    let mut s = connect(port);
+    for i in 0..200 {
+        let got = tx(&mut s, format!("get k{i}\r\n").as_bytes());
+        assert_eq!(got, "END\r\n", "k{i} came back after kill -9");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
