@@ -253,6 +253,28 @@ impl Engine {
                 ))
             })
             .collect();
+        // The index (sized up front for a flash tier) and the write buffers
+        // come out of -m: what is left must hold a working RAM tier.
+        let index_mb =
+            (shared.pool.index_bytes() - flash.as_ref().map_or(0, |f| f.buffer_bytes())) >> 20;
+        if shared.pool.max_segments() < 2 * config.shards + 2 {
+            return Err(ConfigError(format!(
+                "memory limit of {} MiB is too small: the index takes {index_mb} MiB{} and leaves room for only {} segments of {} KiB; raise -m{}",
+                config.memory_limit >> 20,
+                if flash.is_some() {
+                    " (sized for the flash devices full of items of ext_avg_item_size) plus the flash write buffers"
+                } else {
+                    ""
+                },
+                shared.pool.max_segments(),
+                seg >> 10,
+                if flash.is_some() {
+                    ", or raise -o ext_avg_item_size, or use less flash"
+                } else {
+                    ""
+                }
+            )));
+        }
         let shards = Arc::new(Shards {
             list,
             mask: (config.shards - 1) as u64,

@@ -516,9 +516,9 @@ impl Index {
     }
 }
 
-/// Snapshot (graceful restart): the table as it is, bucket by bucket:
-/// u64 primary, u64 items, u64 overflow buckets, free overflow list, then
-/// each bucket as 10 x u16, 10 x u32, u32.
+/// Snapshot (graceful restart): the table as it is: u64 primary, u64
+/// items, u64 overflow buckets, free overflow list, then runs of (u32
+/// empty buckets skipped, u32 n, n buckets as 10 x u16, 10 x u32, u32).
 impl Index {
     pub fn save<W: std::io::Write>(
         &self,
@@ -528,14 +528,42 @@ impl Index {
         w.u64(self.items as u64)?;
         w.u64(self.buckets.overflow.len() as u64)?;
         w.list(self.free_overflow.iter().copied())?;
-        for b in self.buckets.main.iter().chain(self.buckets.overflow.iter()) {
-            for h in b.hi {
-                w.u16(h)?;
+        // Runs: u32 empty buckets to skip, u32 buckets that follow (64
+        // bytes each), until the table ends; an index sized for a device
+        // that is not full yet costs little to save and load.
+        let all: Vec<&Bucket> = self
+            .buckets
+            .main
+            .iter()
+            .chain(self.buckets.overflow.iter())
+            .collect();
+        let mut buf = Vec::with_capacity(1024 * 64);
+        let mut i = 0;
+        while i < all.len() {
+            let skip = all[i..]
+                .iter()
+                .take_while(|b| b.is_empty() && b.next == 0)
+                .count();
+            i += skip;
+            let take = all[i..]
+                .iter()
+                .take(1024)
+                .take_while(|b| !(b.is_empty() && b.next == 0))
+                .count();
+            w.u32(skip as u32)?;
+            w.u32(take as u32)?;
+            buf.clear();
+            for b in &all[i..i + take] {
+                for h in b.hi {
+                    buf.extend_from_slice(&h.to_le_bytes());
+                }
+                for l in b.lo {
+                    buf.extend_from_slice(&l.to_le_bytes());
+                }
+                buf.extend_from_slice(&b.next.to_le_bytes());
             }
-            for l in b.lo {
-                w.u32(l)?;
-            }
-            w.u32(b.next)?;
+            w.bytes_of(&buf)?;
+            i += take;
         }
         Ok(())
     }
@@ -548,25 +576,33 @@ impl Index {
             return Err(crate::persist::invalid("index size in snapshot"));
         }
         let free_overflow = r.list(overflow)?;
-        let read_bucket = |r: &mut crate::persist::SnapReader<R>| -> std::io::Result<Bucket> {
-            let mut b = EMPTY;
-            for h in b.hi.iter_mut() {
-                *h = r.u16()?;
+        let total = primary + overflow;
+        let mut all = vec![EMPTY; total];
+        let mut buf = vec![0u8; 1024 * 64];
+        let mut i = 0;
+        while i < total {
+            let skip = r.u32()? as usize;
+            let take = r.u32()? as usize;
+            if take > 1024 || i + skip + take > total {
+                return Err(crate::persist::invalid("index runs overflow the table"));
             }
-            for l in b.lo.iter_mut() {
-                *l = r.u32()?;
+            i += skip;
+            let raw = &mut buf[..take * 64];
+            r.bytes_into(raw)?;
+            for (c, b) in raw.chunks_exact(64).zip(all[i..i + take].iter_mut()) {
+                for (k, h) in b.hi.iter_mut().enumerate() {
+                    *h = u16::from_le_bytes([c[2 * k], c[2 * k + 1]]);
+                }
+                for (k, l) in b.lo.iter_mut().enumerate() {
+                    let o = 20 + 4 * k;
+                    *l = u32::from_le_bytes(c[o..o + 4].try_into().expect("4 bytes"));
+                }
+                b.next = u32::from_le_bytes(c[60..64].try_into().expect("4 bytes"));
             }
-            b.next = r.u32()?;
-            Ok(b)
-        };
-        let mut main = Vec::with_capacity(primary);
-        for _ in 0..primary {
-            main.push(read_bucket(r)?);
+            i += take;
         }
-        let mut over = Vec::with_capacity(overflow);
-        for _ in 0..overflow {
-            over.push(read_bucket(r)?);
-        }
+        let over = all.split_off(primary);
+        let main = all;
         Ok(Index {
             buckets: Table {
                 main,
