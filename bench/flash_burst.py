@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The burst test of issue 4: write ITEMS items of VALUE bytes in one burst
+(tiercache-bench preload: 8 connections, 32 sets in flight each) into a server
+with -m MEM and a FLASH_SIZE flash file, then read every key back (multigets
+of 100 keys) and count how many are still there with the right length.
+memcached 1.6.18 (`-m 64 -o ext_path=FILE:4G`) and tiercache get the same
+burst, one after the other, RUNS times each.
+
+Environment: ITEMS=300000 VALUE=4000 MEM=64 FLASH_SIZE=4G RUNS=3
+             MC_EXT_OPTS= TC_EXT_OPTS= (extra -o options) RESULTS=bench/RESULTS.md
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+
+TAG = "flash_burst"
+env = os.environ.get
+ITEMS = int(env("ITEMS", "300000"))
+VALUE = int(env("VALUE", "4000"))
+MEM = int(env("MEM", "64"))
+FLASH_SIZE = env("FLASH_SIZE", "4G")
+RUNS = int(env("RUNS", "3"))
+MC_EXT = [o for o in env("MC_EXT_OPTS", "").split(",") if o]
+TC_EXT = [o for o in env("TC_EXT_OPTS", "").split(",") if o]
+
+
+def one(name, cmd_fn, port):
+    d = fl.workdir(TAG)
+    cmd = cmd_fn(d)
+    srv = fl.Server(name, cmd, port, d)
+    try:
+        t0 = time.monotonic()
+        pre = fl.bench(port, ["--threads", 2, "--conns", 4, "--keys", ITEMS, "--value-size", VALUE,
+                              "--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
+                              "--no-stats", "--drain-timeout", "120s"], TAG)["preload"]
+        burst_s = time.monotonic() - t0
+        time.sleep(2)  # let write buffers drain
+        st = srv.stats()
+        kept = ITEMS - len(fl.missing_keys(port, ITEMS, VALUE))
+        res = {"kept": kept, "burst_s": pre["elapsed_s"], "wall_s": burst_s,
+               "set_errors": pre["errors"], "sets": pre["sets"],
+               "curr_items": st.get("curr_items"), "evictions": st.get("evictions"),
+               "on_flash": st.get("extstore_objects_used"),
+               "backpressure": st.get("flash_backpressure"),
+               "written": st.get("extstore_objects_written"), "total_items": st.get("total_items"),
+               "cmd": " ".join(cmd).replace(d, "DIR").replace(fl.TIERCACHE, "tiercache")}
+        fl.log(TAG, f"{name}: kept {kept:,} of {ITEMS:,} ({kept / ITEMS:.1%}), burst {res['burst_s']:.1f} s, "
+               f"set errors {res['set_errors']}, evictions {res['evictions']}, on flash {res['on_flash']}")
+        return res
+    finally:
+        srv.stop()
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    fl.build(TAG)
+    mc = lambda d: fl.memcached_cmd(21511, MEM, 2, [f"ext_path={d}/mc.flash:{FLASH_SIZE}"] + MC_EXT)  # noqa: E731
+    tc = lambda d: fl.tiercache_cmd(21512, MEM, 2, [f"ext_path={d}/tc.flash:{FLASH_SIZE}"] + TC_EXT)  # noqa: E731
+    mcs, tcs = [], []
+    for _ in range(RUNS):
+        mcs.append(one("memcached", mc, 21511))
+        tcs.append(one("tiercache", tc, 21512))
+    fits = "all" if ITEMS * (VALUE + 64) < fl_size(FLASH_SIZE) else "not all"
+    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+    tc_kept = m("kept", tcs)
+    verdict = "met" if tc_kept == ITEMS else "not met"
+    envs = " ".join(f"{k}={os.environ[k]}" for k in ("ITEMS", "VALUE", "MEM", "FLASH_SIZE", "RUNS",
+                                                      "MC_EXT_OPTS", "TC_EXT_OPTS") if k in os.environ)
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_burst.py`
+- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
+- burst: {ITEMS:,} items of {VALUE} B (`key:0` .. `key:{ITEMS - 1}`, {ITEMS * VALUE / 1e9:.2f} GB, {fits} of it fits on the {FLASH_SIZE} flash file) written by `tiercache-bench --threads 2 --conns 4 --pipeline 32 --preload` (64 sets in flight), then every key read back with 100-key multigets; {RUNS} runs per server, alternating, medians
+- memcached: `{mcs[0]['cmd']}`
+- tiercache: `{tcs[0]['cmd']}`
+
+| server | items kept (median) | kept | runs (kept) | burst time s (median) | set errors | on flash after burst |
+| --- | ---: | ---: | --- | ---: | ---: | ---: |
+| memcached 1.6.18 | {m('kept', mcs):,.0f} | {m('kept', mcs) / ITEMS:.1%} | {fl.fmt_runs([x['kept'] for x in mcs])} | {m('burst_s', mcs):.1f} | {fl.fmt_runs([x['set_errors'] for x in mcs])} | {fl.fmt_runs([x['on_flash'] for x in mcs])} |
+| tiercache | {tc_kept:,.0f} | {tc_kept / ITEMS:.1%} | {fl.fmt_runs([x['kept'] for x in tcs])} | {m('burst_s', tcs):.1f} | {fl.fmt_runs([x['set_errors'] for x in tcs])} | {fl.fmt_runs([x['on_flash'] for x in tcs])} |
+
+tiercache keeps every item that fits: **{verdict}** (flash_backpressure after the burst: {fl.fmt_runs([x['backpressure'] for x in tcs])}; tiercache `stats` after the burst: evictions {fl.fmt_runs([x['evictions'] for x in tcs])}, extstore_objects_written {fl.fmt_runs([x['written'] for x in tcs])}, extstore_objects_used {fl.fmt_runs([x['on_flash'] for x in tcs])}, so written − used = {fl.fmt_runs([(x['written'] or 0) - (x['on_flash'] or 0) for x in tcs])} flash items dropped without a reclaim or an eviction). Burst time ratio tiercache / memcached: {m('burst_s', tcs) / m('burst_s', mcs):.2f}.
+"""
+    print(body)
+    fl.write_results("Burst of writes larger than RAM: items kept", body, TAG)
+
+
+def fl_size(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Flash-hit throughput against the device's own limit, in one run.
+
+Alternates, RUNS times: fio 4 KiB random reads (io_uring, O_DIRECT, iodepth QD)
+on a file in the same file system as tiercache's flash file, and tiercache
+serving gets of VALUE-byte values (one 4 KiB block per record) from a dataset
+many times -m, so that nearly every get is a flash read, with QD reads in
+flight (ext_threads=QD for the pread pool; EXT_OPTS adds options such as
+ext_io=uring). Reports medians and tiercache's flash reads/s / fio IOPS.
+
+Environment (all optional):
+  QD=32 RUNS=3 DURATION=10  queue depth, runs, seconds per run
+  KEYS=200000 VALUE=4000    dataset (KEYS x VALUE bytes; -m is MEM MiB)
+  MEM=64 SERVER_THREADS=2 FLASH_SIZE=2G
+  CLIENT_THREADS=2 CLIENT_CONNS=QD/2 PIPELINE=2  (a connection has at most one
+                            request waiting for flash at a time, so the server's
+                            queue depth is at most the number of connections)
+  EXT_OPTS=  extra -o options for tiercache (comma-separated)
+  RESULTS=bench/RESULTS.md ("-" for nowhere)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+
+TAG = "flash_fio"
+env = os.environ.get
+QD = int(env("QD", "32"))
+RUNS = int(env("RUNS", "3"))
+DURATION = int(env("DURATION", "10"))
+KEYS = int(env("KEYS", "200000"))
+VALUE = int(env("VALUE", "4000"))
+MEM = int(env("MEM", "64"))
+SERVER_THREADS = int(env("SERVER_THREADS", "2"))
+FLASH_SIZE = env("FLASH_SIZE", "2G")
+CT = int(env("CLIENT_THREADS", "2"))
+CC = int(env("CLIENT_CONNS", str(max(1, QD // CT))))
+PIPELINE = int(env("PIPELINE", "2"))
+EXT_OPTS = [o for o in env("EXT_OPTS", "").split(",") if o]
+PORT = int(env("PORT", "21411"))
+
+
+def cpu_line(tc_runs):
+    groups = sorted({g for t in tc_runs for g in t["cpu"]})
+    parts = []
+    total = 0.0
+    for g in groups:
+        u = fl.median([t["cpu"].get(g, (0, 0))[0] for t in tc_runs])
+        s = fl.median([t["cpu"].get(g, (0, 0))[1] for t in tc_runs])
+        total += u + s
+        if u + s >= 0.1:
+            parts.append(f"{g} threads {u:.1f} + {s:.1f} us")
+    return ", ".join(parts) + f"; {total:.1f} us in all"
+
+
+def main():
+    fl.build(TAG)
+    fl.need_fio(TAG)
+    d = fl.workdir(TAG)
+    flash = os.path.join(d, "tiercache.flash")
+    fio_file = os.path.join(d, "fio.dat")
+    ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
+    tc_cmd = fl.tiercache_cmd(PORT, MEM, SERVER_THREADS, ext)
+    fl.log(TAG, "server:", " ".join(tc_cmd))
+    srv = fl.Server("tiercache", tc_cmd, PORT, d)
+    load = ["--threads", CT, "--conns", CC, "--keys", KEYS, "--value-size", VALUE]
+    try:
+        fl.log(TAG, f"preloading {KEYS} x {VALUE} B")
+        pre = fl.bench(PORT, load + ["--preload", "--get-ratio", "1", "--pipeline", 32,
+                                     "-d", "1s", "--no-stats"], TAG)
+        st = srv.stats()
+        fl.log(TAG, f"preload {pre['preload']['elapsed_s']:.1f} s; curr_items {st.get('curr_items')}, "
+               f"on flash {st.get('extstore_objects_used')}")
+        if st.get("extstore_objects_used", 0) < KEYS * 0.8:
+            fl.log(TAG, "WARNING: fewer than 80% of the keys are on flash")
+        # lay out fio's file once (not timed)
+        fl.fio(fio_file, FLASH_SIZE, 1, 1)
+        fio_runs, tc_runs = [], []
+        for run in range(RUNS):
+            f = fl.fio(fio_file, FLASH_SIZE, QD, DURATION)
+            fio_runs.append(f)
+            fl.log(TAG, f"run {run + 1}: fio {f['iops']:,.0f} IOPS (p50 {f['p50_us']:.0f} us, p99 {f['p99_us']:.0f} us)")
+            a = srv.stats()
+            ca = srv.thread_cpu()
+            r = fl.bench(PORT, load + ["--get-ratio", "1", "--pipeline", PIPELINE,
+                                       "-d", f"{DURATION}s", "--no-stats"], TAG)["runs"][0]
+            b = srv.stats()
+            cpu = fl.cpu_delta(ca, srv.thread_cpu())
+            dt = r["elapsed_s"]
+            delta = {k: b.get(k, 0) - a.get(k, 0) for k in
+                     ("cmd_get", "get_hits", "get_misses", "flash_hits", "extstore_objects_read",
+                      "flash_read_errors", "flash_verify_failures")}
+            t = {
+                "gets": r["gets_per_sec"],
+                "flash_reads": delta["extstore_objects_read"] / dt,
+                "flash_hit_frac": delta["flash_hits"] / max(1, delta["get_hits"]),
+                "hit_ratio": delta["get_hits"] / max(1, delta["cmd_get"]),
+                "errors": delta["flash_read_errors"] + delta["flash_verify_failures"],
+                "p50": r["latency"]["all"]["p50_us"], "p99": r["latency"]["all"]["p99_us"],
+                "cpu": {k: (u * 1e6 / max(1, r["gets"]), s_ * 1e6 / max(1, r["gets"]))
+                        for k, (u, s_) in cpu.items()},
+            }
+            tc_runs.append(t)
+            fl.log(TAG, f"run {run + 1}: tiercache {t['gets']:,.0f} gets/s, {t['flash_reads']:,.0f} flash reads/s "
+                   f"(flash hits {t['flash_hit_frac']:.1%} of hits, hit ratio {t['hit_ratio']:.4f}, "
+                   f"ratio to fio {t['flash_reads'] / f['iops']:.2f})")
+        end = srv.stats()
+    finally:
+        srv.stop()
+    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+    fio_iops = m("iops", fio_runs)
+    ratios = [t["flash_reads"] / f["iops"] for t, f in zip(tc_runs, fio_runs)]
+    ratio = fl.median(ratios)
+    verdict = "met" if ratio >= 0.8 else "not met"
+    cmd = "python3 bench/flash_fio.py"
+    envs = " ".join(f"{k}={os.environ[k]}" for k in ("QD", "RUNS", "DURATION", "KEYS", "VALUE", "MEM",
+                                                      "PIPELINE", "EXT_OPTS") if k in os.environ)
+    body = f"""- command: `{(envs + ' ') if envs else ''}{cmd}`
+- date: {fl.now_utc()}; commit {fl.commit()}
+- machine: {fl.machine()}; files on {fl.fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)
+- device: `{fio_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat')}`
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash
+- load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; fio and tiercache alternate, {RUNS} runs each, medians
+
+| | fio 4 KiB randread QD{QD} | tiercache gets | tiercache flash reads |
+| --- | ---: | ---: | ---: |
+| per second (median) | {fio_iops:,.0f} | {m('gets', tc_runs):,.0f} | {m('flash_reads', tc_runs):,.0f} |
+| runs | {fl.fmt_runs([f['iops'] for f in fio_runs])} | {fl.fmt_runs([t['gets'] for t in tc_runs])} | {fl.fmt_runs([t['flash_reads'] for t in tc_runs])} |
+| p50 / p99 us (median) | {m('p50_us', fio_runs):,.0f} / {m('p99_us', fio_runs):,.0f} | {m('p50', tc_runs):,.0f} / {m('p99', tc_runs):,.0f} (closed loop, service time) | |
+
+CPU per request (medians): fio {m('cpu_us_per_io', fio_runs):.1f} us per read (user + system, from its JSON); tiercache, per get, user + system: {cpu_line(tc_runs)}.
+
+Flash reads / fio IOPS per run: {fl.fmt_runs(ratios, '{:.2f}')}; median **{ratio:.2f}** (target >= 0.8: **{verdict}**).
+Flash hits were {fl.median([t['flash_hit_frac'] for t in tc_runs]):.1%} of get hits, get hit ratio {fl.median([t['hit_ratio'] for t in tc_runs]):.4f}, read errors + verify failures {sum(t['errors'] for t in tc_runs)}.
+"""
+    print(body)
+    fl.write_results("Flash-hit throughput vs fio (4 KiB random reads)", body, TAG)
+    if os.environ.get("KEEP") is None:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

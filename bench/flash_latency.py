@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Flash-hit latency at half of the device's IOPS, open loop.
+
+1. fio 4 KiB random reads (io_uring, O_DIRECT, iodepth QD) on a file in the
+   same file system, CAL_RUNS times: the device's IOPS (median).
+2. RATE = FRACTION (0.5) x that. Then, alternating RUNS times: tiercache-bench
+   in latency mode (open loop, latency from the intended send time) at RATE
+   gets/s of VALUE-byte values that are on flash, and fio at the same rate
+   (--rate_iops, Poisson arrivals) for the device's own latency at that load.
+
+Environment: QD=32 CLIENT_CONNS=QD/2 (x 2 threads) FRACTION=0.5
+             EXTRA_FRACTIONS=0.25,0.1 (lower rates, for context) RUNS=3 CAL_RUNS=3 DURATION=10 KEYS=200000
+             VALUE=4000 MEM=64 FLASH_SIZE=2G EXT_OPTS= RATE= (fixed rate instead
+             of FRACTION x fio) RESULTS=bench/RESULTS.md
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+
+TAG = "flash_latency"
+env = os.environ.get
+QD = int(env("QD", "32"))
+FRACTION = float(env("FRACTION", "0.5"))
+RUNS = int(env("RUNS", "3"))
+CAL_RUNS = int(env("CAL_RUNS", "3"))
+DURATION = int(env("DURATION", "10"))
+KEYS = int(env("KEYS", "200000"))
+VALUE = int(env("VALUE", "4000"))
+MEM = int(env("MEM", "64"))
+FLASH_SIZE = env("FLASH_SIZE", "2G")
+EXT_OPTS = [o for o in env("EXT_OPTS", "").split(",") if o]
+PORT = int(env("PORT", "21421"))
+CT = 2
+RAM_KEYS = int(env("RAM_KEYS", "2000"))
+# one request per connection waits for flash at a time: QD connections for QD reads in flight
+CC = int(env("CLIENT_CONNS", str(max(1, QD // CT))))
+
+
+def one(srv, load, rate):
+    a = srv.stats()
+    r = fl.bench(PORT, [str(x) for x in load] + ["--mode", "latency", "--rate", f"{rate:.0f}", "--get-ratio", 1,
+                               "-d", f"{DURATION}s", "--no-stats"], TAG)["runs"][0]
+    b = srv.stats()
+    g = r["latency"].get("get_hit") or r["latency"]["all"]
+    delta = {k: b.get(k, 0) - a.get(k, 0) for k in ("cmd_get", "get_hits", "flash_hits")}
+    return {"achieved": r["ops_per_sec"], "p50": g["p50_us"], "p99": g["p99_us"],
+            "p999": g["p999_us"], "max": g["max_us"],
+            "flash_frac": delta["flash_hits"] / max(1, delta["get_hits"]),
+            "hit_ratio": delta["get_hits"] / max(1, delta["cmd_get"]),
+            "lag_p99": (r.get("send_lag") or {}).get("p99_us"),
+            "unanswered": r["unanswered"]}
+
+
+def main():
+    fl.build(TAG)
+    fl.need_fio(TAG)
+    d = fl.workdir(TAG)
+    flash = os.path.join(d, "tiercache.flash")
+    fio_file = os.path.join(d, "fio.dat")
+    ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
+    tc_cmd = fl.tiercache_cmd(PORT, MEM, 2, ext)
+    srv = fl.Server("tiercache", tc_cmd, PORT, d)
+    load = ["--threads", CT, "--conns", CC, "--keys", KEYS, "--value-size", VALUE]
+    try:
+        fl.log(TAG, f"preloading {KEYS} x {VALUE} B")
+        fl.bench(PORT, load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
+                               "--no-stats"], TAG)
+        # control: a small set of keys written last, so in RAM: the machine's latency floor
+        ram_load = ["--threads", CT, "--conns", CC, "--keys", RAM_KEYS, "--key-prefix", "ram:",
+                    "--value-size", VALUE]
+        fl.bench(PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
+                                   "--no-stats"], TAG)
+        fl.fio(fio_file, FLASH_SIZE, 1, 1)
+        cal = []
+        for i in range(CAL_RUNS):
+            cal.append(fl.fio(fio_file, FLASH_SIZE, QD, max(5, DURATION // 2)))
+            fl.log(TAG, f"device: fio QD{QD} {cal[-1]['iops']:,.0f} IOPS")
+        dev_iops = fl.median([c["iops"] for c in cal])
+        fracs = [FRACTION] + [float(x) for x in env("EXTRA_FRACTIONS", "0.25,0.1").split(",") if x]
+        rates = [float(env("RATE"))] if env("RATE") else [f * dev_iops for f in fracs]
+        fl.log(TAG, f"device {dev_iops:,.0f} IOPS (median); rates {', '.join(f'{r:,.0f}' for r in rates)}/s")
+        tcs = {r: [] for r in rates}
+        rams = {r: [] for r in rates}
+        fios = {r: [] for r in rates}
+        for run in range(RUNS):
+            for rate in rates:
+                t = one(srv, load, rate)
+                tcs[rate].append(t)
+                f = fl.fio(fio_file, FLASH_SIZE, QD, DURATION, rate_iops=rate)
+                fios[rate].append(f)
+                c = one(srv, ram_load, rate)
+                rams[rate].append(c)
+                fl.log(TAG, f"run {run + 1} at {rate:,.0f}/s: tiercache {t['achieved']:,.0f}/s p50 {t['p50']:.0f} "
+                       f"p99 {t['p99']:.0f} p99.9 {t['p999']:.0f} us (flash {t['flash_frac']:.1%} of hits, hit "
+                       f"ratio {t['hit_ratio']:.4f}); fio at the same rate p50 {f['p50_us']:.0f} p99 {f['p99_us']:.0f} us; "
+                       f"RAM hits p50 {c['p50']:.0f} p99 {c['p99']:.0f} us")
+    finally:
+        srv.stop()
+    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+    rate = rates[0]
+    p99 = m("p99", tcs[rate])
+    verdict = "met" if p99 < 1000 else "not met"
+    envs = " ".join(f"{k}={os.environ[k]}" for k in ("QD", "FRACTION", "EXTRA_FRACTIONS", "RATE", "RUNS",
+                                                      "DURATION", "KEYS", "VALUE", "MEM", "EXT_OPTS")
+                    if k in os.environ)
+    rows = []
+    for r in rates:
+        t, f = tcs[r], fios[r]
+        frac = f"{r / dev_iops:.2f} x device" if not env("RATE") else "fixed"
+        rows.append(f"| {r:,.0f} ({frac}) | tiercache get | {m('achieved', t):,.0f} | {m('p50', t):,.0f} | "
+                    f"{m('p99', t):,.0f} | {m('p999', t):,.0f} | {fl.fmt_runs([x['p99'] for x in t])} |")
+        c = rams[r]
+        rows.append(f"| | tiercache get, RAM hits (control) | {m('achieved', c):,.0f} | {m('p50', c):,.0f} | "
+                    f"{m('p99', c):,.0f} | {m('p999', c):,.0f} | {fl.fmt_runs([x['p99'] for x in c])} |")
+        rows.append(f"| | fio (device) | {m('iops', f):,.0f} | {m('p50_us', f):,.0f} | {m('p99_us', f):,.0f} | n/a | "
+                    f"{fl.fmt_runs([x['p99_us'] for x in f])} |")
+    table = "\n".join(rows)
+    all_t = [x for r in rates for x in tcs[r]]
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_latency.py`
+- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
+- device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fl.fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m)
+- load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
+
+| rate /s | what | achieved /s | p50 us | p99 us | p99.9 us | runs p99 us |
+| --- | --- | ---: | ---: | ---: | ---: | --- |
+{table}
+
+Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 ms: **{verdict}**). RAM-hit control p99 at that rate: {m('p99', rams[rate]):,.0f} us. Flash hits were {m('flash_frac', all_t):.1%} of get hits (get hit ratio {m('hit_ratio', all_t):.4f}); unanswered {sum(t['unanswered'] for t in all_t)}.
+"""
+    print(body)
+    fl.write_results("Flash-hit latency at half of the device's IOPS", body, TAG)
+    if env("KEEP") is None:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,439 @@
+"""Shared helpers of the flash-tier benchmarks (bench/flash_*.py): building the
+binaries, starting servers (optionally in a memory cgroup), reading `stats`,
+running tiercache-bench and fio, medians, and writing a subsection of the
+"## Flash tier" section of bench/RESULTS.md."""
+import datetime
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+TIERCACHE = os.environ.get("TIERCACHE", os.path.join(TARGET, "release", "tiercache"))
+BENCH = os.environ.get("BENCH", os.path.join(TARGET, "release", "tiercache-bench"))
+MEMCACHED = os.environ.get("MEMCACHED", "memcached")
+RESULTS = os.environ.get("RESULTS", os.path.join(ROOT, "bench", "RESULTS.md"))
+
+
+def log(tag, *a):
+    print(f"[{tag}]", *a, file=sys.stderr, flush=True)
+
+
+def build(tag):
+    if "TIERCACHE" in os.environ and "BENCH" in os.environ:
+        return
+    log(tag, "building tiercache and tiercache-bench (release)")
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "tiercache-server",
+                    "-p", "tiercache-bench"], cwd=ROOT, check=True)
+
+
+def need_fio(tag):
+    if shutil.which("fio"):
+        return
+    log(tag, "fio not found: apt-get install -y fio")
+    subprocess.run(["apt-get", "install", "-y", "-q", "fio"], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def workdir(tag):
+    """A scratch directory on the file system of the repository (O_DIRECT must
+    work there; tmpfs would not do). FLASH_DIR overrides."""
+    base = os.environ.get("FLASH_DIR", os.path.join(ROOT, "target", "flash-bench"))
+    os.makedirs(base, exist_ok=True)
+    d = tempfile.mkdtemp(prefix=tag + ".", dir=base)
+    return d
+
+
+def fs_of(path):
+    out = subprocess.run(["df", "-PT", path], capture_output=True, text=True).stdout
+    parts = out.splitlines()[-1].split()
+    return f"{parts[0]} ({parts[1]})"
+
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = 0
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) // (1024 * 1024)
+    return f"{os.cpu_count()} CPUs, {cpu}, {mem} GiB RAM, Linux {os.uname().release}"
+
+
+def commit():
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                       capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return r.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt_runs(xs, f="{:,.0f}"):
+    return " / ".join(f.format(x) if x is not None else "n/a" for x in xs)
+
+
+# --- cgroups -------------------------------------------------------------------
+
+class Cgroup:
+    """A memory cgroup with a limit on RSS plus page cache: v1
+    (memory.limit_in_bytes) where the memory controller is mounted as v1, else
+    v2 (memory.max)."""
+
+    def __init__(self, name, limit_bytes):
+        v1 = "/sys/fs/cgroup/memory"
+        if os.path.exists(os.path.join(v1, "memory.limit_in_bytes")):
+            self.version = 1
+            self.path = os.path.join(v1, name)
+            os.makedirs(self.path, exist_ok=True)
+            # no swap here; memsw may not exist
+            self._write("memory.limit_in_bytes", str(limit_bytes))
+        else:
+            root = "/sys/fs/cgroup"
+            if os.path.exists("/sys/fs/cgroup/unified/cgroup.controllers"):
+                root = "/sys/fs/cgroup/unified"
+            self.version = 2
+            self.path = os.path.join(root, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("memory.max", str(limit_bytes))
+        self.limit = limit_bytes
+
+    def _write(self, f, v):
+        with open(os.path.join(self.path, f), "w") as fh:
+            fh.write(v)
+
+    def _read(self, f):
+        try:
+            with open(os.path.join(self.path, f)) as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+    def usage(self):
+        v = self._read("memory.usage_in_bytes" if self.version == 1 else "memory.current")
+        return int(v) if v else None
+
+    def peak(self):
+        v = self._read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
+        return int(v) if v else None
+
+    def failcnt(self):
+        if self.version == 1:
+            v = self._read("memory.failcnt")
+            return int(v) if v else None
+        v = self._read("memory.events")
+        if not v:
+            return None
+        for line in v.splitlines():
+            if line.startswith("max "):
+                return int(line.split()[1])
+        return None
+
+    def oom_kills(self):
+        text = self._read("memory.oom_control" if self.version == 1 else "memory.events") or ""
+        for line in text.splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return None
+
+    def procs_file(self):
+        return os.path.join(self.path, "cgroup.procs")
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+    def describe(self):
+        f = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+        return f"cgroup v{self.version} {f}={self.limit}"
+
+
+# --- servers -------------------------------------------------------------------
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class Server:
+    def __init__(self, name, cmd, port, cwd, cgroup=None, log_path=None):
+        self.name, self.cmd, self.port, self.cwd, self.cgroup = name, cmd, port, cwd, cgroup
+        self.log_path = log_path or os.path.join(cwd, f"{name}.log")
+        logf = open(self.log_path, "w")
+        pre = None
+        if cgroup is not None:
+            procs = cgroup.procs_file()
+
+            def pre():
+                with open(procs, "w") as fh:
+                    fh.write(str(os.getpid()))
+        self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
+                                     preexec_fn=pre)
+        for _ in range(300):
+            if port_open(port):
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{name} exited at start; log {self.log_path}:\n"
+                                   + open(self.log_path).read()[-2000:])
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} does not listen on {port}")
+
+    def stats(self, what=""):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.sendall(f"stats {what}\r\n".encode() if what else b"stats\r\n")
+            buf = b""
+            while not buf.endswith(b"END\r\n"):
+                c = s.recv(65536)
+                if not c:
+                    break
+                buf += c
+        out = {}
+        for line in buf.decode(errors="replace").split("\r\n"):
+            p = line.split(" ", 2)
+            if len(p) == 3 and p[0] == "STAT":
+                try:
+                    out[p[1]] = float(p[2]) if "." in p[2] else int(p[2])
+                except ValueError:
+                    out[p[1]] = p[2]
+        return out
+
+    def rss(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return None
+
+    def thread_cpu(self):
+        """CPU seconds (user, system) per thread group: thread names with a
+        trailing -N merged (worker-0, worker-1 -> worker)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        base = f"/proc/{self.proc.pid}/task"
+        for t in os.listdir(base):
+            try:
+                name = open(f"{base}/{t}/comm").read().strip()
+                f = open(f"{base}/{t}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            head, _, tail = name.rpartition("-")
+            if head and tail.isdigit():
+                name = head
+            u, s_ = out.get(name, (0.0, 0.0))
+            out[name] = (u + int(f[11]) / tick, s_ + int(f[12]) / tick)
+        return out
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def cpu_delta(a, b):
+    """Per thread group CPU seconds between two thread_cpu() snapshots."""
+    return {k: (b[k][0] - a.get(k, (0, 0))[0], b[k][1] - a.get(k, (0, 0))[1]) for k in b}
+
+
+def tiercache_cmd(port, mem_mb, threads, ext_opts):
+    return [TIERCACHE, "-p", str(port), "-l", "127.0.0.1", "-t", str(threads), "-m",
+            str(mem_mb), "-o", ",".join(ext_opts)]
+
+
+def memcached_cmd(port, mem_mb, threads, ext_opts):
+    cmd = [MEMCACHED, "-U", "0", "-p", str(port), "-l", "127.0.0.1", "-t", str(threads),
+           "-m", str(mem_mb)]
+    if os.geteuid() == 0:
+        cmd += ["-u", "root"]
+    return cmd + ["-o", ",".join(ext_opts)]
+
+
+# --- load --------------------------------------------------------------------
+
+def bench(port, args, tag="bench", timeout=None):
+    """Runs tiercache-bench against 127.0.0.1:port; returns its JSON output."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    cmd = [BENCH, "-s", f"127.0.0.1:{port}", "-q", "--json", path] + [str(a) for a in args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"tiercache-bench failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    for line in r.stderr.splitlines():
+        if "WARNING" in line:
+            log(tag, line.strip())
+    with open(path) as f:
+        out = json.load(f)
+    os.unlink(path)
+    return out
+
+
+def fio(path, size, qd, runtime_s, bs="4k", rw="randread", rate_iops=None, engine="io_uring"):
+    """fio 4 KiB random reads with O_DIRECT; returns (iops, clat p50 us, p99 us)."""
+    cmd = ["fio", "--name=flashbench", f"--filename={path}", f"--size={size}",
+           f"--ioengine={engine}", "--direct=1", f"--rw={rw}", f"--bs={bs}",
+           f"--iodepth={qd}", f"--runtime={runtime_s}", "--time_based",
+           "--randrepeat=0", "--norandommap", "--output-format=json"]
+    if rate_iops:
+        cmd += [f"--rate_iops={int(rate_iops)}", "--rate_process=poisson"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"fio failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    j = json.loads(r.stdout[r.stdout.index("{"):])
+    rd = j["jobs"][0]["read"]
+    pct = rd.get("clat_ns", {}).get("percentile", {})
+    lat = rd.get("lat_ns", {})
+    return {
+        "iops": rd["iops"],
+        "p50_us": pct.get("50.000000", 0) / 1000,
+        "p99_us": pct.get("99.000000", 0) / 1000,
+        "mean_us": lat.get("mean", 0) / 1000,
+        "cpu_us_per_io": (j["jobs"][0]["usr_cpu"] + j["jobs"][0]["sys_cpu"]) / 100 * runtime_s * 1e6
+        / max(1, rd["total_ios"]) if "total_ios" in rd else None,
+        "cmd": " ".join(cmd),
+    }
+
+
+# --- results -------------------------------------------------------------------
+
+SECTION = "## Flash tier"
+
+
+def write_results(subsection_title, body, tag):
+    """Replaces (or appends) `### subsection_title` inside `## Flash tier` of
+    RESULTS.md, leaving everything else intact."""
+    if RESULTS == "-":
+        return
+    text = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
+    block = f"### {subsection_title}\n\n{body.rstrip()}\n\n"
+    lines = text.splitlines(keepends=True)
+    # locate the flash section
+    start = next((i for i, l in enumerate(lines) if l.rstrip() == SECTION), None)
+    if start is None:
+        if not text.endswith("\n\n"):
+            text = text.rstrip("\n") + "\n\n"
+        text += (f"{SECTION}\n\nScripts `bench/flash_*.py` (see bench/README.md), one command "
+                 "each; every figure below is a median of runs made side by side on the same "
+                 "machine in one invocation.\n\n" + block)
+        open(RESULTS, "w").write(text)
+        log(tag, f"wrote {RESULTS} ({SECTION} / {subsection_title})")
+        return
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    sec = lines[start:end]
+    head = f"### {subsection_title}"
+    s = next((i for i, l in enumerate(sec) if l.rstrip() == head), None)
+    if s is None:
+        new_sec = "".join(sec).rstrip("\n") + "\n\n" + block
+    else:
+        e = next((i for i in range(s + 1, len(sec)) if sec[i].startswith("### ")), len(sec))
+        new_sec = "".join(sec[:s]) + block + "".join(sec[e:])
+        new_sec = new_sec.rstrip("\n") + "\n\n"
+    out = "".join(lines[:start]) + new_sec + "".join(lines[end:])
+    open(RESULTS, "w").write(out.rstrip("\n") + "\n")
+    log(tag, f"wrote {RESULTS} ({SECTION} / {subsection_title})")
+
+
+# --- paced writes ----------------------------------------------------------------
+
+def set_keys(port, keys, vlen, mb_per_s=None, prefix="key:"):
+    """Sets `keys` (integers) to vlen-byte values over one connection with
+    noreply, at most mb_per_s MB/s of values, then waits for the server with
+    `mn`. Returns the seconds taken."""
+    s = socket.create_connection(("127.0.0.1", port))
+    val = (b"%d" % vlen) * (vlen // len(b"%d" % vlen) + 1)
+    val = val[:vlen]
+    t0 = time.monotonic()
+    sent = 0
+    batch = []
+    for i, k in enumerate(keys):
+        batch.append(b"set %s%d 0 0 %d noreply\r\n%s\r\n" % (prefix.encode(), k, vlen, val))
+        if len(batch) == 64 or i == len(keys) - 1:
+            s.sendall(b"".join(batch))
+            sent += len(batch) * vlen
+            batch = []
+            if mb_per_s:
+                ahead = sent / (mb_per_s * 1e6) - (time.monotonic() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+    s.sendall(b"mn\r\n")
+    buf = b""
+    s.settimeout(300)
+    while not buf.endswith(b"MN\r\n"):
+        c = s.recv(65536)
+        if not c:
+            raise RuntimeError("connection closed during set_keys")
+        buf += c
+    s.close()
+    return time.monotonic() - t0
+
+
+def missing_keys(port, n, vlen, batch=100, prefix="key:"):
+    """Reads key 0..n-1 with multigets; returns the keys that are not there
+    with a vlen-byte value."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(300)
+    f = s.makefile("rb", buffering=1 << 20)
+    miss = []
+    for lo in range(0, n, batch):
+        ks = range(lo, min(n, lo + batch))
+        s.sendall(("get " + " ".join(f"{prefix}{k}" for k in ks) + "\r\n").encode())
+        found = set()
+        while True:
+            line = f.readline()
+            if line == b"END\r\n":
+                break
+            if not line.startswith(b"VALUE "):
+                raise RuntimeError(f"unexpected reply {line[:80]!r}")
+            p = line.split()
+            ln = int(p[3])
+            data = f.read(ln + 2)
+            if ln == vlen and len(data) == ln + 2:
+                found.add(int(p[1][len(prefix):]))
+        miss.extend(k for k in ks if k not in found)
+    s.close()
+    return miss
+
+
+def fill_all(port, n, vlen, mb_per_s, tag, rounds=4):
+    """Writes keys 0..n-1 at mb_per_s, then re-writes the missing ones (as a
+    client would after misses) up to `rounds` times. Returns (seconds, kept
+    after the first pass, kept at the end)."""
+    t = set_keys(port, range(n), vlen, mb_per_s)
+    time.sleep(1)
+    miss = missing_keys(port, n, vlen)
+    first = n - len(miss)
+    for r in range(rounds):
+        if not miss:
+            break
+        log(tag, f"port {port}: {len(miss):,} keys missing after pass {r + 1}; writing them again")
+        t += set_keys(port, miss, vlen, mb_per_s)
+        time.sleep(1)
+        miss = missing_keys(port, n, vlen)
+    return t, first, n - len(miss)
