@@ -15,7 +15,8 @@
 //! u64 x 4     fingerprint: RAM segment size, shards, flash segment size, flash slots
 //! u64         CAS counter
 //! flash:      u64 next sequence; per slot: u8 state (0 free, 1 sealed), u64 seq,
-//!             u32 data length, u32 items; u32 n + n x u32 sealed FIFO order
+//!             u32 data length, u32 items, u32 latest exptime; u32 n + n x u32
+//!             sealed FIFO order
 //! per shard:  stats (9 x u64); u32 segment ids; per id: u8 present, then
 //!             u8 queue, u32 write, u32 live items, write bytes of data;
 //!             u32 n + free ids; 2 x (u32 n + ids) queues; index (see index.rs)

@@ -704,7 +704,7 @@ impl Shard {
             return false;
         }
         let size = h.size();
-        let res = f.append(&self.bytes_at(loc)[..size], true);
+        let res = f.append(&self.bytes_at(loc)[..size], true, self.clock_now);
         match res {
             Ok(new) => {
                 self.index.relocate(hash, loc, new);
@@ -891,7 +891,7 @@ impl Shard {
             self.stats.reclaimed += 1;
         } else if reinsert && hit {
             if let Some(f) = &self.flash {
-                if let Ok(new) = f.append(item_bytes, false) {
+                if let Ok(new) = f.append(item_bytes, false, self.clock_now) {
                     self.index.relocate(hash, loc, new);
                     self.stats.reinserted += 1;
                     return;

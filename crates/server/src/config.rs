@@ -148,6 +148,9 @@ pub struct FlashSection {
     pub avg_item_size: usize,
     /// Which flash hits copy the item back to RAM: never, second, always (`ext_promote`).
     pub promote: String,
+    /// Items expiring within this many seconds get their own flash segments
+    /// (`ext_low_ttl`; 0 = off; needs ext_wbuf_count >= 3).
+    pub low_ttl: u32,
 }
 
 impl Default for FlashSection {
@@ -163,6 +166,7 @@ impl Default for FlashSection {
             wipe: false,
             avg_item_size: 1024,
             promote: "second".into(),
+            low_ttl: 3600,
         }
     }
 }
@@ -308,9 +312,10 @@ impl Config {
             "ext_wipe" => self.flash.wipe = true,
             "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
             "ext_promote" => self.flash.promote = v.to_string(),
+            "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             // memcached extstore tunables with no counterpart here.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
-            | "ext_drop_under" | "ext_recache_rate" | "ext_low_ttl" | "ext_drop_unread"
+            | "ext_drop_under" | "ext_recache_rate" | "ext_drop_unread"
             | "ext_max_sleep" | "slab_chunk_max" => {}
             // memcached options that have no meaning here but are harmless.
             "modern" | "no_modern" | "slab_reassign" | "slab_automove" | "lru_crawler"
@@ -318,7 +323,7 @@ impl Config {
             | "no_lru_maintainer" | "idle_timeout" | "watcher_logbuf_size"
             | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl"
             ),
         }
         Ok(())
@@ -359,6 +364,9 @@ impl Config {
             }
             if self.flash.wbuf_count < 2 {
                 bail!("-o ext_wbuf_count must be at least 2");
+            }
+            if self.flash.low_ttl > 0 && self.flash.wbuf_count < 3 {
+                bail!("-o ext_low_ttl (grouping by TTL) needs ext_wbuf_count of at least 3; or set ext_low_ttl=0");
             }
         }
         if tiercache_policy::by_name(&self.cache.policy).is_none() {

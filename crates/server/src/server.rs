@@ -81,6 +81,7 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
                     reinsert_hits: cfg.flash.reinsert,
                     write_budget: cfg.flash.write_budget,
                     wipe: cfg.flash.wipe,
+                    low_ttl: cfg.flash.low_ttl,
                     promote: tiercache_engine::flash::tier::Promote::parse(&cfg.flash.promote)
                         .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
                 },

@@ -32,6 +32,7 @@ fn graceful_restart_serves_every_item_with_its_cas() {
             c.cache.memory_mb = 32;
             c.flash.paths = vec![f];
             c.flash.wbuf_count = 2;
+            c.flash.low_ttl = 0;
         })
     };
     let n = 15_000;

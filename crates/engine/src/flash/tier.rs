@@ -49,6 +49,10 @@ pub struct TierParams {
     pub reinsert_hits: bool,
     /// When a get served from flash copies the item back to RAM.
     pub promote: Promote,
+    /// Items that expire within this many seconds go to their own segments
+    /// (memcached's ext_low_ttl), so that expiry frees whole segments; 0 =
+    /// one stream for all. Needs at least 3 write buffers.
+    pub low_ttl: u32,
     /// Device write budget in bytes per second (0 = none): admission drops past it.
     pub write_budget: u64,
     /// Overwrite devices that hold something other than our format.
@@ -63,6 +67,7 @@ impl Default for TierParams {
             min_value_size: 0,
             reinsert_hits: true,
             promote: Promote::Second,
+            low_ttl: 3600,
             write_budget: 0,
             wipe: false,
         }
@@ -124,6 +129,8 @@ struct Slot {
     data_len: u32,
     /// Index entries pointing into the slot.
     items: u32,
+    /// Latest exptime of its records (0 = some never expire).
+    max_exptime: u32,
     state: SlotState,
 }
 
@@ -142,7 +149,8 @@ struct State {
     free: VecDeque<u32>,
     sealed: VecDeque<u32>,
     queued: VecDeque<u32>,
-    open: Option<Open>,
+    /// Open buffers by TTL class: 0 long or no TTL, 1 expiring soon.
+    open: [Option<Open>; 2],
     spare: Vec<AlignedBuf>,
     next_seq: u64,
     budget_tokens: f64,
@@ -182,6 +190,8 @@ pub struct TierStats {
     pub write_errors: AtomicU64,
     pub segments_written: AtomicU64,
     pub segments_reclaimed: AtomicU64,
+    /// Segments reclaimed early because every record in them had expired.
+    pub segments_expired: AtomicU64,
     pub busy: AtomicU64,
     pub admission_refused: AtomicU64,
     /// Reads submitted and not completed yet (a gauge).
@@ -247,6 +257,7 @@ impl FlashTier {
                         seq: 0,
                         data_len: 0,
                         items: 0,
+                        max_exptime: 0,
                         state: SlotState::Free,
                     });
                     next[dev] += 1;
@@ -257,6 +268,12 @@ impl FlashTier {
             }
         }
         slots.truncate(MAX_SLOTS);
+        if params.low_ttl > 0 && params.write_buffers < 3 {
+            return Err(DeviceError(
+                "grouping by TTL (ext_low_ttl) needs at least 3 write buffers (ext_wbuf_count)"
+                    .into(),
+            ));
+        }
         if slots.len() < FREE_SLOTS_LOW + params.write_buffers {
             return Err(DeviceError(format!(
                 "flash devices hold {} segments of {} KiB; need at least {}",
@@ -276,7 +293,7 @@ impl FlashTier {
                 free,
                 sealed: VecDeque::new(),
                 queued: VecDeque::new(),
-                open: None,
+                open: [None, None],
                 spare,
                 next_seq: 1,
                 budget_tokens: 0.0,
@@ -343,26 +360,35 @@ impl FlashTier {
     /// it and opening another if needed.
     pub fn ensure_room(&self, bytes: usize) -> Result<(), Busy> {
         let mut st = self.state.lock();
-        if let Some(o) = &st.open {
-            if self.params.segment_size - o.write >= bytes {
-                return Ok(());
+        let classes = if self.params.low_ttl > 0 { 2 } else { 1 };
+        for class in 0..classes {
+            let roomy = st.open[class]
+                .as_ref()
+                .is_some_and(|o| self.params.segment_size - o.write >= bytes);
+            if !roomy && !self.open_new(&mut st, class) {
+                self.stats.busy.fetch_add(1, Ordering::Relaxed);
+                return Err(Busy);
             }
         }
-        if self.open_new(&mut st) {
-            Ok(())
-        } else {
-            self.stats.busy.fetch_add(1, Ordering::Relaxed);
-            Err(Busy)
-        }
+        Ok(())
+    }
+
+    /// The TTL class of an item: 1 when it expires within `low_ttl`.
+    fn class_of(&self, exptime: u32, now: u32) -> usize {
+        usize::from(
+            self.params.low_ttl > 0
+                && exptime != 0
+                && exptime <= now.saturating_add(self.params.low_ttl),
+        )
     }
 
     /// Seals the open buffer (if any) and opens a fresh one; false when no
     /// buffer or slot is free.
-    fn open_new(&self, st: &mut State) -> bool {
+    fn open_new(&self, st: &mut State, class: usize) -> bool {
         if st.spare.is_empty() || st.free.is_empty() {
             return false;
         }
-        self.seal(st);
+        self.seal(st, class);
         let slot = st.free.pop_front().expect("checked");
         let buf = st.spare.pop().expect("checked");
         let seq = st.next_seq;
@@ -372,7 +398,7 @@ impl FlashTier {
         s.items = 0;
         s.data_len = 0;
         s.state = SlotState::Open;
-        st.open = Some(Open {
+        st.open[class] = Some(Open {
             slot,
             buf,
             write: BLOCK,
@@ -384,10 +410,17 @@ impl FlashTier {
     }
 
     /// Hands the open buffer to the flusher.
-    fn seal(&self, st: &mut State) {
-        let Some(mut o) = st.open.take() else {
+    fn seal(&self, st: &mut State, class: usize) {
+        let Some(mut o) = st.open[class].take() else {
             return;
         };
+        if o.records == 0 {
+            // Nothing in it: give the slot and the buffer back unwritten.
+            st.slots[o.slot as usize].state = SlotState::Free;
+            st.free.push_front(o.slot);
+            st.spare.push(o.buf);
+            return;
+        }
         let slot = &mut st.slots[o.slot as usize];
         let end = round_up(o.write, BLOCK);
         o.buf.as_mut_slice()[o.write..end].fill(0);
@@ -400,6 +433,7 @@ impl FlashTier {
         }
         .write(o.buf.as_mut_slice());
         slot.data_len = (o.write - BLOCK) as u32;
+        slot.max_exptime = if o.never_expires { 0 } else { o.max_exptime };
         slot.state = SlotState::Queued(Arc::new(o.buf));
         st.queued.push_back(o.slot);
         self.work.notify_one();
@@ -408,15 +442,18 @@ impl FlashTier {
     /// Seals a partly filled open buffer so that it reaches the device (idle flush).
     pub fn seal_open(&self) {
         let mut st = self.state.lock();
-        if st.open.as_ref().is_some_and(|o| o.records > 0) {
-            self.seal(&mut st);
+        for class in 0..2 {
+            if st.open[class].as_ref().is_some_and(|o| o.records > 0) {
+                self.seal(&mut st, class);
+            }
         }
     }
 
     /// Appends an item (RAM layout) as a record; returns its new location.
     /// `admitted` counts it as new data (false for reinsertion).
-    pub fn append(&self, item: &[u8], admitted: bool) -> Result<Loc, AppendError> {
+    pub fn append(&self, item: &[u8], admitted: bool, now: u32) -> Result<Loc, AppendError> {
         let h = Header::read(item);
+        let class = self.class_of(h.exptime, now);
         let size = format::record_size(h.klen as usize, h.vlen as usize);
         if self.degraded() || size + BLOCK > self.params.segment_size {
             return Err(AppendError::Refused);
@@ -428,12 +465,12 @@ impl FlashTier {
         }
         let fits =
             |o: &Open| format::place_record(o.write, size) + size <= self.params.segment_size;
-        if !st.open.as_ref().is_some_and(fits) && !self.open_new(&mut st) {
+        if !st.open[class].as_ref().is_some_and(fits) && !self.open_new(&mut st, class) {
             self.stats.busy.fetch_add(1, Ordering::Relaxed);
             return Err(AppendError::Busy);
         }
         let st = &mut *st;
-        let o = st.open.as_mut().expect("open");
+        let o = st.open[class].as_mut().expect("open");
         let at = format::place_record(o.write, size);
         let slot = o.slot;
         let seq = st.slots[slot as usize].seq;
@@ -502,7 +539,12 @@ impl FlashTier {
             };
         match &slot.state {
             SlotState::Open => {
-                let o = st.open.as_ref().expect("open slot has a buffer");
+                let o = st
+                    .open
+                    .iter()
+                    .flatten()
+                    .find(|o| o.slot as usize == i)
+                    .expect("open slot has a buffer");
                 if off >= o.write {
                     return Where::Gone;
                 }
@@ -636,6 +678,7 @@ impl FlashTier {
     pub fn run_flusher(&self, owner: &dyn RecordOwner, idle: Duration) {
         let mut scratch = AlignedBuf::new(self.params.segment_size);
         let mut last_append = (0u64, Instant::now());
+        let mut last_expiry_scan = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             let job = {
                 let mut st = self.state.lock();
@@ -662,11 +705,28 @@ impl FlashTier {
                     let written = self.stats.objects_written.load(Ordering::Relaxed);
                     if written != last_append.0 {
                         last_append = (written, Instant::now());
-                    } else if last_append.1.elapsed() >= idle
-                        && st.open.as_ref().is_some_and(|o| o.records > 0)
-                    {
-                        self.seal(&mut st);
-                        continue;
+                    } else if last_append.1.elapsed() >= idle {
+                        if let Some(class) =
+                            (0..2).find(|&c| st.open[c].as_ref().is_some_and(|o| o.records > 0))
+                        {
+                            self.seal(&mut st, class);
+                            continue;
+                        }
+                    }
+                    // Expiry frees whole segments: once a segment's latest
+                    // exptime has passed, reclaim it ahead of its turn.
+                    if last_expiry_scan.elapsed() >= Duration::from_secs(1) {
+                        last_expiry_scan = Instant::now();
+                        let now = crate::clock::unix_now();
+                        if let Some(pos) = st.sealed.iter().position(|&i| {
+                            let m = st.slots[i as usize].max_exptime;
+                            m != 0 && m <= now
+                        }) {
+                            let slot = st.sealed.remove(pos).expect("found");
+                            st.slots[slot as usize].state = SlotState::Reclaiming;
+                            self.stats.segments_expired.fetch_add(1, Ordering::Relaxed);
+                            break Job::Reclaim(slot);
+                        }
                     }
                     self.work.wait_for(&mut st, Duration::from_millis(20));
                 }
@@ -856,6 +916,7 @@ impl FlashTier {
             w.u64(s.seq)?;
             w.u32(s.data_len)?;
             w.u32(s.items)?;
+            w.u32(s.max_exptime)?;
         }
         w.list(st.sealed.iter().copied())
     }
@@ -880,6 +941,7 @@ impl FlashTier {
             s.seq = r.u64()?;
             s.data_len = r.u32()?;
             s.items = r.u32()?;
+            s.max_exptime = r.u32()?;
             s.state = SlotState::Free;
         }
         let order = r.list(n)?;
