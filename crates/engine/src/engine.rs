@@ -1,8 +1,9 @@
 //! The engine: shards behind mutexes, the shared memory pool and CAS counter,
 //! flush_all, the expiry sweeper's entry point, and aggregated stats.
 
-use crate::flash::io::{Notify, ReadPool, Reader};
+use crate::flash::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
 use crate::flash::tier::{RecordOwner, Usage};
+use crate::flash::uring::{self, UringReader, RING_ENTRIES};
 use crate::flash::{BlockDevice, FileDevice, FlashTier, TierParams};
 use crate::index::Loc;
 use crate::item::{Header, HEADER};
@@ -23,6 +24,8 @@ pub struct FlashConfig {
     pub params: TierParams,
     /// Threads of the pread pool.
     pub read_threads: usize,
+    /// Which reader to use (`ext_io`).
+    pub io: IoMode,
     /// Expected bytes per item on flash: the index is sized for the devices
     /// full of such items (its entries cannot be rehashed later).
     pub avg_item_size: usize,
@@ -80,6 +83,46 @@ const MIN_BUCKETS_PER_SHARD: usize = 64;
 /// Segments each shard should own at least.
 const MIN_SEGMENTS_PER_SHARD: usize = 8;
 
+/// Picks the flash reader for `mode` and says in the log which one and why.
+fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend, ConfigError> {
+    if mode == IoMode::Pool {
+        tracing::info!("flash reads: thread pool (ext_io=pool)");
+        return Ok(IoBackend::Pool);
+    }
+    // On a thread of its own: a thread that used a ring may see later
+    // blocking calls (socket reads with a timeout) fail with EINTR when the
+    // kernel tears the ring down, and the caller's thread should not.
+    let probed = {
+        let devices = devices.to_vec();
+        std::thread::Builder::new()
+            .name("flash-io-probe".into())
+            .spawn(move || uring::probe(&devices))
+            .map_err(|e| ConfigError(format!("cannot start the io_uring probe: {e}")))?
+            .join()
+            .unwrap_or_else(|_| Err("the io_uring probe panicked".into()))
+    };
+    match probed {
+        Ok(()) => {
+            tracing::info!(
+                "flash reads: io_uring, one ring of {RING_ENTRIES} entries per worker (ext_io={})",
+                if mode == IoMode::Uring {
+                    "uring"
+                } else {
+                    "auto"
+                }
+            );
+            Ok(IoBackend::Uring)
+        }
+        Err(why) if mode == IoMode::Uring => Err(ConfigError(format!(
+            "ext_io=uring: io_uring cannot be used: {why}; use ext_io=auto or ext_io=pool"
+        ))),
+        Err(why) => {
+            tracing::info!("flash reads: thread pool, because io_uring cannot be used: {why}");
+            Ok(IoBackend::Pool)
+        }
+    }
+}
+
 /// The shards, shared with the flusher thread.
 struct Shards {
     list: Vec<Mutex<Shard>>,
@@ -109,7 +152,11 @@ pub struct Engine {
     shared: Arc<Shared>,
     config: EngineConfig,
     flash: Option<Arc<FlashTier>>,
-    read_pool: Option<ReadPool>,
+    /// The reader chosen at start; None without a flash tier.
+    io_backend: Option<IoBackend>,
+    /// Made on first use: always with the pool backend, and for a worker
+    /// whose ring cannot be created.
+    read_pool: std::sync::OnceLock<ReadPool>,
     flusher: Option<JoinHandle<()>>,
 }
 
@@ -279,25 +326,28 @@ impl Engine {
             list,
             mask: (config.shards - 1) as u64,
         });
-        let (read_pool, flusher) = match &flash {
+        let io_backend = match (&flash, &config.flash) {
+            (Some(f), Some(fc)) => Some(choose_io(fc.io, f.devices())?),
+            _ => None,
+        };
+        let flusher = match &flash {
             Some(f) => {
-                let threads = config.flash.as_ref().map_or(4, |c| c.read_threads).max(1);
-                let pool = ReadPool::new(f.devices().to_vec(), threads);
                 let (f2, owner) = (f.clone(), shards.clone());
                 let t = std::thread::Builder::new()
                     .name("flash-flusher".into())
                     .spawn(move || f2.run_flusher(owner.as_ref(), Duration::from_millis(200)))
                     .map_err(|e| ConfigError(format!("cannot start the flash flusher: {e}")))?;
-                (Some(pool), Some(t))
+                Some(t)
             }
-            None => (None, None),
+            None => None,
         };
         let engine = Engine {
             shards,
             shared,
             config,
             flash,
-            read_pool,
+            io_backend,
+            read_pool: std::sync::OnceLock::new(),
             flusher,
         };
         engine.restore_if_any()?;
@@ -434,11 +484,28 @@ impl Engine {
         self.flash.as_ref()
     }
 
-    /// A reader for one network worker; `notify` wakes its event loop.
+    /// The flash reader in use (`ext_io`), if there is a flash tier.
+    pub fn io_backend(&self) -> Option<IoBackend> {
+        self.io_backend
+    }
+
+    /// A reader for one network worker, made on that worker's thread.
+    /// The pool reader wakes the worker through `notify`; the io_uring
+    /// reader through its [`Reader::event_fd`], which the worker registers.
     pub fn reader(&self, notify: Notify) -> Option<Box<dyn Reader>> {
-        self.read_pool
-            .as_ref()
-            .map(|p| Box::new(p.reader(notify)) as Box<dyn Reader>)
+        let flash = self.flash.as_ref()?;
+        if self.io_backend == Some(IoBackend::Uring) {
+            match UringReader::new(flash.devices(), RING_ENTRIES) {
+                Ok(r) => return Some(Box::new(r)),
+                Err(e) => tracing::warn!(error = %e,
+                    "cannot create this worker's io_uring ring; it reads flash through the thread pool"),
+            }
+        }
+        let pool = self.read_pool.get_or_init(|| {
+            let threads = self.config.flash.as_ref().map_or(4, |c| c.read_threads);
+            ReadPool::new(flash.devices().to_vec(), threads.max(1))
+        });
+        Some(Box::new(pool.reader(notify)))
     }
 
     /// Flash slot usage, for stats.

@@ -39,6 +39,7 @@ fn config_with(memory_mb: usize, f: impl FnOnce(&mut TierParams)) -> EngineConfi
             read_threads: 1,
             avg_item_size: 1024,
             snapshot: None,
+            io: Default::default(),
         }),
     }
 }

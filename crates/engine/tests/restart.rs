@@ -33,6 +33,7 @@ fn config(snapshot: &std::path::Path, wipe: bool) -> EngineConfig {
             read_threads: 1,
             avg_item_size: 1024,
             snapshot: Some(snapshot.to_path_buf()),
+            io: Default::default(),
         }),
     }
 }

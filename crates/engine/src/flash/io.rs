@@ -2,13 +2,55 @@
 //! [`Reader`]: it submits reads and later reaps their completions from its
 //! event loop. [`PoolReader`] hands reads to a small shared thread pool that
 //! uses pread (works everywhere, and sees every read of a fault-injecting
-//! device); the io_uring reader lives in `uring.rs`.
+//! device); the io_uring reader lives in `uring.rs`. [`IoMode`] is the
+//! configured choice, [`IoBackend`] the one in use.
 
 use super::aligned::AlignedBuf;
 use super::device::BlockDevice;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use std::io;
 use std::sync::Arc;
+
+/// Which reader the flash tier uses (`ext_io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// io_uring where it works, else the thread pool.
+    #[default]
+    Auto,
+    /// io_uring or a start-up error.
+    Uring,
+    /// The pread thread pool.
+    Pool,
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<IoMode, String> {
+        match s {
+            "" | "auto" => Ok(IoMode::Auto),
+            "uring" | "io_uring" => Ok(IoMode::Uring),
+            "pool" => Ok(IoMode::Pool),
+            _ => Err(format!("ext_io={s}: choose auto, uring or pool")),
+        }
+    }
+}
+
+/// The reader actually in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoBackend {
+    Uring,
+    Pool,
+}
+
+impl IoBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoBackend::Uring => "uring",
+            IoBackend::Pool => "pool",
+        }
+    }
+}
 
 /// A read to perform; `token` comes back with its completion.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +75,9 @@ pub trait Reader: Send {
     fn submit(&mut self, op: ReadOp);
     /// Moves finished reads into `out`.
     fn reap(&mut self, out: &mut Vec<Completion>);
+    /// Hands reads submitted so far to the device, for readers that batch
+    /// submissions (io_uring); the worker calls it once per loop turn.
+    fn flush(&mut self) {}
     /// Reads submitted and not yet reaped.
     fn in_flight(&self) -> usize;
     /// A file descriptor that becomes readable when completions are ready,

@@ -9,6 +9,7 @@
 //! - [`tier`]: slots, write buffers, the flusher, reclaim.
 //! - [`fetch`]: records a request waits for, verified on arrival.
 //! - [`io`]: per-worker asynchronous readers (thread-pool pread).
+//! - [`uring`]: the io_uring reader (one ring per worker).
 
 pub mod aligned;
 pub mod device;
@@ -17,6 +18,7 @@ pub mod fetch;
 pub mod format;
 pub mod io;
 pub mod tier;
+pub mod uring;
 
 pub use device::{BlockDevice, DeviceError, FileDevice};
 pub use fetch::{FetchState, Fetched, ReadReq};

@@ -1,0 +1,578 @@
+//! The io_uring flash reader: one ring per network worker, reads straight
+//! from the devices' O_DIRECT file descriptors into 4 KiB-aligned buffers,
+//! many in flight, no thread hop on either side.
+//!
+//! - Submission is batched: [`Reader::submit`] only fills the submission
+//!   queue; one `io_uring_enter` per [`Reader::flush`] (the worker calls it
+//!   once per turn of its event loop) or [`Reader::reap`], or as soon as the
+//!   queue is full.
+//! - Each read's buffer lives in the in-flight table (`slots`, indexed by the
+//!   SQE's user data) until its completion is reaped; dropping the reader
+//!   waits for every read still in the kernel. At most [`RING_ENTRIES`] reads
+//!   are in the kernel (the completion queue holds twice that, so it never
+//!   overflows); more wait in a local queue.
+//! - Completions are signalled through an eventfd registered with the ring,
+//!   which the worker registers in its own epoll set ([`Reader::event_fd`]):
+//!   a completion wakes the worker directly, as a socket does.
+//! - Negative results become `Err` completions, short reads `Ok` with the
+//!   bytes read, exactly as the pool's pread does.
+//!
+//! This is the only module of the engine with unsafe code: pushing an SQE
+//! that carries a raw buffer pointer.
+
+use super::aligned::{AlignedBuf, BLOCK};
+use super::device::BlockDevice;
+use super::io::{Completion, ReadOp, Reader};
+use io_uring::{opcode, types, IoUring};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// Submission queue entries per ring (one ring per worker).
+pub const RING_ENTRIES: u32 = 256;
+
+struct Slot {
+    token: u64,
+    buf: AlignedBuf,
+}
+
+/// A worker's io_uring reader.
+pub struct UringReader {
+    ring: IoUring,
+    /// Written by the kernel on every completion.
+    event: OwnedFd,
+    fds: Vec<RawFd>,
+    /// Keeps the devices, and so their file descriptors, open.
+    _devices: Vec<Arc<dyn BlockDevice>>,
+    /// Buffers of reads in the kernel, by SQE user data.
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    /// Reads pushed to the submission queue and not yet completed.
+    in_ring: usize,
+    /// Of those, pushed but not yet handed to the kernel.
+    unsubmitted: usize,
+    /// Reads waiting for room in the ring.
+    pending: VecDeque<ReadOp>,
+    /// Reads that failed without reaching the kernel.
+    ready: Vec<Completion>,
+}
+
+impl UringReader {
+    /// A ring of `entries` entries reading `devices`, which must all have a
+    /// file descriptor ([`BlockDevice::raw_fd`]).
+    pub fn new(devices: &[Arc<dyn BlockDevice>], entries: u32) -> io::Result<UringReader> {
+        let fds = devices
+            .iter()
+            .map(|d| {
+                d.raw_fd().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!(
+                            "flash device {} has no file descriptor (every read must go through it)",
+                            d.name()
+                        ),
+                    )
+                })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let entries = entries.max(1).next_power_of_two();
+        let ring = IoUring::new(entries)?;
+        let event = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::NONBLOCK | rustix::event::EventfdFlags::CLOEXEC,
+        )?;
+        ring.submitter().register_eventfd(event.as_raw_fd())?;
+        let cap = ring.params().sq_entries() as usize;
+        Ok(UringReader {
+            ring,
+            event,
+            fds,
+            _devices: devices.to_vec(),
+            slots: (0..cap).map(|_| None).collect(),
+            free: (0..cap as u32).rev().collect(),
+            in_ring: 0,
+            unsubmitted: 0,
+            pending: VecDeque::new(),
+            ready: Vec::new(),
+        })
+    }
+
+    /// Puts `op` in the submission queue; false if the ring has no room.
+    fn push(&mut self, op: ReadOp) -> bool {
+        if self.free.is_empty() {
+            return false;
+        }
+        if self.ring.submission().is_full() {
+            self.enter();
+            if self.ring.submission().is_full() {
+                return false;
+            }
+        }
+        let Some(idx) = self.free.pop() else {
+            return false;
+        };
+        let mut buf = AlignedBuf::new(op.len);
+        let len = buf.len() as u32;
+        let ptr = buf.as_mut_slice().as_mut_ptr();
+        let sqe = opcode::Read::new(types::Fd(self.fds[op.dev]), ptr, len)
+            .offset(op.offset)
+            .build()
+            .user_data(u64::from(idx));
+        // The buffer goes into the table before the kernel can see the SQE.
+        // Moving the AlignedBuf moves only its Box pointer, never the heap
+        // bytes `ptr` points into.
+        self.slots[idx as usize] = Some(Slot {
+            token: op.token,
+            buf,
+        });
+        #[allow(unsafe_code)]
+        // SAFETY: `ptr` points to `len` writable bytes of the heap block
+        // owned by `slots[idx]`. That slot is only emptied when the
+        // completion carrying user data `idx` is reaped (the kernel is done
+        // with the buffer), and `Drop` waits for every read still in the
+        // kernel before the table is freed, so the buffer outlives the I/O.
+        // Nothing else reads or writes the buffer while the read is in flight.
+        let pushed = unsafe { self.ring.submission().push(&sqe) };
+        if pushed.is_err() {
+            self.slots[idx as usize] = None;
+            self.free.push(idx);
+            return false;
+        }
+        self.in_ring += 1;
+        self.unsubmitted += 1;
+        if self.ring.submission().is_full() {
+            self.enter();
+        }
+        true
+    }
+
+    /// Hands the queued SQEs to the kernel (one system call).
+    fn enter(&mut self) {
+        if self.unsubmitted == 0 {
+            return;
+        }
+        match self.ring.submit() {
+            Ok(n) => self.unsubmitted = self.unsubmitted.saturating_sub(n),
+            // EBUSY/EAGAIN/EINTR: the SQEs stay queued; the next flush or
+            // reap (the worker's loop wakes at least every 100 ms) retries.
+            Err(e) => {
+                if !matches!(
+                    e.raw_os_error(),
+                    Some(libc::EBUSY) | Some(libc::EAGAIN) | Some(libc::EINTR)
+                ) {
+                    tracing::warn!(error = %e, "io_uring submit failed; will retry");
+                }
+            }
+        }
+    }
+
+    /// Moves waiting reads into the ring while it has room.
+    fn fill(&mut self) {
+        while let Some(op) = self.pending.front().copied() {
+            if !self.push(op) {
+                break;
+            }
+            self.pending.pop_front();
+        }
+    }
+
+    /// A read that fails without reaching the kernel; the eventfd is
+    /// written so the worker still wakes up for it.
+    fn fail(&mut self, token: u64, e: io::Error) {
+        self.ready.push(Completion {
+            token,
+            result: Err(e),
+        });
+        let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
+    }
+
+    /// Blocks until at least one read completes (or none is in flight),
+    /// then reaps. For tests, the start-up probe and callers without an
+    /// event loop.
+    pub fn wait(&mut self, out: &mut Vec<Completion>) -> io::Result<()> {
+        self.fill();
+        if self.ready.is_empty() && self.in_ring > 0 {
+            loop {
+                match self.ring.submit_and_wait(1) {
+                    Ok(n) => {
+                        self.unsubmitted = self.unsubmitted.saturating_sub(n);
+                        break;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.reap(out);
+        Ok(())
+    }
+
+    fn drain_event(&self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&self.event, &mut b);
+    }
+}
+
+impl Reader for UringReader {
+    fn submit(&mut self, op: ReadOp) {
+        if op.dev >= self.fds.len() {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no flash device {}", op.dev),
+            );
+            return self.fail(op.token, e);
+        }
+        if !self.pending.is_empty() || !self.push(op) {
+            self.pending.push_back(op);
+        }
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>) {
+        // Reset the eventfd first: a completion posted after this point
+        // writes it again, so none is left without a wake-up.
+        self.drain_event();
+        out.append(&mut self.ready);
+        for cqe in self.ring.completion() {
+            let idx = cqe.user_data() as usize;
+            let Some(slot) = self.slots.get_mut(idx).and_then(Option::take) else {
+                continue;
+            };
+            self.free.push(idx as u32);
+            self.in_ring -= 1;
+            let res = cqe.result();
+            let result = if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok((slot.buf, res as usize))
+            };
+            out.push(Completion {
+                token: slot.token,
+                result,
+            });
+        }
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        self.fill();
+        self.enter();
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_ring + self.pending.len() + self.ready.len()
+    }
+
+    fn event_fd(&self) -> Option<RawFd> {
+        Some(self.event.as_raw_fd())
+    }
+}
+
+impl Drop for UringReader {
+    fn drop(&mut self) {
+        // The kernel may still write into buffers of the table: wait for
+        // every read to complete before the table is freed.
+        while self.in_ring > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => {
+                    tracing::error!(error = %e, reads = self.in_ring,
+                        "io_uring: cannot wait for reads in flight; leaking their buffers");
+                    std::mem::forget(std::mem::take(&mut self.slots));
+                    return;
+                }
+            }
+            for cqe in self.ring.completion() {
+                if let Some(s) = self.slots.get_mut(cqe.user_data() as usize) {
+                    if s.take().is_some() {
+                        self.in_ring -= 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether this process may create an io_uring ring at all.
+pub fn available() -> bool {
+    IoUring::new(2).is_ok()
+}
+
+/// Checks that io_uring reads work on `devices`: creates a ring and reads
+/// block 0 of each device through it. The error says why not.
+pub fn probe(devices: &[Arc<dyn BlockDevice>]) -> Result<(), String> {
+    let mut r = UringReader::new(devices, 4).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::ENOSYS) | Some(libc::EACCES) => {
+            format!("io_uring is not allowed here ({e}; containers often forbid it)")
+        }
+        _ => format!("{e}"),
+    })?;
+    for dev in 0..devices.len() {
+        r.submit(ReadOp {
+            token: dev as u64,
+            dev,
+            offset: 0,
+            len: BLOCK,
+        });
+    }
+    r.flush();
+    let mut out = Vec::new();
+    while r.in_flight() > 0 {
+        r.wait(&mut out)
+            .map_err(|e| format!("waiting for an io_uring read failed: {e}"))?;
+    }
+    for c in out {
+        let name = devices[c.token as usize].name();
+        match c.result {
+            Ok((_, n)) if n == BLOCK => {}
+            Ok((_, n)) => return Err(format!("io_uring read {n} of {BLOCK} bytes from {name}")),
+            Err(e) => return Err(format!("io_uring read from {name} failed: {e}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flash::fault::{FaultDevice, Faults, MemDevice};
+    use crate::flash::FileDevice;
+    use std::path::PathBuf;
+
+    /// A temporary directory on the real file system (ext4 here), removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let d = std::env::temp_dir().join(format!("tc-uring-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            TempDir(d)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A file of `blocks` blocks, block `b` filled with a pattern of `b`.
+    fn device(dir: &TempDir, blocks: u64) -> Arc<dyn BlockDevice> {
+        let dev = FileDevice::open(&dir.0.join("flash"), blocks * BLOCK as u64).expect("O_DIRECT");
+        let mut w = AlignedBuf::new(BLOCK);
+        for b in 0..blocks {
+            fill(w.as_mut_slice(), b);
+            dev.write_at(w.as_slice(), b * BLOCK as u64).unwrap();
+        }
+        Arc::new(dev)
+    }
+
+    fn fill(buf: &mut [u8], b: u64) {
+        for (i, x) in buf.iter_mut().enumerate() {
+            *x = (b as usize * 31 + i / 8) as u8;
+        }
+    }
+
+    /// io_uring may be forbidden (seccomp in containers): such hosts skip.
+    fn reader(devs: &[Arc<dyn BlockDevice>]) -> Option<UringReader> {
+        match UringReader::new(devs, RING_ENTRIES) {
+            Ok(r) => Some(r),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS)) => {
+                eprintln!("io_uring not available here ({e}): skipped");
+                None
+            }
+            Err(e) => panic!("cannot create a ring: {e}"),
+        }
+    }
+
+    /// Waits on the eventfd as a worker's epoll would, then reaps.
+    fn wait_event(r: &mut UringReader, out: &mut Vec<Completion>) {
+        assert_eq!(r.event_fd(), Some(r.event.as_raw_fd()));
+        let mut fds = [rustix::event::PollFd::new(
+            &r.event,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: 10,
+            tv_nsec: 0,
+        };
+        let n = rustix::event::poll(&mut fds, Some(&timeout)).unwrap();
+        assert_eq!(n, 1, "no completion signalled within 10 s");
+        r.reap(out);
+    }
+
+    #[test]
+    fn reads_known_blocks_many_in_flight() {
+        let dir = TempDir::new("known");
+        let blocks = 64;
+        let devs = vec![device(&dir, blocks)];
+        let Some(mut r) = reader(&devs) else { return };
+        // More reads than the ring holds: the rest wait in the local queue.
+        let n = 3 * RING_ENTRIES as u64 + 7;
+        for t in 0..n {
+            let b = (t * 7) % blocks;
+            let len = if t % 3 == 0 { 2 * BLOCK } else { BLOCK };
+            r.submit(ReadOp {
+                token: t,
+                dev: 0,
+                offset: b.min(blocks - 2) * BLOCK as u64,
+                len,
+            });
+        }
+        assert_eq!(r.in_flight(), n as usize);
+        r.flush();
+        let mut out = Vec::new();
+        let mut wakes = 0;
+        while r.in_flight() > 0 {
+            wait_event(&mut r, &mut out);
+            wakes += 1;
+        }
+        assert_eq!(out.len(), n as usize);
+        let mut seen = vec![false; n as usize];
+        let mut want = AlignedBuf::new(2 * BLOCK);
+        for c in out {
+            let t = c.token;
+            assert!(
+                !std::mem::replace(&mut seen[t as usize], true),
+                "token {t} twice"
+            );
+            let (buf, got) = c.result.expect("read");
+            let b = ((t * 7) % blocks).min(blocks - 2);
+            let len = if t % 3 == 0 { 2 * BLOCK } else { BLOCK };
+            assert_eq!(got, len);
+            for k in 0..len / BLOCK {
+                fill(&mut want.as_mut_slice()[..BLOCK], b + k as u64);
+                assert!(
+                    buf.as_slice()[k * BLOCK..(k + 1) * BLOCK] == want.as_slice()[..BLOCK],
+                    "token {t}: wrong bytes in block {}",
+                    b + k as u64
+                );
+            }
+        }
+        assert!(wakes >= 1);
+    }
+
+    #[test]
+    fn short_read_at_end_of_file() {
+        let dir = TempDir::new("short");
+        let devs = vec![device(&dir, 8)];
+        let Some(mut r) = reader(&devs) else { return };
+        // Two blocks asked from the last block: one comes back.
+        r.submit(ReadOp {
+            token: 1,
+            dev: 0,
+            offset: 7 * BLOCK as u64,
+            len: 2 * BLOCK,
+        });
+        // Past the end: nothing.
+        r.submit(ReadOp {
+            token: 2,
+            dev: 0,
+            offset: 8 * BLOCK as u64,
+            len: BLOCK,
+        });
+        let mut out = Vec::new();
+        while r.in_flight() > 0 {
+            r.wait(&mut out).unwrap();
+        }
+        out.sort_by_key(|c| c.token);
+        let mut want = vec![0u8; BLOCK];
+        fill(&mut want, 7);
+        match &out[0].result {
+            Ok((buf, n)) => {
+                assert_eq!(*n, BLOCK);
+                assert!(buf.as_slice()[..BLOCK] == want[..]);
+            }
+            Err(e) => panic!("short read became an error: {e}"),
+        }
+        assert_eq!(out[1].result.as_ref().map(|r| r.1).unwrap(), 0);
+    }
+
+    /// A device whose descriptor is not open.
+    struct BadFd(Arc<dyn BlockDevice>);
+
+    impl BlockDevice for BadFd {
+        fn name(&self) -> &str {
+            "bad-fd"
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+            self.0.read_at(buf, off)
+        }
+        fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+            self.0.write_at(buf, off)
+        }
+        fn raw_fd(&self) -> Option<RawFd> {
+            Some(1 << 20)
+        }
+    }
+
+    #[test]
+    fn errors_become_completions() {
+        let dir = TempDir::new("err");
+        let good = device(&dir, 8);
+        let devs: Vec<Arc<dyn BlockDevice>> = vec![good.clone(), Arc::new(BadFd(good))];
+        let Some(mut r) = reader(&devs) else { return };
+        let op = |token, dev, offset| ReadOp {
+            token,
+            dev,
+            offset,
+            len: BLOCK,
+        };
+        r.submit(op(1, 1, 0)); // bad descriptor
+        r.submit(op(2, 0, 1)); // unaligned offset with O_DIRECT
+        r.submit(op(3, 5, 0)); // no such device
+        r.submit(op(4, 0, 0)); // fine
+        let mut out = Vec::new();
+        while r.in_flight() > 0 {
+            wait_event(&mut r, &mut out);
+        }
+        out.sort_by_key(|c| c.token);
+        let errno = |i: usize| out[i].result.as_ref().err().and_then(|e| e.raw_os_error());
+        assert_eq!(errno(0), Some(libc::EBADF));
+        assert_eq!(errno(1), Some(libc::EINVAL));
+        assert_eq!(
+            out[2].result.as_ref().err().map(|e| e.kind()),
+            Some(io::ErrorKind::InvalidInput)
+        );
+        assert_eq!(out[3].result.as_ref().map(|r| r.1).unwrap(), BLOCK);
+        // The bad descriptor also fails the start-up probe.
+        let why = probe(&devs).expect_err("probe of a bad fd");
+        assert!(why.contains("bad-fd"), "{why}");
+        assert!(probe(&devs[..1]).is_ok());
+    }
+
+    #[test]
+    fn drop_waits_for_reads_in_flight() {
+        let dir = TempDir::new("drop");
+        let devs = vec![device(&dir, 32)];
+        let Some(mut r) = reader(&devs) else { return };
+        for t in 0..600 {
+            r.submit(ReadOp {
+                token: t,
+                dev: 0,
+                offset: (t % 32) * BLOCK as u64,
+                len: BLOCK,
+            });
+        }
+        r.flush();
+        drop(r);
+    }
+
+    #[test]
+    fn devices_without_descriptor_are_refused() {
+        let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
+        let faulty: Arc<dyn BlockDevice> =
+            Arc::new(FaultDevice::new(mem.clone(), Faults::default()));
+        for d in [mem, faulty] {
+            let e = UringReader::new(std::slice::from_ref(&d), 8)
+                .err()
+                .expect("refused");
+            assert!(e.to_string().contains("no file descriptor"), "{e}");
+            assert!(probe(&[d]).unwrap_err().contains("no file descriptor"));
+        }
+    }
+}
