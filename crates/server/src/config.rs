@@ -151,6 +151,9 @@ pub struct FlashSection {
     /// Items expiring within this many seconds get their own flash segments
     /// (`ext_low_ttl`; 0 = off; needs ext_wbuf_count >= 3).
     pub low_ttl: u32,
+    /// Flash reader (`ext_io`): auto (io_uring where it works, else the
+    /// pread pool), uring (or a start-up error) or pool.
+    pub io: String,
 }
 
 impl Default for FlashSection {
@@ -167,6 +170,7 @@ impl Default for FlashSection {
             avg_item_size: 1024,
             promote: "second".into(),
             low_ttl: 3600,
+            io: "auto".into(),
         }
     }
 }
@@ -313,6 +317,7 @@ impl Config {
             "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
             "ext_promote" => self.flash.promote = v.to_string(),
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
+            "ext_io" => self.flash.io = v.to_string(),
             // memcached extstore tunables with no counterpart here.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
             | "ext_drop_under" | "ext_recache_rate" | "ext_drop_unread"
@@ -323,7 +328,7 @@ impl Config {
             | "no_lru_maintainer" | "idle_timeout" | "watcher_logbuf_size"
             | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io"
             ),
         }
         Ok(())
@@ -368,6 +373,7 @@ impl Config {
             if self.flash.low_ttl > 0 && self.flash.wbuf_count < 3 {
                 bail!("-o ext_low_ttl (grouping by TTL) needs ext_wbuf_count of at least 3; or set ext_low_ttl=0");
             }
+            self.io_mode()?;
         }
         if tiercache_policy::by_name(&self.cache.policy).is_none() {
             bail!(
@@ -377,6 +383,14 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The flash reader asked for (`ext_io`).
+    pub fn io_mode(&self) -> Result<tiercache_engine::flash::io::IoMode> {
+        self.flash
+            .io
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("-o {e}"))
     }
 
     /// Segment size actually used: large enough for the biggest item.
@@ -470,6 +484,20 @@ mod tests {
         let e = load(&["-t", "0"]).unwrap_err().to_string();
         assert!(e.contains("-t must be"), "{e}");
         assert!(load(&["-U", "11211"]).is_err());
+        let e = load(&["-o", "ext_io=aio"]).unwrap_err().to_string();
+        assert!(e.contains("ext_io=aio: choose auto, uring or pool"), "{e}");
+    }
+
+    #[test]
+    fn flash_reader_choice() {
+        use tiercache_engine::flash::io::IoMode;
+        assert_eq!(load(&[]).unwrap().io_mode().unwrap(), IoMode::Auto);
+        let c = load(&["-o", "ext_io=pool"]).unwrap();
+        assert_eq!(c.io_mode().unwrap(), IoMode::Pool);
+        let c = load(&["-o", "ext_io=uring"]).unwrap();
+        assert_eq!(c.io_mode().unwrap(), IoMode::Uring);
+        let c: Config = toml::from_str("[flash]\nio = \"pool\"\n").unwrap();
+        assert_eq!(c.io_mode().unwrap(), IoMode::Pool);
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
                         .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
                 },
                 read_threads: cfg.flash.threads,
+                io: cfg.io_mode()?,
                 avg_item_size: cfg.flash.avg_item_size,
                 snapshot: cfg.snapshot_path()?,
             })

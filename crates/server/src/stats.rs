@@ -250,6 +250,9 @@ pub fn flash(out: &mut Vec<u8>, engine: &tiercache_engine::Engine, e: &EngineSta
     stat(out, "flash_backpressure", l(&st.busy));
     stat(out, "flash_admission_refused", l(&st.admission_refused));
     stat(out, "flash_degraded", u8::from(f.degraded()));
+    if let Some(b) = engine.io_backend() {
+        stat(out, "flash_io_backend", b.name());
+    }
     let per_item = if e.shard.curr_items > 0 {
         e.index_bytes as f64 / e.shard.curr_items as f64
     } else {

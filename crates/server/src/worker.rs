@@ -33,6 +33,8 @@ use tiercache_proto::Limits;
 
 const LISTENER: Token = Token(usize::MAX);
 const MAILBOX: Token = Token(usize::MAX - 1);
+/// The io_uring reader's eventfd: readable when flash reads completed.
+const FLASH_IO: Token = Token(usize::MAX - 2);
 
 /// Where accepted connections go: one mailbox per worker.
 pub struct Dispatch {
@@ -113,6 +115,12 @@ pub fn run(
         })
     };
     let reader = shared.engine.reader(notify.clone()).map(RefCell::new);
+    // The io_uring reader signals completions on its eventfd, watched here
+    // like a socket (no thread hop); the pool reader calls `notify`.
+    if let Some(fd) = reader.as_ref().and_then(|r| r.borrow().event_fd()) {
+        poll.registry()
+            .register(&mut mio::unix::SourceFd(&fd), FLASH_IO, Interest::READABLE)?;
+    }
     if let Some(f) = shared.engine.flash() {
         f.on_progress(Box::new(move || notify()));
     }
@@ -137,6 +145,11 @@ pub fn run(
         for ev in events.iter() {
             if ev.token() == LISTENER {
                 accept_all(&listener, &poll, &mut conns, &shared, &dispatch, me);
+                continue;
+            }
+            if ev.token() == FLASH_IO {
+                // Reaping resets the eventfd.
+                woken = true;
                 continue;
             }
             if ev.token() == MAILBOX {
@@ -185,6 +198,10 @@ pub fn run(
             for &key in &ready {
                 drive(key, &mut conns, &ctx, &poll, &shared, &dispatch.boxes[me]);
             }
+        }
+        // Reads submitted during this turn go to the device in one batch.
+        if let Some(r) = &reader {
+            r.borrow_mut().flush();
         }
     }
     Ok(())

@@ -17,6 +17,13 @@ fn flash_server(dir: &std::path::Path) -> ServerHandle {
     })
 }
 
+fn stat_str(c: &mut Client, name: &str) -> String {
+    let s = c.tx_str(b"stats\r\n");
+    s.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
+        .unwrap_or_else(|| panic!("no stat {name}"))
+}
+
 fn tempdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -139,4 +146,54 @@ fn commands_on_flash_items_behave_as_on_ram_items() {
     h.shutdown();
     h.wait();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn both_flash_readers_serve_the_same_items() {
+    let uring_ok = tiercache_engine::flash::uring::available();
+    for io in ["pool", "auto"] {
+        let dir = tempdir(&format!("flash-io-{io}"));
+        let path = dir.join("flash");
+        let h = server_with(|c| {
+            c.cache.memory_mb = 48;
+            c.flash.paths = vec![format!("{}:256M", path.display())];
+            c.flash.wbuf_count = 3;
+            c.flash.io = io.into();
+        });
+        let mut c = Client::new(&h);
+        let want = if io == "auto" && uring_ok {
+            "uring"
+        } else {
+            "pool"
+        };
+        assert_eq!(stat_str(&mut c, "flash_io_backend"), want);
+        let n = 30_000;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
+            let mut req = Vec::new();
+            for &i in chunk {
+                let v = value(i);
+                req.extend_from_slice(format!("set k{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes());
+            }
+            assert_eq!(c.tx_str(&req), "STORED\r\n".repeat(chunk.len()));
+        }
+        let mut hits = 0;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+            let keys: Vec<String> = chunk.iter().map(|i| format!("k{i}")).collect();
+            let got = c.tx_str(format!("get {}\r\n", keys.join(" ")).as_bytes());
+            for &i in chunk {
+                let v = value(i);
+                if got.contains(&format!("VALUE k{i} 0 {}\r\n{v}\r\n", v.len())) {
+                    hits += 1;
+                }
+            }
+        }
+        assert!(hits >= n - n / 400, "{io}: {hits} of {n}");
+        assert!(stat(&mut c, "flash_hits") > 5_000.0, "{io}: few flash hits");
+        assert_eq!(stat(&mut c, "flash_read_errors"), 0.0);
+        assert_eq!(stat(&mut c, "flash_verify_failures"), 0.0);
+        drop(c);
+        h.shutdown();
+        h.wait();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
