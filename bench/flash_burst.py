@@ -28,10 +28,7 @@ TC_EXT = [o for o in env("TC_EXT_OPTS", "").split(",") if o]
 
 
 def one(name, cmd_fn, port):
-    d = fl.workdir(TAG)
-    cmd = cmd_fn(d)
-    srv = fl.Server(name, cmd, port, d)
-    try:
+    with fl.scratch_server(TAG, name, cmd_fn, port) as (srv, shown):
         t0 = time.monotonic()
         pre = fl.bench(port, ["--threads", 2, "--conns", 4, "--keys", ITEMS, "--value-size", VALUE,
                               "--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
@@ -46,14 +43,10 @@ def one(name, cmd_fn, port):
                "on_flash": st.get("extstore_objects_used"),
                "backpressure": st.get("flash_backpressure"),
                "written": st.get("extstore_objects_written"), "total_items": st.get("total_items"),
-               "cmd": " ".join(cmd).replace(d, "DIR").replace(fl.TIERCACHE, "tiercache")}
+               "cmd": shown}
         fl.log(TAG, f"{name}: kept {kept:,} of {ITEMS:,} ({kept / ITEMS:.1%}), burst {res['burst_s']:.1f} s, "
                f"set errors {res['set_errors']}, evictions {res['evictions']}, on flash {res['on_flash']}")
         return res
-    finally:
-        srv.stop()
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():

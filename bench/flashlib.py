@@ -2,6 +2,7 @@
 binaries, starting servers (optionally in a memory cgroup), reading `stats`,
 running tiercache-bench and fio, medians, and writing a subsection of the
 "## Flash tier" section of bench/RESULTS.md."""
+import contextlib
 import datetime
 import json
 import os
@@ -261,6 +262,27 @@ class Server:
 def cpu_delta(a, b):
     """Per thread group CPU seconds between two thread_cpu() snapshots."""
     return {k: (b[k][0] - a.get(k, (0, 0))[0], b[k][1] - a.get(k, (0, 0))[1]) for k in b}
+
+
+def show_cmd(cmd, d):
+    """A command line for RESULTS.md: scratch directory and binary path shortened."""
+    return " ".join(cmd).replace(d, "DIR").replace(TIERCACHE, "tiercache")
+
+
+@contextlib.contextmanager
+def scratch_server(tag, name, make_cmd, port, cgroup=None):
+    """Starts make_cmd(scratch_dir) in a fresh scratch directory; yields
+    (server, command for RESULTS.md); stops it and removes the directory
+    (kept with KEEP=1)."""
+    d = workdir(tag)
+    cmd = make_cmd(d)
+    srv = Server(name, cmd, port, d, cgroup)
+    try:
+        yield srv, show_cmd(cmd, d)
+    finally:
+        srv.stop()
+        if os.environ.get("KEEP") is None:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def tiercache_cmd(port, mem_mb, threads, ext_opts):
