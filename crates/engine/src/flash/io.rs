@@ -9,6 +9,7 @@ use super::aligned::AlignedBuf;
 use super::device::BlockDevice;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Which reader the flash tier uses (`ext_io`).
@@ -91,6 +92,9 @@ struct Job {
     op: ReadOp,
     reply: Sender<Completion>,
     notify: Notify,
+    /// Set while a wake-up is pending: completions that arrive before the
+    /// worker reaps ride on the same wake-up (one syscall, not one per read).
+    woken: Arc<AtomicBool>,
 }
 
 /// Threads doing pread for every worker's [`PoolReader`].
@@ -129,7 +133,9 @@ impl ReadPool {
                             token: job.op.token,
                             result,
                         });
-                        (job.notify)();
+                        if !job.woken.swap(true, Ordering::AcqRel) {
+                            (job.notify)();
+                        }
                     }
                 })
                 .expect("spawn flash reader thread");
@@ -149,6 +155,7 @@ impl ReadPool {
             tx,
             rx,
             notify,
+            woken: Arc::new(AtomicBool::new(false)),
             in_flight: 0,
         }
     }
@@ -159,6 +166,7 @@ pub struct PoolReader {
     tx: Sender<Completion>,
     rx: Receiver<Completion>,
     notify: Notify,
+    woken: Arc<AtomicBool>,
     in_flight: usize,
 }
 
@@ -169,6 +177,7 @@ impl Reader for PoolReader {
             op,
             reply: self.tx.clone(),
             notify: self.notify.clone(),
+            woken: self.woken.clone(),
         };
         if let Err(e) = self.jobs.send(job) {
             // The pool is gone (shutting down): fail the read.
@@ -180,6 +189,8 @@ impl Reader for PoolReader {
     }
 
     fn reap(&mut self, out: &mut Vec<Completion>) {
+        // Clear first: a completion sent after this will wake us again.
+        self.woken.store(false, Ordering::Release);
         while let Ok(c) = self.rx.try_recv() {
             self.in_flight -= 1;
             out.push(c);
