@@ -550,6 +550,9 @@ impl Engine {
 
     /// Background maintenance: applies pending flushes and reclaims expired items.
     pub fn maintain(&self, now: u32) -> u64 {
+        if let Some(f) = &self.flash {
+            f.set_clock(now);
+        }
         let mut reclaimed = 0;
         for s in &self.shards.list {
             let mut g = s.lock();

@@ -110,6 +110,8 @@ pub struct Shard {
     /// Time of the latest request, for classifying evicted items in stats.
     clock_now: u32,
     flash: Option<Arc<FlashTier>>,
+    /// Flash buffer rollovers reserved for the evacuation in progress.
+    flash_reserved: usize,
     pub stats: ShardStats,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
@@ -146,6 +148,7 @@ impl Shard {
             index_bytes_reported: bytes,
             clock_now: 0,
             flash,
+            flash_reserved: 0,
             stats: ShardStats::default(),
             can_grow,
         }
@@ -503,17 +506,19 @@ impl Shard {
                 let worst = 2
                     * (seg.write + seg.live_items as usize * crate::flash::format::RECORD_PREFIX)
                     + 2 * crate::flash::aligned::BLOCK;
-                if seg.live_items > 0
-                    && !f.degraded()
-                    && f.ensure_room(worst.min(f.segment_size() - crate::flash::aligned::BLOCK))
-                        .is_err()
-                {
-                    return Err(InsertError::Busy);
+                if seg.live_items > 0 && !f.degraded() {
+                    match f.reserve(worst.min(f.segment_size() - crate::flash::aligned::BLOCK)) {
+                        Ok(n) => self.flash_reserved = n,
+                        Err(_) => return Err(InsertError::Busy),
+                    }
                 }
             }
             self.queues[q as usize].pop_front();
             let force = pass + 1 == MAX_EVICT_PASSES;
             let used_spare = self.evacuate(victim, q, force);
+            if let Some(f) = &self.flash {
+                f.unreserve(std::mem::take(&mut self.flash_reserved));
+            }
             let buf = self.close_segment(victim);
             if used_spare {
                 self.spare = Some(buf);
@@ -704,7 +709,14 @@ impl Shard {
             return false;
         }
         let size = h.size();
-        let res = f.append(&self.bytes_at(loc)[..size], true, self.clock_now);
+        let mut reserved = self.flash_reserved;
+        let res = f.append(
+            &self.bytes_at(loc)[..size],
+            true,
+            self.clock_now,
+            &mut reserved,
+        );
+        self.flash_reserved = reserved;
         match res {
             Ok(new) => {
                 self.index.relocate(hash, loc, new);
@@ -891,7 +903,7 @@ impl Shard {
             self.stats.reclaimed += 1;
         } else if reinsert && hit {
             if let Some(f) = &self.flash {
-                if let Ok(new) = f.append(item_bytes, false, self.clock_now) {
+                if let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0) {
                     self.index.relocate(hash, loc, new);
                     self.stats.reinserted += 1;
                     return;

@@ -22,7 +22,7 @@ use crate::index::Loc;
 use crate::item::Header;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -152,6 +152,8 @@ struct State {
     /// Open buffers by TTL class: 0 long or no TTL, 1 expiring soon.
     open: [Option<Open>; 2],
     spare: Vec<AlignedBuf>,
+    /// Buffer-and-slot pairs promised to evacuations in progress.
+    reserved: usize,
     next_seq: u64,
     budget_tokens: f64,
     budget_at: Instant,
@@ -207,6 +209,9 @@ pub struct FlashTier {
     pub stats: TierStats,
     degraded: AtomicBool,
     stop: AtomicBool,
+    /// The engine's time (unix seconds), set by its maintenance tick; the
+    /// flusher frees expired segments by it (0 = not yet known).
+    clock: AtomicU32,
     wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
@@ -295,6 +300,7 @@ impl FlashTier {
                 queued: VecDeque::new(),
                 open: [None, None],
                 spare,
+                reserved: 0,
                 next_seq: 1,
                 budget_tokens: 0.0,
                 budget_at: Instant::now(),
@@ -305,6 +311,7 @@ impl FlashTier {
             stats: TierStats::default(),
             degraded: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            clock: AtomicU32::new(0),
             wakers: Mutex::new(Vec::new()),
         })
     }
@@ -356,21 +363,41 @@ impl FlashTier {
         vlen >= self.params.min_value_size && !self.degraded()
     }
 
-    /// Makes sure the open buffer can take `bytes` more of records, sealing
-    /// it and opening another if needed.
-    pub fn ensure_room(&self, bytes: usize) -> Result<(), Busy> {
+    /// Makes sure `bytes` more of records (at most a segment) can be
+    /// appended to every TTL stream without waiting: where an open buffer
+    /// lacks the room, a fresh buffer and slot are reserved for the moment
+    /// it fills (it is not sealed early, so segments go out full). Returns
+    /// the reservations to pass to [`append`](Self::append) and to give
+    /// back with [`unreserve`](Self::unreserve).
+    pub fn reserve(&self, bytes: usize) -> Result<usize, Busy> {
         let mut st = self.state.lock();
         let classes = if self.params.low_ttl > 0 { 2 } else { 1 };
-        for class in 0..classes {
-            let roomy = st.open[class]
-                .as_ref()
-                .is_some_and(|o| self.params.segment_size - o.write >= bytes);
-            if !roomy && !self.open_new(&mut st, class) {
-                self.stats.busy.fetch_add(1, Ordering::Relaxed);
-                return Err(Busy);
-            }
+        let need = (0..classes)
+            .filter(|&c| {
+                !st.open[c]
+                    .as_ref()
+                    .is_some_and(|o| self.params.segment_size - o.write >= bytes)
+            })
+            .count();
+        let avail = st
+            .spare
+            .len()
+            .min(st.free.len())
+            .saturating_sub(st.reserved);
+        if avail < need {
+            self.stats.busy.fetch_add(1, Ordering::Relaxed);
+            return Err(Busy);
         }
-        Ok(())
+        st.reserved += need;
+        Ok(need)
+    }
+
+    /// Gives back reservations [`append`](Self::append) did not use.
+    pub fn unreserve(&self, n: usize) {
+        if n > 0 {
+            let mut st = self.state.lock();
+            st.reserved = st.reserved.saturating_sub(n);
+        }
     }
 
     /// The TTL class of an item: 1 when it expires within `low_ttl`.
@@ -384,9 +411,13 @@ impl FlashTier {
 
     /// Seals the open buffer (if any) and opens a fresh one; false when no
     /// buffer or slot is free.
-    fn open_new(&self, st: &mut State, class: usize) -> bool {
-        if st.spare.is_empty() || st.free.is_empty() {
+    fn open_new(&self, st: &mut State, class: usize, reserved: bool) -> bool {
+        let avail = st.spare.len().min(st.free.len());
+        if avail == 0 || (!reserved && avail <= st.reserved) {
             return false;
+        }
+        if reserved {
+            st.reserved -= 1;
         }
         self.seal(st, class);
         let slot = st.free.pop_front().expect("checked");
@@ -451,7 +482,13 @@ impl FlashTier {
 
     /// Appends an item (RAM layout) as a record; returns its new location.
     /// `admitted` counts it as new data (false for reinsertion).
-    pub fn append(&self, item: &[u8], admitted: bool, now: u32) -> Result<Loc, AppendError> {
+    pub fn append(
+        &self,
+        item: &[u8],
+        admitted: bool,
+        now: u32,
+        reserved: &mut usize,
+    ) -> Result<Loc, AppendError> {
         let h = Header::read(item);
         let class = self.class_of(h.exptime, now);
         let size = format::record_size(h.klen as usize, h.vlen as usize);
@@ -465,9 +502,15 @@ impl FlashTier {
         }
         let fits =
             |o: &Open| format::place_record(o.write, size) + size <= self.params.segment_size;
-        if !st.open[class].as_ref().is_some_and(fits) && !self.open_new(&mut st, class) {
-            self.stats.busy.fetch_add(1, Ordering::Relaxed);
-            return Err(AppendError::Busy);
+        if !st.open[class].as_ref().is_some_and(fits) {
+            let use_reservation = *reserved > 0 && st.reserved > 0;
+            if !self.open_new(&mut st, class, use_reservation) {
+                self.stats.busy.fetch_add(1, Ordering::Relaxed);
+                return Err(AppendError::Busy);
+            }
+            if use_reservation {
+                *reserved -= 1;
+            }
         }
         let st = &mut *st;
         let o = st.open[class].as_mut().expect("open");
@@ -574,6 +617,11 @@ impl FlashTier {
             SlotState::Free | SlotState::Failed => None,
             _ => Some(slot.seq),
         }
+    }
+
+    /// Tells the flusher what time it is (for freeing expired segments).
+    pub fn set_clock(&self, now: u32) {
+        self.clock.store(now, Ordering::Relaxed);
     }
 
     /// Stops the flusher.
@@ -717,7 +765,7 @@ impl FlashTier {
                     // exptime has passed, reclaim it ahead of its turn.
                     if last_expiry_scan.elapsed() >= Duration::from_secs(1) {
                         last_expiry_scan = Instant::now();
-                        let now = crate::clock::unix_now();
+                        let now = self.clock.load(Ordering::Relaxed);
                         if let Some(pos) = st.sealed.iter().position(|&i| {
                             let m = st.slots[i as usize].max_exptime;
                             m != 0 && m <= now
