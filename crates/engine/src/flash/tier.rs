@@ -374,9 +374,9 @@ impl FlashTier {
         let classes = if self.params.low_ttl > 0 { 2 } else { 1 };
         let need = (0..classes)
             .filter(|&c| {
-                !st.open[c]
+                st.open[c]
                     .as_ref()
-                    .is_some_and(|o| self.params.segment_size - o.write >= bytes)
+                    .is_none_or(|o| self.params.segment_size - o.write < bytes)
             })
             .count();
         let avail = st
