@@ -17,9 +17,11 @@ case file) and 2 when no case file was found.
 """
 
 import argparse
+import atexit
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -179,6 +181,10 @@ def is_memcached(binary):
     return Path(binary).name.startswith("memcached")
 
 
+FLASH_DIR = tempfile.mkdtemp(prefix="tc-differential-")
+atexit.register(shutil.rmtree, FLASH_DIR, True)
+
+
 def server_command(binary, port):
     """The command line that starts `binary` on `port`.
 
@@ -190,6 +196,10 @@ def server_command(binary, port):
     same core flags.
     """
     cmd = [binary, "-p", str(port), "-l", "127.0.0.1", "-t", "2", "-m", "64"]
+    if not is_memcached(binary):
+        # A fresh flash file per server: a shared default file would carry a
+        # shutdown snapshot (items, CAS counter) from one server to the next.
+        cmd += ["-o", f"ext_path={os.path.join(FLASH_DIR, f'flash-{port}')}:256M"]
     if is_memcached(binary):
         cmd += ["-U", "0", "-o", "no_lru_maintainer"]
         if os.geteuid() == 0:

@@ -69,6 +69,10 @@ start_server() {
     if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
         args+=(-U 0)
         [ "$(id -u)" -eq 0 ] && args+=(-u root)
+    else
+        # A fresh flash file per server (not the default one in the working
+        # directory, whose shutdown snapshot would carry state across runs).
+        args+=(-o "ext_path=$LOGDIR/flash-$port:256M")
     fi
     "$BIN" "${args[@]}" >"$LOGDIR/server.log" 2>&1 &
     SERVER_PID=$!
