@@ -1,25 +1,40 @@
 //! A bounded FIFO set of key hashes: remembers what was recently evicted from
 //! probation, so that a returning key goes straight to main (S3-FIFO's ghost queue).
+//!
+//! Each entry has a weight, and the set holds at most `capacity` of weight:
+//! weight 1 bounds it in entries (the engine, which sees no sizes), the
+//! object's size bounds it in bytes (libCacheSim's ghost FIFO, sized at a
+//! share of the cache's bytes).
 
 use std::collections::{HashMap, VecDeque};
 
 #[derive(Debug, Default)]
 pub struct Ghost {
-    order: VecDeque<(u64, u64)>,
-    members: HashMap<u64, u64>,
+    /// (hash, sequence number, weight), oldest first; entries taken or
+    /// replaced since stay here until they reach the front.
+    order: VecDeque<(u64, u64, u64)>,
+    /// Live entries: hash to (sequence number, weight).
+    members: HashMap<u64, (u64, u64)>,
     seq: u64,
-    capacity: usize,
+    /// Total weight of the live entries.
+    weight: u64,
+    capacity: u64,
 }
 
 impl Ghost {
     pub fn new(capacity: usize) -> Ghost {
         Ghost {
-            capacity,
+            capacity: capacity as u64,
             ..Default::default()
         }
     }
 
+    /// Bounds the entries' total weight (an entry count when every weight is 1).
     pub fn set_capacity(&mut self, capacity: usize) {
+        self.set_capacity_weight(capacity as u64);
+    }
+
+    pub fn set_capacity_weight(&mut self, capacity: u64) {
         self.capacity = capacity;
         self.trim();
     }
@@ -32,24 +47,54 @@ impl Ghost {
         self.members.is_empty()
     }
 
+    /// Total weight of the entries held.
+    pub fn weight(&self) -> u64 {
+        self.weight
+    }
+
     pub fn insert(&mut self, hash: u64) {
+        self.insert_weighted(hash, 1);
+    }
+
+    /// Remembers `hash` with `weight`, forgetting the oldest entries until the
+    /// total fits. An entry heavier than the whole capacity is not kept.
+    pub fn insert_weighted(&mut self, hash: u64, weight: u64) {
+        if weight > self.capacity {
+            return;
+        }
         self.seq += 1;
-        self.members.insert(hash, self.seq);
-        self.order.push_back((hash, self.seq));
+        if let Some((_, w)) = self.members.insert(hash, (self.seq, weight)) {
+            self.weight -= w;
+        }
+        self.weight += weight;
+        self.order.push_back((hash, self.seq, weight));
         self.trim();
     }
 
     /// Removes and reports whether the hash was present.
     pub fn take(&mut self, hash: u64) -> bool {
-        self.members.remove(&hash).is_some()
+        match self.members.remove(&hash) {
+            Some((_, w)) => {
+                self.weight -= w;
+                true
+            }
+            None => false,
+        }
     }
 
     fn trim(&mut self) {
-        while self.members.len() > self.capacity || self.order.len() > 2 * self.capacity + 16 {
+        if self.order.len() > 2 * self.members.len() + 16 {
+            // Mostly taken or replaced entries: keep only the live ones.
+            let members = &self.members;
+            self.order
+                .retain(|&(h, s, _)| members.get(&h).map(|m| m.0) == Some(s));
+        }
+        while self.weight > self.capacity {
             match self.order.pop_front() {
-                Some((h, s)) => {
-                    if self.members.get(&h) == Some(&s) {
+                Some((h, s, w)) => {
+                    if self.members.get(&h).map(|m| m.0) == Some(s) {
                         self.members.remove(&h);
+                        self.weight -= w;
                     }
                 }
                 None => break,
@@ -72,5 +117,21 @@ mod tests {
         assert!(g.take(3));
         assert!(!g.take(3));
         assert_eq!(g.len(), 1);
+    }
+
+    #[test]
+    fn bounded_by_weight() {
+        let mut g = Ghost::new(0);
+        g.set_capacity_weight(100);
+        g.insert_weighted(1, 60);
+        g.insert_weighted(2, 30);
+        assert_eq!(g.weight(), 90);
+        g.insert_weighted(3, 20); // 110 > 100: the oldest (1) goes
+        assert!(!g.take(1));
+        assert_eq!(g.weight(), 50);
+        g.insert_weighted(4, 101); // heavier than the capacity: not kept
+        assert!(!g.take(4));
+        assert!(g.take(2) && g.take(3));
+        assert_eq!(g.weight(), 0);
     }
 }

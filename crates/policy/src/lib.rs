@@ -84,6 +84,23 @@ pub trait EvictionPolicy: Send {
     fn on_tail(&mut self, queue: Queue, key_hash: u64, freq: u8) -> (TailAction, u8);
     /// Tells the policy roughly how many items the cache holds (sizes ghost lists).
     fn set_capacity_items(&mut self, _items: usize) {}
+    /// Tells the policy the cache's capacity in bytes, for a cache that knows
+    /// each item's size and passes it to [`on_tail_sized`](Self::on_tail_sized)
+    /// (the object-level [`QueueCache`](queue_cache::QueueCache)). S3-FIFO then
+    /// sizes its ghost list in bytes, as libCacheSim does. The engine does not
+    /// call it, and keeps ghost lists counted in items.
+    fn set_capacity_bytes(&mut self, _bytes: u64) {}
+    /// [`on_tail`](Self::on_tail) with the item's size in bytes. The default
+    /// ignores the size.
+    fn on_tail_sized(
+        &mut self,
+        queue: Queue,
+        key_hash: u64,
+        freq: u8,
+        _size: u64,
+    ) -> (TailAction, u8) {
+        self.on_tail(queue, key_hash, freq)
+    }
     /// A hit on an item that sits in `queue`, for a cache that can move an
     /// item to any queue at once (the object-level
     /// [`QueueCache`](queue_cache::QueueCache)): returns the new frequency
@@ -169,6 +186,18 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
     }
     fn set_capacity_items(&mut self, items: usize) {
         (**self).set_capacity_items(items)
+    }
+    fn set_capacity_bytes(&mut self, bytes: u64) {
+        (**self).set_capacity_bytes(bytes)
+    }
+    fn on_tail_sized(
+        &mut self,
+        queue: Queue,
+        key_hash: u64,
+        freq: u8,
+        size: u64,
+    ) -> (TailAction, u8) {
+        (**self).on_tail_sized(queue, key_hash, freq, size)
     }
     fn on_hit_in(&self, queue: Queue, freq: u8) -> (u8, Option<Queue>) {
         (**self).on_hit_in(queue, freq)

@@ -84,8 +84,9 @@ pub struct QueueCache<P: EvictionPolicy> {
 }
 
 impl<P: EvictionPolicy> QueueCache<P> {
-    pub fn new(policy: P, capacity: u64) -> Self {
+    pub fn new(mut policy: P, capacity: u64) -> Self {
         let in_place = policy.reinsert_in_place();
+        policy.set_capacity_bytes(capacity);
         QueueCache {
             policy,
             capacity,
@@ -252,7 +253,7 @@ impl<P: EvictionPolicy> QueueCache<P> {
                 return false;
             }
             let n = self.nodes[ix as usize];
-            match self.policy.on_tail(q, n.id, n.freq) {
+            match self.policy.on_tail_sized(q, n.id, n.freq, n.size) {
                 (TailAction::Evict, _) => {
                     self.unlink(ix);
                     self.map.remove(&n.id);
@@ -389,14 +390,15 @@ mod tests {
         for k in 0..40 {
             c.request(k, 1);
         }
-        // Key 0 was evicted from probation into the ghost; it comes back to main.
-        assert!(!c.contains(0));
-        c.request(0, 1);
+        // Keys 0..20 were evicted from probation into the ghost, which keeps the
+        // newest 18 bytes of them (90% of 20); key 5 comes back to main.
+        assert!(!c.contains(5));
+        c.request(5, 1);
         for k in 100..140 {
             c.request(k, 1);
         }
         assert!(
-            c.contains(0),
+            c.contains(5),
             "a ghost hit enters main and survives new one-hit keys"
         );
     }

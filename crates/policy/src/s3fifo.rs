@@ -3,6 +3,13 @@
 //! tail, others are evicted and remembered in a ghost list; a ghost hit enters
 //! main directly; main is FIFO with reinsertion while the 2-bit counter is
 //! above zero. Scan-resistant: one-hit wonders never reach main.
+//!
+//! The ghost list holds as many keys as the cache holds items (the engine,
+//! which tells the policy neither sizes nor capacity in bytes), or, once the
+//! cache calls [`EvictionPolicy::set_capacity_bytes`] and passes sizes to
+//! [`EvictionPolicy::on_tail_sized`] (the simulator's object-level cache),
+//! `ghost_percent` (90) of the cache's bytes, each entry weighing its
+//! object's size: libCacheSim's ghost FIFO.
 
 use crate::ghost::Ghost;
 use crate::{EvictionPolicy, HitAction, Queue, TailAction, MAX_FREQ};
@@ -13,6 +20,11 @@ pub struct S3Fifo {
     pub small_percent: u64,
     /// Hits needed on probation to be promoted to main.
     pub promote_threshold: u8,
+    /// Ghost capacity as a share of the cache's bytes, in percent, when the
+    /// cache gives the capacity in bytes.
+    pub ghost_percent: u64,
+    /// Whether the ghost is bounded in bytes (set by `set_capacity_bytes`).
+    ghost_in_bytes: bool,
     ghost: Ghost,
 }
 
@@ -21,6 +33,8 @@ impl Default for S3Fifo {
         S3Fifo {
             small_percent: 10,
             promote_threshold: 1,
+            ghost_percent: 90,
+            ghost_in_bytes: false,
             ghost: Ghost::new(4096),
         }
     }
@@ -48,12 +62,22 @@ impl EvictionPolicy for S3Fifo {
         }
     }
     fn on_tail(&mut self, queue: Queue, key_hash: u64, freq: u8) -> (TailAction, u8) {
+        self.on_tail_sized(queue, key_hash, freq, 1)
+    }
+    fn on_tail_sized(
+        &mut self,
+        queue: Queue,
+        key_hash: u64,
+        freq: u8,
+        size: u64,
+    ) -> (TailAction, u8) {
         match queue {
             Queue::Probation => {
                 if freq >= self.promote_threshold {
                     (TailAction::Reinsert(Queue::Main), 0)
                 } else {
-                    self.ghost.insert(key_hash);
+                    let weight = if self.ghost_in_bytes { size } else { 1 };
+                    self.ghost.insert_weighted(key_hash, weight);
                     (TailAction::Evict, 0)
                 }
             }
@@ -67,6 +91,14 @@ impl EvictionPolicy for S3Fifo {
         }
     }
     fn set_capacity_items(&mut self, items: usize) {
-        self.ghost.set_capacity(items.max(16));
+        if !self.ghost_in_bytes {
+            self.ghost.set_capacity(items.max(16));
+        }
+    }
+    fn set_capacity_bytes(&mut self, bytes: u64) {
+        self.ghost_in_bytes = true;
+        self.ghost.set_capacity_weight(
+            bytes / 100 * self.ghost_percent + bytes % 100 * self.ghost_percent / 100,
+        );
     }
 }

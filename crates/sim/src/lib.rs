@@ -18,6 +18,7 @@
 //! - [`synth`]: synthetic Zipf traces (`tiercache-sim synth`);
 //! - [`units`]: human sizes.
 
+pub mod engine_replay;
 pub mod plan;
 pub mod replay;
 pub mod report;

@@ -45,8 +45,9 @@ struct RunArgs {
     /// (default key=1,size=2).
     #[arg(long)]
     csv_columns: Option<String>,
-    /// Policies, comma-separated: lru, fifo, clock, sieve, s3fifo[:small%],
-    /// midlru[:insertion%], 2q[:a1in%], or all.
+    /// Policies, comma-separated: lru, fifo, clock, sieve, s3fifo[:small%[:hits]],
+    /// midlru[:insertion%], 2q[:a1in%], or all; tiercache[:POLICY] replays
+    /// through the server's engine (RAM tier, and flash tier with --flash).
     #[arg(long, default_value = "lru")]
     policy: String,
     /// Cache sizes, comma-separated: bytes, with units (128MiB, 1GiB, 1gb), a
@@ -54,6 +55,11 @@ struct RunArgs {
     /// to 100% of the footprint. With --ignore-obj-size, object counts.
     #[arg(long, default_value = "128MiB,1GiB")]
     size: String,
+    /// Flash size for `tiercache` runs (the server's engine with its flash
+    /// tier on an in-memory device; --size is then its RAM, -m); without it
+    /// `tiercache` runs RAM only. Other policies ignore it.
+    #[arg(long)]
+    flash: Option<String>,
     /// Every object is one unit large; sizes count objects (libCacheSim's --ignore-obj-size).
     #[arg(long)]
     ignore_obj_size: bool,
@@ -175,6 +181,10 @@ fn run(a: RunArgs) -> Result<()> {
     let opts = ReplayOptions {
         window: a.window,
         honor_ops: a.honor_ops,
+        flash: match &a.flash {
+            Some(f) => Some(units::parse_size(f)?.resolve(bytes)).filter(|&f| f > 0),
+            None => None,
+        },
     };
     let total = t.len() as u64 * jobs.len() as u64;
     let bar = ProgressBar::new(total);

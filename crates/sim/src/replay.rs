@@ -11,6 +11,7 @@
 //! inserts or refreshes the object like a request that is not counted, a
 //! delete removes it.
 
+use crate::engine_replay::EngineFigures;
 use crate::trace::{Op, Trace};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
@@ -61,7 +62,7 @@ impl Counts {
     pub fn byte_miss_ratio(&self) -> f64 {
         ratio(self.miss_bytes, self.bytes)
     }
-    fn add(&mut self, o: &Counts) {
+    pub(crate) fn add(&mut self, o: &Counts) {
         self.requests += o.requests;
         self.misses += o.misses;
         self.bytes += o.bytes;
@@ -88,6 +89,9 @@ pub struct WindowStats {
     pub counts: Counts,
     pub miss_ratio: f64,
     pub byte_miss_ratio: f64,
+    /// The engine's figures over the window (`tiercache` runs only).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineFigures>,
 }
 
 /// The result of one (policy, size) job.
@@ -107,6 +111,10 @@ pub struct RunResult {
     /// figure that other load on the machine does not distort.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<f64>,
+    /// The engine's figures (`tiercache` runs only): flash bytes written,
+    /// write amplification, DRAM per item.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineFigures>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowStats>,
 }
@@ -116,13 +124,15 @@ pub struct RunResult {
 pub struct ReplayOptions {
     pub window: Option<Window>,
     pub honor_ops: bool,
+    /// Flash bytes for `tiercache` runs (None: RAM only); other policies ignore it.
+    pub flash: Option<u64>,
 }
 
 /// Requests between two updates of the shared progress counter.
 const CHUNK: usize = 1 << 16;
 
 /// Ends of the windows (exclusive request indices), the last being the trace's end.
-fn window_ends(trace: &Trace, window: Option<Window>) -> Vec<usize> {
+pub(crate) fn window_ends(trace: &Trace, window: Option<Window>) -> Vec<usize> {
     let n = trace.len();
     let mut ends = Vec::new();
     match window {
@@ -198,6 +208,7 @@ pub fn replay<P: EvictionPolicy>(
                 counts: w,
                 miss_ratio: w.miss_ratio(),
                 byte_miss_ratio: w.byte_miss_ratio(),
+                engine: None,
             });
         }
         total.add(&w);
@@ -215,6 +226,7 @@ pub fn replay<P: EvictionPolicy>(
         cpu_seconds: cpu_start
             .zip(thread_cpu_ns())
             .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9),
+        engine: None,
         windows,
     }
 }
@@ -245,6 +257,9 @@ pub fn run_job(
     opts: ReplayOptions,
     progress: &AtomicU64,
 ) -> Result<RunResult> {
+    if crate::engine_replay::engine_policy(spec).is_some() {
+        return crate::engine_replay::replay_engine(trace, spec, capacity, opts, progress);
+    }
     let mut r = match spec {
         "lru" => replay(trace, Lru, capacity, opts, progress),
         "fifo" => replay(trace, Fifo, capacity, opts, progress),
@@ -261,7 +276,7 @@ pub fn run_job(
 
 fn unknown_policy(spec: &str) -> anyhow::Error {
     anyhow!(
-        "unknown policy '{spec}': choose from {} (midlru, 2q and s3fifo take :PERCENT)",
+        "unknown policy '{spec}': choose from {} (midlru, 2q and s3fifo take :PERCENT), or tiercache[:POLICY] for the server's engine",
         tiercache_policy::POLICY_NAMES.join(", ")
     )
 }
@@ -269,7 +284,8 @@ fn unknown_policy(spec: &str) -> anyhow::Error {
 /// Checks policy names before any work starts.
 pub fn check_policies(specs: &[String]) -> Result<()> {
     for s in specs {
-        if tiercache_policy::by_name(s).is_none() {
+        let inner = crate::engine_replay::engine_policy(s).unwrap_or(s);
+        if tiercache_policy::by_name(inner).is_none() {
             return Err(unknown_policy(s));
         }
     }
@@ -337,7 +353,7 @@ mod tests {
         for w in [Window::Requests(300), Window::Seconds(3)] {
             let opts = ReplayOptions {
                 window: Some(w),
-                honor_ops: false,
+                ..ReplayOptions::default()
             };
             let r = run_job(&t, "lru", 50, opts, &p).unwrap();
             assert_eq!(r.windows.len(), 4);
@@ -357,8 +373,8 @@ mod tests {
         t.ops[0] = Op::Set;
         t.ops[10] = Op::Delete;
         let opts = ReplayOptions {
-            window: None,
             honor_ops: true,
+            ..ReplayOptions::default()
         };
         let r = run_job(&t, "fifo", 100, opts, &AtomicU64::new(0)).unwrap();
         assert_eq!(r.counts.requests, 998);

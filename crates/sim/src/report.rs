@@ -1,5 +1,6 @@
 //! Output: a human table, JSON lines, CSV, and the miss-ratio-curve plot (SVG).
 
+use crate::engine_replay::EngineFigures;
 use crate::replay::RunResult;
 use crate::units::format_size;
 use anyhow::{Context, Result};
@@ -19,7 +20,7 @@ pub fn table(results: &[RunResult], unit_sizes: bool) -> String {
         let _ = writeln!(
             s,
             "{:<12} {:>10} {:>12} {:>12} {:>10.4} {:>10.4} {:>8.3} {:>10}",
-            r.policy,
+            label(r),
             size_label(r.size, unit_sizes),
             r.counts.requests,
             r.counts.misses,
@@ -33,6 +34,9 @@ pub fn table(results: &[RunResult], unit_sizes: bool) -> String {
                     r.counts.requests as f64 / c / 1e6
                 ))
         );
+        if let Some(e) = &r.engine {
+            let _ = writeln!(s, "  {}", engine_line(e));
+        }
         for w in &r.windows {
             let _ = writeln!(
                 s,
@@ -44,9 +48,41 @@ pub fn table(results: &[RunResult], unit_sizes: bool) -> String {
                 w.miss_ratio,
                 w.byte_miss_ratio
             );
+            if let Some(e) = &w.engine {
+                let _ = writeln!(s, "    {}", engine_line(e));
+            }
         }
     }
     s
+}
+
+/// The engine's figures on one line.
+fn engine_line(e: &EngineFigures) -> String {
+    format!(
+        "flash {}: {} flash hits, {:.1} MiB written, {:.1} MiB admitted, WA {:.3}; {} items ({} on flash), DRAM {:.1} B/item index, {:.1} B/item in all",
+        if e.flash_size == 0 {
+            "none".to_string()
+        } else {
+            format_size(e.flash_size)
+        },
+        e.flash_hits,
+        e.flash_bytes_written as f64 / (1 << 20) as f64,
+        e.flash_bytes_admitted as f64 / (1 << 20) as f64,
+        e.write_amplification,
+        e.items,
+        e.flash_items,
+        e.dram_index_bytes_per_item,
+        e.dram_bytes_per_item
+    )
+}
+
+/// The label of a job in tables and plots: the policy, and the flash size of
+/// an engine run that has flash.
+pub fn label(r: &RunResult) -> String {
+    match &r.engine {
+        Some(e) if e.flash_size > 0 => format!("{}+flash {}", r.policy, format_size(e.flash_size)),
+        _ => r.policy.clone(),
+    }
 }
 
 fn size_label(size: u64, unit_sizes: bool) -> String {
@@ -71,11 +107,12 @@ fn axis_label(x: f64, unit_sizes: bool) -> String {
 
 /// A Markdown matrix of miss ratios: a row per policy, a column per size.
 pub fn matrix(results: &[RunResult], unit_sizes: bool) -> String {
+    let labels: Vec<String> = results.iter().map(label).collect();
     let mut policies: Vec<&str> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
-    for r in results {
-        if !policies.contains(&r.policy.as_str()) {
-            policies.push(&r.policy);
+    for (r, l) in results.iter().zip(&labels) {
+        if !policies.contains(&l.as_str()) {
+            policies.push(l);
         }
         if !sizes.contains(&r.size) {
             sizes.push(r.size);
@@ -92,8 +129,12 @@ pub fn matrix(results: &[RunResult], unit_sizes: bool) -> String {
     for p in policies {
         let _ = write!(s, "| {p} |");
         for &z in &sizes {
-            match results.iter().find(|r| r.policy == p && r.size == z) {
-                Some(r) => {
+            match results
+                .iter()
+                .zip(&labels)
+                .find(|(r, l)| l.as_str() == p && r.size == z)
+            {
+                Some((r, _)) => {
                     let _ = write!(s, " {:.4} |", r.miss_ratio);
                 }
                 None => s.push_str(" |"),
@@ -114,15 +155,37 @@ pub fn json_lines(results: &[RunResult]) -> Result<String> {
     Ok(s)
 }
 
-/// The miss-ratio curve as CSV.
+/// The miss-ratio curve as CSV: a row per job, then a row per window of it
+/// (`window_first_request` set). The engine's columns (flash bytes written,
+/// write amplification, DRAM per item) are empty for object-level policies.
 pub fn csv(results: &[RunResult]) -> String {
-    let mut s =
-        String::from("policy,size,requests,misses,bytes,miss_bytes,miss_ratio,byte_miss_ratio\n");
+    let mut s = String::from(
+        "policy,size,requests,misses,bytes,miss_bytes,miss_ratio,byte_miss_ratio,\
+         flash_size,flash_hits,flash_bytes_written,flash_bytes_admitted,write_amplification,\
+         items,flash_items,index_bytes,dram_index_bytes_per_item,dram_bytes_per_item,\
+         window_first_request\n",
+    );
+    let engine = |e: Option<&EngineFigures>| match e {
+        Some(e) => format!(
+            "{},{},{},{},{:.4},{},{},{},{:.2},{:.2}",
+            e.flash_size,
+            e.flash_hits,
+            e.flash_bytes_written,
+            e.flash_bytes_admitted,
+            e.write_amplification,
+            e.items,
+            e.flash_items,
+            e.index_bytes,
+            e.dram_index_bytes_per_item,
+            e.dram_bytes_per_item
+        ),
+        None => ",,,,,,,,,".into(),
+    };
     for r in results {
         let c = &r.counts;
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{:.6},{:.6}",
+            "{},{},{},{},{},{},{:.6},{:.6},{},",
             r.policy,
             r.size,
             c.requests,
@@ -130,8 +193,26 @@ pub fn csv(results: &[RunResult]) -> String {
             c.bytes,
             c.miss_bytes,
             r.miss_ratio,
-            r.byte_miss_ratio
+            r.byte_miss_ratio,
+            engine(r.engine.as_ref())
         );
+        for w in &r.windows {
+            let c = &w.counts;
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{:.6},{:.6},{},{}",
+                r.policy,
+                r.size,
+                c.requests,
+                c.misses,
+                c.bytes,
+                c.miss_bytes,
+                w.miss_ratio,
+                w.byte_miss_ratio,
+                engine(w.engine.as_ref()),
+                w.first_request
+            );
+        }
     }
     s
 }

@@ -1,0 +1,428 @@
+//! Replay through the server's real configuration: tiercache's engine
+//! (`crates/engine`), with its segment log in RAM, its compact index and, given
+//! a flash size, its flash tier on an in-memory device (admission, write
+//! buffers, the background flusher, reclaim with reinsertion of hit items,
+//! promotion on the second flash hit, all at the server's defaults).
+//!
+//! A get is what the server does: `Shard::probe`, the device reads it asks for
+//! done synchronously (the server hands them to its reader pool), then a RAM
+//! hit (`Shard::hit`) or a flash hit (`Shard::flash_hit`). A miss inserts the
+//! object (cache-aside, as libCacheSim does), with a value of zeros of the
+//! object's size (capped to what fits a segment) under an 8-byte key (the
+//! object id); an insert the flash tier answers `Busy` (its flusher is behind)
+//! is retried after a short sleep, as a server's client would wait.
+//!
+//! Unlike the object-level replay, the engine counts its own overhead: every
+//! item carries a 24-byte header and its key, the index and the flash write
+//! buffers come out of the RAM size, and an object larger than a segment is
+//! never stored. The flusher runs on its own thread, so two runs can differ
+//! by a few requests.
+
+use crate::replay::{Counts, ReplayOptions, RunResult, WindowStats};
+use crate::trace::{Op, Trace};
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiercache_engine::flash::aligned::AlignedBuf;
+use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::flash::{BlockDevice, Fetched, FlashTier, ReadReq, TierParams};
+use tiercache_engine::shard::{InsertError, Probe};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+
+/// The policy name that selects the engine: `tiercache` (the server's default
+/// policy) or `tiercache:POLICY` (`tiercache:lru`).
+pub const NAME: &str = "tiercache";
+
+/// `now` when the trace has no times.
+const CONSTANT_NOW: u32 = 1_000_000;
+/// Largest value a read may return (records are at most a flash segment).
+const MAX_READ: usize = 16 << 20;
+
+/// The engine's policy for a `tiercache[:POLICY]` spec; None if `spec` is not one.
+pub fn engine_policy(spec: &str) -> Option<&str> {
+    match spec.strip_prefix(NAME)? {
+        "" => Some("s3fifo"),
+        rest => rest.strip_prefix(':'),
+    }
+}
+
+/// What the engine and its flash tier did, for the whole run or one window.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct EngineFigures {
+    /// Flash device size (0: RAM only).
+    pub flash_size: u64,
+    /// Requests served from flash.
+    pub flash_hits: u64,
+    /// Bytes the flash tier wrote to the device (whole segments).
+    pub flash_bytes_written: u64,
+    /// Bytes of items demoted from RAM and admitted to flash.
+    pub flash_bytes_admitted: u64,
+    /// flash_bytes_written / flash_bytes_admitted (0 when nothing was admitted).
+    pub write_amplification: f64,
+    /// Items cached (RAM and flash) at the end.
+    pub items: u64,
+    /// Of which on flash.
+    pub flash_items: u64,
+    /// DRAM of the index at the end (without the flash write buffers).
+    pub index_bytes: u64,
+    /// index_bytes / items.
+    pub dram_index_bytes_per_item: f64,
+    /// All DRAM the engine holds (index, RAM segments, flash write buffers) / items.
+    pub dram_bytes_per_item: f64,
+    /// Inserts retried because the flash tier was busy.
+    pub busy_retries: u64,
+}
+
+impl EngineFigures {
+    fn since(&self, before: &EngineFigures) -> EngineFigures {
+        let mut d = *self;
+        d.flash_hits -= before.flash_hits;
+        d.flash_bytes_written -= before.flash_bytes_written;
+        d.flash_bytes_admitted -= before.flash_bytes_admitted;
+        d.busy_retries -= before.busy_retries;
+        d.write_amplification = wa(d.flash_bytes_written, d.flash_bytes_admitted);
+        d
+    }
+}
+
+fn wa(written: u64, admitted: u64) -> f64 {
+    if admitted == 0 {
+        0.0
+    } else {
+        written as f64 / admitted as f64
+    }
+}
+
+fn per_item(bytes: u64, items: u64) -> f64 {
+    if items == 0 {
+        0.0
+    } else {
+        bytes as f64 / items as f64
+    }
+}
+
+/// The engine of a run: `ram` bytes of memory (`-m`), `flash` bytes of device.
+fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Engine> {
+    let flash_cfg = (flash > 0).then(|| FlashConfig {
+        paths: vec![],
+        params: TierParams::default(),
+        read_threads: 1,
+        avg_item_size,
+        snapshot: None,
+    });
+    let config = EngineConfig {
+        memory_limit: ram as usize,
+        policy: policy.to_string(),
+        flash: flash_cfg,
+        ..EngineConfig::default()
+    };
+    let devices: Vec<Arc<dyn BlockDevice>> = if flash > 0 {
+        vec![Arc::new(MemDevice::new(flash as usize))]
+    } else {
+        vec![]
+    };
+    Engine::with_devices(config, devices).map_err(|e| anyhow!("tiercache engine: {e}"))
+}
+
+/// Reads every pending record (and any longer follow-up read) synchronously.
+fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
+    while let Some(r) = reads.pop() {
+        let mut buf = AlignedBuf::new(r.len);
+        let res = flash.devices()[r.dev]
+            .read_at(buf.as_mut_slice(), r.offset)
+            .map(|n| &buf.as_slice()[..n]);
+        if let Some(more) = fetched.complete(r.slot, res, MAX_READ, &flash.stats) {
+            reads.push(more);
+        }
+    }
+}
+
+struct Client<'a> {
+    engine: &'a Engine,
+    flash: Option<Arc<FlashTier>>,
+    fetched: Fetched,
+    reads: Vec<ReadReq>,
+    zeros: Vec<u8>,
+    max_value: usize,
+    flash_hits: u64,
+    busy_retries: u64,
+}
+
+impl Client<'_> {
+    /// A get: true on a hit (RAM or flash).
+    fn get(&mut self, key: &[u8], hash: u64, now: u32) -> bool {
+        self.fetched.clear();
+        self.reads.clear();
+        for _ in 0..8 {
+            let mut s = self.engine.lock(hash, now);
+            match s.probe(key, hash, now, &mut self.fetched, &mut self.reads) {
+                Probe::Ram => {
+                    let loc = s.find(key, hash, now).expect("probed in RAM");
+                    s.hit(hash, loc, now);
+                    return true;
+                }
+                Probe::Absent => return false,
+                Probe::Flash(loc) => {
+                    let item = self.fetched.item(loc).expect("fetched");
+                    s.flash_hit(hash, loc, item);
+                    self.flash_hits += 1;
+                    return true;
+                }
+                Probe::Need => {}
+            }
+            drop(s);
+            match &self.flash {
+                Some(f) => read_all(f, &mut self.fetched, &mut self.reads),
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// A set of `size` bytes of zeros (capped to a segment); false if not stored.
+    fn set(&mut self, key: &[u8], hash: u64, size: u32, now: u32) -> bool {
+        let vlen = (size as usize).min(self.max_value);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.engine.lock(hash, now).insert(
+                key,
+                hash,
+                NewItem::default(),
+                &[&self.zeros[..vlen]],
+            );
+            match r {
+                Ok(_) => return true,
+                Err(InsertError::Busy) if Instant::now() < deadline => {
+                    self.busy_retries += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn figures(&self, flash_size: u64, now: u32) -> EngineFigures {
+        let st = self.engine.stats(now);
+        let buffers = self.flash.as_ref().map_or(0, |f| f.buffer_bytes() as u64);
+        let index = st.index_bytes.saturating_sub(buffers);
+        let items = st.shard.curr_items;
+        let dram = st.index_bytes + st.segments_allocated * st.segment_size;
+        let (written, admitted) = self.flash.as_ref().map_or((0, 0), |f| {
+            (
+                f.stats.bytes_written.load(Ordering::Relaxed),
+                f.stats.bytes_admitted.load(Ordering::Relaxed),
+            )
+        });
+        EngineFigures {
+            flash_size,
+            flash_hits: self.flash_hits,
+            flash_bytes_written: written,
+            flash_bytes_admitted: admitted,
+            write_amplification: wa(written, admitted),
+            items,
+            flash_items: st.shard.flash_items,
+            index_bytes: index,
+            dram_index_bytes_per_item: per_item(index, items),
+            dram_bytes_per_item: per_item(dram, items),
+            busy_retries: self.busy_retries,
+        }
+    }
+}
+
+/// Replays the trace through the engine with `ram` bytes of memory and
+/// `opts.flash` bytes of flash (none: RAM only).
+pub fn replay_engine(
+    trace: &Trace,
+    spec: &str,
+    ram: u64,
+    opts: ReplayOptions,
+    progress: &AtomicU64,
+) -> Result<RunResult> {
+    let policy =
+        engine_policy(spec).ok_or_else(|| anyhow!("'{spec}' is not tiercache[:POLICY]"))?;
+    let started = Instant::now();
+    let flash_size = opts.flash.unwrap_or(0);
+    let (objects, bytes) = trace.footprint();
+    let avg = (bytes / objects.max(1)).max(64) as usize;
+    let engine = build(policy, ram, flash_size, avg)?;
+    let seg = engine.stats(CONSTANT_NOW).segment_size as usize;
+    let max_value = {
+        let s = engine.lock(0, CONSTANT_NOW);
+        (0..seg).rev().find(|&v| s.fits(8, v)).unwrap_or(0)
+    };
+    let mut c = Client {
+        engine: &engine,
+        flash: engine.flash().cloned(),
+        fetched: Fetched::default(),
+        reads: Vec::new(),
+        zeros: vec![0; max_value],
+        max_value,
+        flash_hits: 0,
+        busy_retries: 0,
+    };
+    let timed = trace.times.iter().any(|&t| t != 0);
+    let now_of = |i: usize| if timed { trace.times[i] } else { CONSTANT_NOW };
+    let mut total = Counts::default();
+    let mut windows = Vec::new();
+    let mut start = 0usize;
+    let mut before = c.figures(
+        flash_size,
+        if trace.is_empty() {
+            CONSTANT_NOW
+        } else {
+            now_of(0)
+        },
+    );
+    for end in crate::replay::window_ends(trace, opts.window) {
+        let mut w = Counts::default();
+        for i in start..end {
+            let id = trace.ids[i];
+            let size = trace.sizes[i];
+            let now = now_of(i);
+            let key = id.to_le_bytes();
+            let hash = Engine::hash(&key);
+            let op = trace.ops.get(i).copied().unwrap_or(Op::Get);
+            match op {
+                Op::Set if opts.honor_ops => {
+                    c.set(&key, hash, size, now);
+                }
+                Op::Delete if opts.honor_ops => {
+                    let mut s = engine.lock(hash, now);
+                    s.remove_key(&key, hash, now);
+                    s.purge_flash(hash);
+                }
+                _ => {
+                    let hit = c.get(&key, hash, now);
+                    if !hit {
+                        c.set(&key, hash, size, now);
+                    }
+                    w.requests += 1;
+                    w.bytes += size as u64;
+                    if !hit {
+                        w.misses += 1;
+                        w.miss_bytes += size as u64;
+                    }
+                }
+            }
+            if i % 4096 == 4095 {
+                progress.fetch_add(4096, Ordering::Relaxed);
+            }
+        }
+        let now = if end > 0 {
+            now_of(end - 1)
+        } else {
+            CONSTANT_NOW
+        };
+        let after = c.figures(flash_size, now);
+        if opts.window.is_some() && end > start {
+            windows.push(WindowStats {
+                first_request: start as u64,
+                start_time: trace.times[start],
+                counts: w,
+                miss_ratio: w.miss_ratio(),
+                byte_miss_ratio: w.byte_miss_ratio(),
+                engine: Some(after.since(&before)),
+            });
+        }
+        before = after;
+        total.add(&w);
+        start = end;
+    }
+    progress.fetch_add((trace.len() % 4096) as u64, Ordering::Relaxed);
+    let last = if trace.is_empty() {
+        CONSTANT_NOW
+    } else {
+        now_of(trace.len() - 1)
+    };
+    let fig = c.figures(flash_size, last);
+    let st = engine.stats(last);
+    Ok(RunResult {
+        policy: spec.to_string(),
+        size: ram,
+        counts: total,
+        miss_ratio: total.miss_ratio(),
+        byte_miss_ratio: total.byte_miss_ratio(),
+        evictions: st.shard.evictions,
+        objects: st.shard.curr_items,
+        seconds: started.elapsed().as_secs_f64(),
+        cpu_seconds: None,
+        windows,
+        engine: Some(fig),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace(n: u64, objects: u64, size: u32) -> Trace {
+        let mut t = Trace::default();
+        let mut x = 88172645463325252u64;
+        for i in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Skewed: half the requests go to a tenth of the objects.
+            let id = if x % 2 == 0 {
+                x % (objects / 10)
+            } else {
+                x % objects
+            };
+            t.ids.push(id);
+            t.sizes.push(size);
+            t.times.push(1000 + (i / 100) as u32);
+        }
+        t
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(engine_policy("tiercache"), Some("s3fifo"));
+        assert_eq!(engine_policy("tiercache:lru"), Some("lru"));
+        assert_eq!(engine_policy("lru"), None);
+        assert_eq!(engine_policy("tiercachex"), None);
+    }
+
+    #[test]
+    fn flash_holds_what_ram_cannot() {
+        // 40,000 objects of 4 KiB (160 MiB) against 32 MiB of RAM (16 MiB of
+        // which are the flash write buffers), with and
+        // without 256 MiB of flash.
+        let t = trace(120_000, 40_000, 4096);
+        let p = AtomicU64::new(0);
+        let ram = 32 << 20;
+        let opts = |flash| ReplayOptions {
+            window: Some(crate::replay::Window::Requests(40_000)),
+            flash,
+            ..ReplayOptions::default()
+        };
+        let only = replay_engine(&t, "tiercache", ram, opts(None), &p).unwrap();
+        let both = replay_engine(&t, "tiercache", ram, opts(Some(256 << 20)), &p).unwrap();
+        let e = both.engine.unwrap();
+        assert!(
+            both.miss_ratio + 0.2 < only.miss_ratio,
+            "flash: {} RAM only: {}",
+            both.miss_ratio,
+            only.miss_ratio
+        );
+        assert!(e.flash_hits > 0 && e.flash_items > 0);
+        assert!(e.flash_bytes_written > 0);
+        // Whole segments are written: at least what was admitted (a little
+        // less only while the last open buffer is unwritten); reinsertion of
+        // hit items on reclaim adds more.
+        assert!(e.write_amplification >= 0.8, "{e:?}");
+        assert!(e.dram_index_bytes_per_item > 0.0);
+        assert_eq!(only.engine.unwrap().flash_bytes_written, 0);
+        assert_eq!(both.windows.len(), 3);
+        let sum: u64 = both.windows.iter().map(|w| w.counts.misses).sum();
+        assert_eq!(sum, both.counts.misses);
+        let written: u64 = both
+            .windows
+            .iter()
+            .map(|w| w.engine.unwrap().flash_bytes_written)
+            .sum();
+        assert_eq!(written, e.flash_bytes_written);
+    }
+}
