@@ -109,6 +109,7 @@ fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Eng
         paths: vec![],
         params: TierParams::default(),
         read_threads: 1,
+        io: Default::default(),
         avg_item_size,
         snapshot: None,
     });
