@@ -296,7 +296,11 @@ impl Drop for UringReader {
 
 /// Whether this process may create an io_uring ring at all.
 pub fn available() -> bool {
-    IoUring::new(2).is_ok()
+    // On a thread of its own, as the probe: tearing a ring down can leave
+    // work that interrupts the calling thread's next blocking call (EINTR).
+    std::thread::spawn(|| IoUring::new(2).is_ok())
+        .join()
+        .unwrap_or(false)
 }
 
 /// Checks that io_uring reads work on `devices`: creates a ring and reads

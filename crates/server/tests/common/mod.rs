@@ -40,7 +40,10 @@ impl Client {
         let mut got = Vec::new();
         let mut buf = [0u8; 65536];
         while !got.ends_with(b"MN\r\n") {
-            let n = self.s.read(&mut buf).unwrap();
+            let n = match self.s.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => r.unwrap(),
+            };
             assert!(
                 n > 0,
                 "connection closed; got so far: {:?}",
