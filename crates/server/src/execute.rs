@@ -169,8 +169,16 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
     Outcome::Continue
 }
 
+/// `VALUE key flags bytes [cas]`, the value and its line end.
+fn value_reply(out: &mut Vec<u8>, key: &[u8], h: &Header, value: &[u8], return_cas: bool) {
+    resp::value_header(out, key, h.flags, value.len(), return_cas.then_some(h.cas));
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
 fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     let touch = g.touch.map(|t| ctx.exptime(t));
+    let (mut hits, mut misses) = (0u64, 0u64);
     for key in g.keys() {
         let hash = Engine::hash(key);
         let mut s = ctx.engine().lock(hash, ctx.now);
@@ -178,66 +186,50 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
             Some(e) => ops::touch(&mut s, key, hash, e, ctx.now),
             None => s.find(key, hash, ctx.now),
         };
-        if found.is_none() && touch.is_none() {
+        if let Some(loc) = found {
+            let loc = s.hit(hash, loc, ctx.now);
+            value_reply(out, key, &s.header(loc), s.value(loc), g.return_cas);
+            hits += 1;
+            continue;
+        }
+        if touch.is_none() {
             if let Some(loc) = s.flash_lookup(key, hash, ctx.now, fetched) {
                 let item = fetched.item(loc).expect("looked up");
                 s.flash_hit(hash, loc, item);
                 drop(s);
                 let h = Header::read(item);
                 let k = HEADER + h.klen as usize;
-                resp::value_header(
-                    out,
-                    key,
-                    h.flags,
-                    h.vlen as usize,
-                    g.return_cas.then_some(h.cas),
-                );
-                out.extend_from_slice(&item[k..k + h.vlen as usize]);
-                out.extend_from_slice(b"\r\n");
-                bump(&ctx.stats.cmd_get);
-                bump(&ctx.stats.get_hits);
+                value_reply(out, key, &h, &item[k..k + h.vlen as usize], g.return_cas);
+                hits += 1;
                 continue;
             }
             if s.needs_fetch(hash, fetched) {
                 ctx.need_flash.set(true);
             }
         }
-        match found {
-            Some(loc) => {
-                let loc = s.hit(hash, loc, ctx.now);
-                let h = s.header(loc);
-                let value = s.value(loc);
-                resp::value_header(
-                    out,
-                    key,
-                    h.flags,
-                    value.len(),
-                    g.return_cas.then_some(h.cas),
-                );
-                out.extend_from_slice(value);
-                out.extend_from_slice(b"\r\n");
-                drop(s);
-                if touch.is_some() {
-                    bump(&ctx.stats.cmd_touch);
-                    bump(&ctx.stats.touch_hits);
-                } else {
-                    bump(&ctx.stats.cmd_get);
-                    bump(&ctx.stats.get_hits);
-                }
-            }
-            None => {
-                drop(s);
-                if touch.is_some() {
-                    bump(&ctx.stats.cmd_touch);
-                    bump(&ctx.stats.touch_misses);
-                } else {
-                    bump(&ctx.stats.cmd_get);
-                    bump(&ctx.stats.get_misses);
-                }
-            }
-        }
+        misses += 1;
     }
     out.extend_from_slice(b"END\r\n");
+    // A get that must read flash first runs again: count it once, then.
+    if ctx.need_flash.get() {
+        return;
+    }
+    let (cmd, hit, miss) = if touch.is_some() {
+        (
+            &ctx.stats.cmd_touch,
+            &ctx.stats.touch_hits,
+            &ctx.stats.touch_misses,
+        )
+    } else {
+        (
+            &ctx.stats.cmd_get,
+            &ctx.stats.get_hits,
+            &ctx.stats.get_misses,
+        )
+    };
+    add(cmd, hits + misses);
+    add(hit, hits);
+    add(miss, misses);
 }
 
 fn mode_of(m: StoreMode) -> Mode {
