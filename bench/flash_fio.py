@@ -5,8 +5,8 @@ Alternates, RUNS times: fio 4 KiB random reads (io_uring, O_DIRECT, iodepth QD)
 on a file in the same file system as tiercache's flash file, and tiercache
 serving gets of VALUE-byte values (one 4 KiB block per record) from a dataset
 many times -m, so that nearly every get is a flash read, with QD reads in
-flight (ext_threads=QD for the pread pool; EXT_OPTS adds options such as
-ext_io=uring). Reports medians and tiercache's flash reads/s / fio IOPS.
+flight (32 connections; ext_threads=QD sizes the pread pool if that backend
+is used; EXT_OPTS adds options such as ext_io=pool). Reports medians and tiercache's flash reads/s / fio IOPS.
 
 Environment (all optional):
   QD=32 RUNS=3 DURATION=10  queue depth, runs, seconds per run
@@ -95,7 +95,7 @@ def main():
                 "gets": r["gets_per_sec"],
                 "flash_reads": delta["extstore_objects_read"] / dt,
                 "flash_hit_frac": delta["flash_hits"] / max(1, delta["get_hits"]),
-                "hit_ratio": delta["get_hits"] / max(1, delta["cmd_get"]),
+                "hit_ratio": r["hit_ratio"],  # the client's: the server's cmd_get also counts a get's first, RAM-only pass
                 "errors": delta["flash_read_errors"] + delta["flash_verify_failures"],
                 "p50": r["latency"]["all"]["p50_us"], "p99": r["latency"]["all"]["p99_us"],
                 "cpu": {k: (u * 1e6 / max(1, r["gets"]), s_ * 1e6 / max(1, r["gets"]))
@@ -120,7 +120,7 @@ def main():
 - date: {fl.now_utc()}; commit {fl.commit()}
 - machine: {fl.machine()}; files on {fl.fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)
 - device: `{fio_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat')}`
-- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash; read backend (`stats` flash_io_backend): {end.get('flash_io_backend', 'pool (no such stat)')}
 - load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; fio and tiercache alternate, {RUNS} runs each, medians
 
 | | fio 4 KiB randread QD{QD} | tiercache gets | tiercache flash reads |

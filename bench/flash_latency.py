@@ -48,7 +48,7 @@ def one(srv, load, rate):
     return {"achieved": r["ops_per_sec"], "p50": g["p50_us"], "p99": g["p99_us"],
             "p999": g["p999_us"], "max": g["max_us"],
             "flash_frac": delta["flash_hits"] / max(1, delta["get_hits"]),
-            "hit_ratio": delta["get_hits"] / max(1, delta["cmd_get"]),
+            "hit_ratio": r["hit_ratio"],  # the client's (see flash_fio.py)
             "lag_p99": (r.get("send_lag") or {}).get("p99_us"),
             "unanswered": r["unanswered"]}
 
@@ -81,6 +81,7 @@ def main():
         fracs = [FRACTION] + [float(x) for x in env("EXTRA_FRACTIONS", "0.25,0.1").split(",") if x]
         rates = [float(env("RATE"))] if env("RATE") else [f * dev_iops for f in fracs]
         fl.log(TAG, f"device {dev_iops:,.0f} IOPS (median); rates {', '.join(f'{r:,.0f}' for r in rates)}/s")
+        backend = srv.stats().get("flash_io_backend", "pool (no such stat)")
         tcs = {r: [] for r in rates}
         rams = {r: [] for r in rates}
         fios = {r: [] for r in rates}
@@ -121,7 +122,7 @@ def main():
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_latency.py`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
 - device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fl.fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
-- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m)
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}
 - load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
 
 | rate /s | what | achieved /s | p50 us | p99 us | p99.9 us | runs p99 us |

@@ -50,7 +50,7 @@ def measure(srv, args):
                                                "flash_hits", "get_extstore")}
     lat = r["latency"]["all"]
     return {"ops": r["ops_per_sec"], "p50": lat["p50_us"], "p99": lat["p99_us"], "p999": lat["p999_us"],
-            "hit_ratio": d["get_hits"] / max(1, d["cmd_get"]),
+            "hit_ratio": r["hit_ratio"],  # the client's (see flash_fio.py)
             "flash_reads": d["extstore_objects_read"] / r["elapsed_s"],
             "unanswered": r["unanswered"], "rss": srv.rss(), "cg": srv.cgroup.usage()}
 
@@ -108,6 +108,7 @@ def main():
         cg = {s.name: {"peak": s.cgroup.peak(), "failcnt": s.cgroup.failcnt(), "oom": s.cgroup.oom_kills(),
                        "alive": s.alive()} for s in both}
         cg_desc = mc_cg.describe()
+        tc_end = tc.stats()
     finally:
         for s in servers:
             s.stop()
@@ -141,7 +142,7 @@ def main():
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
 - memory budget: each server in its own memory cgroup, {cg_desc} ({LIMIT} MiB, RSS plus page cache), same `-m {MEM}`, 2 threads, a {FLASH_SIZE} flash file each
 - memcached: `{' '.join(mc_cmd).replace(d, 'DIR')}`
-- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}` (read backend {tc_end.get('flash_io_backend', 'pool')}, `ext_promote` default; flash_promoted at the end {tc_end.get('flash_promoted', 'n/a')})
 - dataset: {KEYS:,} keys x {VALUE} B ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / limit:.1f}x the limit), written at {PRELOAD_MBS:.0f} MB/s over 1 connection (`set ... noreply`), then missing keys written again, up to 4 passes (memcached {pre['memcached']['s']:.0f} s, kept {pre['memcached']['first']:,} after the first pass and {pre['memcached']['kept']:,} at the end; tiercache {pre['tiercache']['s']:.0f} s, kept {pre['tiercache']['first']:,} and {pre['tiercache']['kept']:,})
 - reads: zipf:{SKEW} gets; throughput `tiercache-bench --threads 2 --conns {CONNS} --pipeline {PIPELINE} --get-ratio 1 --dist zipf:{SKEW}` (closed loop, {2 * CONNS * PIPELINE} in flight); latency `--mode latency --rate {rate:.0f}` (open loop, {LAT_FRACTION} x the lower median throughput); {DURATION} s per run, one warm-up run each, then {RUNS} runs alternating servers, medians
 
