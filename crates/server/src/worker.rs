@@ -126,8 +126,12 @@ pub fn run(
     }
     let mut completions = Vec::new();
     let mut ready = Vec::new();
+    let mut any_busy = false;
     while !shared.shutdown.load(Ordering::Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
+        // A request parked for back-pressure may have missed the flusher's
+        // wake-up (it came just before it parked): look again soon.
+        let timeout = Duration::from_millis(if any_busy { 1 } else { 100 });
+        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
@@ -141,7 +145,7 @@ pub fn run(
             need_flash: Cell::new(false),
             reader: reader.as_ref(),
         };
-        let mut woken = events.is_empty();
+        let mut woken = events.is_empty() || any_busy;
         for ev in events.iter() {
             if ev.token() == LISTENER {
                 accept_all(&listener, &poll, &mut conns, &shared, &dispatch, me);
@@ -203,6 +207,7 @@ pub fn run(
         if let Some(r) = &reader {
             r.borrow_mut().flush();
         }
+        any_busy = reader.is_some() && conns.iter().any(|(_, c)| c.busy);
     }
     Ok(())
 }
