@@ -2,7 +2,7 @@
 //! flush_all, the expiry sweeper's entry point, and aggregated stats.
 
 use crate::flash::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
-use crate::flash::tier::{RecordOwner, Usage};
+use crate::flash::tier::RecordOwner;
 use crate::flash::uring::{self, UringReader, RING_ENTRIES};
 use crate::flash::{BlockDevice, FileDevice, FlashTier, TierParams};
 use crate::index::Loc;
@@ -506,11 +506,6 @@ impl Engine {
             ReadPool::new(flash.devices().to_vec(), threads.max(1))
         });
         Some(Box::new(pool.reader(notify)))
-    }
-
-    /// Flash slot usage, for stats.
-    pub fn flash_usage(&self) -> Option<Usage> {
-        self.flash.as_ref().map(|f| f.usage())
     }
 
     pub fn config(&self) -> &EngineConfig {

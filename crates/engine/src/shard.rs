@@ -927,19 +927,8 @@ impl Shard {
         &self,
         w: &mut crate::persist::SnapWriter<W>,
     ) -> std::io::Result<()> {
-        let st = &self.stats;
-        for v in [
-            st.curr_items,
-            st.bytes,
-            st.total_items,
-            st.flash_items,
-            st.segments,
-            st.evictions,
-            st.reclaimed,
-            st.reinserted,
-            st.demoted,
-        ] {
-            w.u64(v)?;
+        for v in persisted(&mut self.stats.clone()) {
+            w.u64(*v)?;
         }
         w.u32(self.segs.len() as u32)?;
         for s in &self.segs {
@@ -967,22 +956,9 @@ impl Shard {
         r: &mut crate::persist::SnapReader<R>,
     ) -> std::io::Result<()> {
         use crate::persist::invalid;
-        let mut v = [0u64; 9];
-        for x in v.iter_mut() {
-            *x = r.u64()?;
+        for v in persisted(&mut self.stats) {
+            *v = r.u64()?;
         }
-        let st = &mut self.stats;
-        [
-            st.curr_items,
-            st.bytes,
-            st.total_items,
-            st.flash_items,
-            st.segments,
-            st.evictions,
-            st.reclaimed,
-            st.reinserted,
-            st.demoted,
-        ] = v;
         let n = r.u32()? as usize;
         if n >= crate::flash::FLASH_SEG_BASE as usize {
             return Err(invalid("more RAM segments than a shard can hold"));
@@ -1028,4 +1004,19 @@ impl Shard {
         self.account_index();
         Ok(())
     }
+}
+
+/// The counters a snapshot keeps, in file order (see persist.rs).
+fn persisted(st: &mut ShardStats) -> [&mut u64; 9] {
+    [
+        &mut st.curr_items,
+        &mut st.bytes,
+        &mut st.total_items,
+        &mut st.flash_items,
+        &mut st.segments,
+        &mut st.evictions,
+        &mut st.reclaimed,
+        &mut st.reinserted,
+        &mut st.demoted,
+    ]
 }

@@ -53,10 +53,6 @@ impl FaultDevice {
         *self.faults.lock() = faults;
     }
 
-    pub fn reads(&self) -> u64 {
-        self.reads.load(Ordering::Relaxed)
-    }
-
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
     }

@@ -53,13 +53,6 @@ impl Fetched {
         self.entries.is_empty()
     }
 
-    pub fn pending(&self) -> usize {
-        self.entries
-            .iter()
-            .filter(|e| e.state == FetchState::Pending)
-            .count()
-    }
-
     pub fn state(&self, loc: Loc) -> Option<&FetchState> {
         self.entries.iter().find(|e| e.loc == loc).map(|e| &e.state)
     }
