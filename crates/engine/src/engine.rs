@@ -158,6 +158,8 @@ pub struct Engine {
     /// whose ring cannot be created.
     read_pool: std::sync::OnceLock<ReadPool>,
     flusher: Option<JoinHandle<()>>,
+    journal_writer: Option<JoinHandle<()>>,
+    last_recovery: Mutex<Option<crate::flash::tier::Recovery>>,
 }
 
 impl Drop for Engine {
@@ -166,6 +168,12 @@ impl Drop for Engine {
             f.stop();
         }
         if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+        if let Some(f) = &self.flash {
+            f.journal().stop();
+        }
+        if let Some(t) = self.journal_writer.take() {
             let _ = t.join();
         }
     }
@@ -330,6 +338,19 @@ impl Engine {
             (Some(f), Some(fc)) => Some(choose_io(fc.io, f.devices())?),
             _ => None,
         };
+        let journal_writer = match &flash {
+            Some(f) => {
+                f.journal()
+                    .set_geometry(config.shards.trailing_zeros() as u8, per_shard_power as u8);
+                let f2 = f.clone();
+                let t = std::thread::Builder::new()
+                    .name("flash-journal".into())
+                    .spawn(move || f2.journal().run(&|| f2.wake_all()))
+                    .map_err(|e| ConfigError(format!("cannot start the flash journal: {e}")))?;
+                Some(t)
+            }
+            None => None,
+        };
         let flusher = match &flash {
             Some(f) => {
                 let (f2, owner) = (f.clone(), shards.clone());
@@ -349,6 +370,8 @@ impl Engine {
             io_backend,
             read_pool: std::sync::OnceLock::new(),
             flusher,
+            journal_writer,
+            last_recovery: Mutex::new(None),
         };
         engine.restore_if_any()?;
         Ok(engine)
@@ -359,12 +382,10 @@ impl Engine {
         let Some(fc) = &self.config.flash else {
             return Ok(());
         };
-        let Some(path) = &fc.snapshot else {
+        let Some(path) = fc.snapshot.as_ref().filter(|p| p.exists()) else {
+            self.recover_after_crash();
             return Ok(());
         };
-        if !path.exists() {
-            return Ok(());
-        }
         let refuse = |why: String| {
             ConfigError(format!(
                 "snapshot {} cannot be used: {why}; start with -o ext_wipe to discard it (and the flash contents)",
@@ -375,6 +396,10 @@ impl Engine {
             tracing::warn!(path = %path.display(), "ext_wipe: discarding the snapshot");
             let _ = std::fs::remove_file(path);
             return Ok(());
+        }
+        if let Some(f) = &self.flash {
+            // The snapshot's index is exact: the journal's facts are not needed.
+            f.journal().take_recovered();
         }
         let started = std::time::Instant::now();
         let (items, segments) = self.restore(path).map_err(|e| refuse(e.to_string()))?;
@@ -390,6 +415,40 @@ impl Engine {
             "restored the cache from the shutdown snapshot"
         );
         Ok(())
+    }
+
+    /// Without a snapshot: rebuilds the flash items' index entries from the
+    /// devices (see FlashTier::recover for what is kept and dropped).
+    fn recover_after_crash(&self) {
+        let Some(f) = &self.flash else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let shards = &self.shards;
+        let r = f.recover(|loc, _item, hash| {
+            shards.of(hash).lock().recover_flash(hash, loc);
+            true
+        });
+        let secs = started.elapsed().as_secs_f64();
+        if r.segments > 0 || r.untrusted_segments > 0 {
+            tracing::info!(
+                items = r.items,
+                flash_segments = r.segments,
+                dropped_by_tombstones = r.dead,
+                untrusted_segments = r.untrusted_segments,
+                bytes_read = r.bytes_read,
+                seconds = format!("{secs:.3}"),
+                mb_per_second = format!("{:.0}", r.bytes_read as f64 / 1e6 / secs.max(1e-9)),
+                "recovered flash items after an unclean shutdown"
+            );
+        }
+        *self.last_recovery.lock() = Some(r);
+    }
+
+    /// What the crash recovery at start found (None after a graceful restart
+    /// or without flash).
+    pub fn last_recovery(&self) -> Option<crate::flash::tier::Recovery> {
+        *self.last_recovery.lock()
     }
 
     fn fingerprint(&self) -> [u64; 4] {
@@ -524,6 +583,19 @@ impl Engine {
         let mut g = self.shards.of(hash).lock();
         g.catch_up(now);
         g
+    }
+
+    /// Before flush_all: with a flash tier, raises the crash journal's floor
+    /// over every segment so far (a crash must not bring flushed items
+    /// back). False until that is durable: retry the request.
+    pub fn flush_gate(&self) -> bool {
+        match &self.flash {
+            Some(f) => {
+                let t = f.journal().raise_floor(f.max_seq());
+                f.journal().is_durable(t)
+            }
+            None => true,
+        }
     }
 
     /// flush_all: as memcached, items go at `now + delay - 1`, so a delay of

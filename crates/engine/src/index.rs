@@ -91,6 +91,25 @@ fn tag_of(hash: u64) -> u64 {
     }
 }
 
+#[inline]
+fn alt_bucket(b: usize, tag: u64, mask: usize) -> usize {
+    let x = (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
+    b ^ if x == 0 { 1 & mask } else { x }
+}
+
+/// What every key that can share an index entry's place with `hash`'s key
+/// has in common in an index of `2^power` buckets: the tag and the
+/// unordered pair of candidate buckets (a tag collision in a lookup is a
+/// key with the same value). The crash journal's fingerprints are built on
+/// it, so that a tombstone for a key also covers the colliding entries an
+/// insert of that key drops.
+pub fn collision_class(hash: u64, power: u32) -> (u64, usize) {
+    let mask = (1usize << power) - 1;
+    let tag = tag_of(hash);
+    let b1 = (hash as usize) & mask;
+    (tag, b1.min(alt_bucket(b1, tag, mask)))
+}
+
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
 struct Bucket {
@@ -235,8 +254,12 @@ impl Index {
     /// The other bucket of an entry with this tag in bucket `b`.
     #[inline]
     fn alt(&self, b: usize, tag: u64) -> usize {
-        let x = (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask;
-        b ^ if x == 0 { 1 & self.mask } else { x }
+        alt_bucket(b, tag, self.mask)
+    }
+
+    /// log2 of the primary bucket count.
+    pub fn power(&self) -> u32 {
+        self.primary.trailing_zeros()
     }
 
     /// Calls `f` on the buckets that can hold an entry with candidate

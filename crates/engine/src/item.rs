@@ -8,7 +8,8 @@
 //! 16      4     value length
 //! 20      1     key length
 //! 21      1     bits: 0-1 frequency, 2 fetched, 3 stale, 4 token sent,
-//!                     5 binary key, 6 dead (unlinked)
+//!                     5 binary key, 6 dead (unlinked), 7 flash copy
+//!                     (promoted from flash: a record of it may be there)
 //! 22      2     last access, unix seconds mod 65536
 //! 24      k     key
 //! 24+k    v     value
@@ -25,6 +26,9 @@ pub const STALE: u8 = 1 << 3;
 pub const TOKEN_SENT: u8 = 1 << 4;
 pub const KEY_BINARY: u8 = 1 << 5;
 pub const DEAD: u8 = 1 << 6;
+/// A RAM item copied back from flash: a record of it may still be on the
+/// device, so changing or dropping it needs a tombstone (see flash::journal).
+pub const FLASH_COPY: u8 = 1 << 7;
 
 /// Bytes an item occupies in a segment, padding included.
 #[inline]
@@ -33,7 +37,7 @@ pub fn stored_size(klen: usize, vlen: usize) -> usize {
 }
 
 /// The fixed fields of an item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Header {
     pub cas: u64,
     pub exptime: u32,

@@ -149,6 +149,9 @@ pub fn arith(
     let Some(loc) = shard.find(key, hash, now) else {
         return ArithResult::NotFound;
     };
+    if !shard.journal_gate(key, hash) {
+        return ArithResult::Busy;
+    }
     let h = shard.header(loc);
     if compare_cas != 0 && compare_cas != h.cas {
         return ArithResult::CasMismatch;

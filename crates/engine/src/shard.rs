@@ -112,6 +112,12 @@ pub struct Shard {
     flash: Option<Arc<FlashTier>>,
     /// Flash buffer rollovers reserved for the evacuation in progress.
     flash_reserved: usize,
+    /// Tombstones this shard asked the crash journal for, by fingerprint:
+    /// (horizon, ticket). Kept a while after they are durable so that a
+    /// request retried after waiting for one finds it.
+    tombs: std::collections::HashMap<u32, (u64, u64)>,
+    /// Tombstones asked for before this ticket are forgotten at the next sweep.
+    tombs_prune_mark: u64,
     pub stats: ShardStats,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
@@ -149,6 +155,8 @@ impl Shard {
             clock_now: 0,
             flash,
             flash_reserved: 0,
+            tombs: std::collections::HashMap::new(),
+            tombs_prune_mark: 0,
             stats: ShardStats::default(),
             can_grow,
         }
@@ -386,6 +394,18 @@ impl Shard {
         let q = self.policy.insert_queue(hash);
         // Room first: if none can be had, the old item must stay.
         let loc = self.alloc(q, size)?;
+        // After the allocation, which may have moved the old item to flash:
+        // older copies on flash need a durable tombstone before they go.
+        if !self.journal_gate(key, hash) {
+            Header {
+                vlen: vlen as u32,
+                klen: key.len() as u8,
+                bits: item::DEAD,
+                ..Header::default()
+            }
+            .write(&mut self.seg_mut(loc.seg).data[loc.off as usize..]);
+            return Err(InsertError::Busy);
+        }
         if let Some(old) = self.find_any(key, hash) {
             self.unlink(hash, old);
         }
@@ -586,6 +606,10 @@ impl Shard {
                         if h.bits & item::FETCHED == 0 {
                             self.stats.evicted_unfetched += 1;
                         }
+                        if h.bits & item::FLASH_COPY != 0 {
+                            // Its record on flash is no longer tracked.
+                            self.tombstone(hash);
+                        }
                     }
                     self.index.remove(hash, loc);
                     self.stats.curr_items -= 1;
@@ -626,6 +650,7 @@ impl Shard {
     /// Unlinks expired items and frees segments that hold nothing live.
     /// Returns the number of items reclaimed.
     pub fn sweep_expired(&mut self, now: u32) -> u64 {
+        self.prune_tombs();
         let mut reclaimed = 0;
         let ids: Vec<u32> = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
         for id in ids {
@@ -776,7 +801,12 @@ impl Shard {
             }
             match fetched.state(loc) {
                 Some(FetchState::Pending) => need = true,
-                Some(FetchState::Bad) => self.unlink_flash(hash, loc),
+                Some(FetchState::Bad) => {
+                    // The record may read fine after a restart: no longer
+                    // tracked, it needs a tombstone.
+                    self.tombstone(hash);
+                    self.unlink_flash(hash, loc)
+                }
                 Some(FetchState::Item(item)) => {
                     if !self.still_valid(&flash, loc, fetched) {
                         continue;
@@ -874,7 +904,8 @@ impl Shard {
         let len = HEADER + h.klen as usize + h.vlen as usize;
         let seg = self.seg_mut(new.seg);
         seg.data[o..o + len].copy_from_slice(&item_bytes[..len]);
-        seg.data[o + item::OFF_BITS] = (h.bits & !item::FREQ_MASK) | item::FETCHED;
+        seg.data[o + item::OFF_BITS] =
+            (h.bits & !item::FREQ_MASK) | item::FETCHED | item::FLASH_COPY;
         // Allocation cannot reclaim flash (the flusher needs this shard's
         // lock), but stay safe: without the entry the copy is dead space.
         if !self.index.contains(hash, loc) {
@@ -918,6 +949,79 @@ impl Shard {
         self.index.remove(hash, loc);
         self.stats.curr_items -= 1;
         self.stats.flash_items -= 1;
+    }
+}
+
+/// Crash safety (see flash::journal): tombstones before changes, and the
+/// index rebuilt from flash after a crash.
+impl Shard {
+    /// Asks the journal for a tombstone over every record of `hash`'s key
+    /// appended so far; returns its ticket (0 without a flash tier).
+    fn tombstone(&mut self, hash: u64) -> u64 {
+        let Some(f) = &self.flash else {
+            return 0;
+        };
+        let j = f.journal();
+        let h = f.max_seq();
+        let t = j.add(hash, h);
+        self.tombs.insert(
+            super::flash::journal::fingerprint(hash, j.geometry()),
+            (h, t),
+        );
+        t
+    }
+
+    /// Call before changing or deleting `key` (in the same lock hold as the
+    /// change): true when the change may go ahead. False when a tombstone
+    /// for records of the key on flash is not durable yet; it has been asked
+    /// for, and the request must be retried (the flash tier's waker fires
+    /// when the journal commits). Always true without a flash tier.
+    pub fn journal_gate(&mut self, key: &[u8], hash: u64) -> bool {
+        let Some(f) = self.flash.clone() else {
+            return true;
+        };
+        let j = f.journal();
+        let floor = j.floor();
+        let mut need = self
+            .flash_candidates(hash)
+            .into_iter()
+            .filter_map(|loc| f.seq_of(loc))
+            .max()
+            .filter(|&m| m > floor);
+        if let Some(loc) = self.find_any(key, hash) {
+            if self.header(loc).bits & item::FLASH_COPY != 0 {
+                self.update_bits(loc, 0, item::FLASH_COPY);
+                need = Some(f.max_seq());
+            }
+        }
+        let fp = super::flash::journal::fingerprint(hash, j.geometry());
+        if let Some(m) = need {
+            if self.tombs.get(&fp).is_none_or(|&(h, _)| h < m) {
+                self.tombstone(hash);
+            }
+        }
+        self.tombs.get(&fp).is_none_or(|&(_, t)| j.is_durable(t))
+    }
+
+    /// Forgets tombstones that were durable at the previous sweep.
+    fn prune_tombs(&mut self) {
+        let Some(f) = &self.flash else {
+            return;
+        };
+        let j = f.journal();
+        let mark = self.tombs_prune_mark;
+        self.tombs
+            .retain(|_, &mut (_, t)| t >= mark || !j.is_durable(t));
+        self.tombs_prune_mark = j.last_ticket();
+    }
+
+    /// Crash recovery: indexes a record found on flash.
+    pub fn recover_flash(&mut self, hash: u64, loc: Loc) {
+        self.index.insert(hash, loc);
+        self.stats.curr_items += 1;
+        self.stats.flash_items += 1;
+        self.stats.total_items += 1;
+        self.account_index();
     }
 }
 

@@ -10,6 +10,7 @@ use tiercache_engine::flash::Fetched;
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
+use tiercache_engine::shard::{InsertError, Shard};
 use tiercache_engine::{Engine, NewItem};
 use tiercache_proto::request::errors;
 use tiercache_proto::response as resp;
@@ -65,6 +66,9 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             let hash = Engine::hash(key);
             let found = {
                 let mut s = ctx.engine().lock(hash, ctx.now);
+                if !gate(&mut s, key, hash, ctx) {
+                    return Outcome::Continue;
+                }
                 s.remove_key(key, hash, ctx.now)
                     || match s.flash_lookup(key, hash, ctx.now, fetched) {
                         Some(loc) => {
@@ -97,6 +101,9 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             let e = ctx.exptime(exptime);
             let found = {
                 let mut s = ctx.engine().lock(hash, ctx.now);
+                if !gate(&mut s, key, hash, ctx) {
+                    return Outcome::Continue;
+                }
                 ops::touch(&mut s, key, hash, e, ctx.now).is_some()
             };
             bump(&ctx.stats.cmd_touch);
@@ -109,6 +116,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             }
         }
         Request::FlushAll { delay, noreply } => {
+            if !ctx.engine().flush_gate() {
+                ctx.retry.set(true);
+                return Outcome::Continue;
+            }
             bump(&ctx.stats.cmd_flush);
             ctx.engine().flush_all(i64::from(delay), ctx.now);
             reply(out, noreply, b"OK");
@@ -158,6 +169,9 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             if remove_existing {
                 let hash = Engine::hash(&key);
                 let mut s = ctx.engine().lock(hash, ctx.now);
+                if !gate(&mut s, &key, hash, ctx) {
+                    return Outcome::Continue;
+                }
                 s.remove_key(&key, hash, ctx.now);
                 s.purge_flash(hash);
             }
@@ -167,6 +181,18 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
         Request::GetKeyTooLong => resp::line(out, errors::BAD_FORMAT.as_bytes()),
     }
     Outcome::Continue
+}
+
+/// Before a request changes `key` (in the same lock hold as the change):
+/// false when the crash journal must first make a tombstone durable; the
+/// request is then marked for a retry and must change nothing.
+fn gate(s: &mut Shard, key: &[u8], hash: u64, ctx: &Ctx<'_>) -> bool {
+    if s.journal_gate(key, hash) {
+        true
+    } else {
+        ctx.retry.set(true);
+        false
+    }
 }
 
 /// `VALUE key flags bytes [cas]`, the value and its line end.
@@ -182,6 +208,9 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     for key in g.keys() {
         let hash = Engine::hash(key);
         let mut s = ctx.engine().lock(hash, ctx.now);
+        if touch.is_some() && !gate(&mut s, key, hash, ctx) {
+            return;
+        }
         let found = match touch {
             Some(e) => ops::touch(&mut s, key, hash, e, ctx.now),
             None => s.find(key, hash, ctx.now),
@@ -349,6 +378,9 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
     let hash = Engine::hash(key);
     let now = ctx.now;
     let mut s = ctx.engine().lock(hash, now);
+    if flags.order.iter().any(|t| t[0] == b'T') && !gate(&mut s, key, hash, ctx) {
+        return;
+    }
     let mut created = false;
     let mut loc = s.find(key, hash, now);
     if loc.is_none() {
@@ -358,8 +390,17 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
                 bits: if flags.base64_key { KEY_BINARY } else { 0 },
                 ..Default::default()
             };
-            loc = s.insert(key, hash, new, &[]).ok();
-            created = loc.is_some();
+            match s.insert(key, hash, new, &[]) {
+                Ok(l) => {
+                    loc = Some(l);
+                    created = true;
+                }
+                Err(InsertError::Busy) => {
+                    ctx.retry.set(true);
+                    return;
+                }
+                Err(_) => {}
+            }
         }
     }
     let Some(loc) = loc else {
@@ -516,6 +557,9 @@ fn meta_delete(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'
     let now = ctx.now;
     let code: &[u8] = {
         let mut s = ctx.engine().lock(hash, now);
+        if !gate(&mut s, key, hash, ctx) {
+            return;
+        }
         match s.find(key, hash, now) {
             None => {
                 bump(&ctx.stats.delete_misses);
@@ -589,6 +633,10 @@ fn meta_arith(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_
                 Ok(loc) => {
                     created = true;
                     (flags.initial, loc)
+                }
+                Err(InsertError::Busy) => {
+                    ctx.retry.set(true);
+                    return;
                 }
                 Err(_) => {
                     return resp::line(out, b"SERVER_ERROR Out of memory allocating new item")

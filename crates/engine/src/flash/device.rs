@@ -22,6 +22,10 @@ pub trait BlockDevice: Send + Sync {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
     /// Writes all of `buf` at `off`.
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()>;
+    /// Makes completed writes durable (through the device's volatile cache).
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
     /// The file descriptor, when reads may go straight to the kernel
     /// (io_uring). Devices that must see every read (fault injection) say None.
     fn raw_fd(&self) -> Option<RawFd> {
@@ -192,6 +196,10 @@ impl BlockDevice for FileDevice {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         self.file.write_all_at(buf, off)?;
         Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

@@ -109,6 +109,13 @@ impl BlockDevice for FaultDevice {
         self.writes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+
+    fn sync(&self) -> io::Result<()> {
+        if self.faults.lock().vanished {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        self.inner.sync()
+    }
 }
 
 /// A device in memory, for tests that need no file system.
@@ -118,9 +125,130 @@ pub struct MemDevice {
 
 impl MemDevice {
     pub fn new(size: usize) -> MemDevice {
+        MemDevice::from_image(vec![0; size])
+    }
+
+    /// A device holding these bytes (a crash image, a golden file).
+    pub fn from_image(data: Vec<u8>) -> MemDevice {
         MemDevice {
-            data: Mutex::new(vec![0; size]),
+            data: Mutex::new(data),
         }
+    }
+
+    /// A copy of everything on the device.
+    pub fn image(&self) -> Vec<u8> {
+        self.data.lock().clone()
+    }
+}
+
+/// When a [`CrashDevice`] "loses power".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPlan {
+    /// Writes before the `at`th (1-based) land; of the `at`th, only its first
+    /// `torn` bytes (0 = none of it).
+    Cut { at: u64, torn: usize },
+    /// Writes before the `at`th land, except those not yet followed by a
+    /// sync, which are lost (a volatile device cache).
+    DropUnsynced { at: u64 },
+}
+
+/// An in-memory device that records what it would hold if power failed at
+/// a chosen write, while the engine on it carries on (its later writes are
+/// simply not in the image). Tests recover a fresh engine from the image.
+pub struct CrashDevice {
+    state: Mutex<CrashState>,
+}
+
+struct CrashState {
+    data: Vec<u8>,
+    writes: u64,
+    plan: CrashPlan,
+    /// (offset, previous bytes) of writes since the last sync, newest last.
+    unsynced: Vec<(usize, Vec<u8>)>,
+    image: Option<Vec<u8>>,
+}
+
+impl CrashDevice {
+    pub fn new(size: usize, plan: CrashPlan) -> CrashDevice {
+        CrashDevice {
+            state: Mutex::new(CrashState {
+                data: vec![0; size],
+                writes: 0,
+                plan,
+                unsynced: Vec::new(),
+                image: None,
+            }),
+        }
+    }
+
+    /// Sets the crash point from now on (`at` counts all writes so far).
+    pub fn arm(&self, plan: CrashPlan) {
+        self.state.lock().plan = plan;
+    }
+
+    /// Writes so far.
+    pub fn writes(&self) -> u64 {
+        self.state.lock().writes
+    }
+
+    /// The image at the crash point, once the engine got that far.
+    pub fn crash_image(&self) -> Option<Vec<u8>> {
+        self.state.lock().image.clone()
+    }
+}
+
+impl BlockDevice for CrashDevice {
+    fn name(&self) -> &str {
+        "crash-test"
+    }
+
+    fn size(&self) -> u64 {
+        self.state.lock().data.len() as u64
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let d = &self.state.lock().data;
+        let off = off as usize;
+        let n = buf.len().min(d.len().saturating_sub(off));
+        buf[..n].copy_from_slice(&d[off..off + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        let mut st = self.state.lock();
+        let off = off as usize;
+        if off + buf.len() > st.data.len() {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        st.writes += 1;
+        let n = st.writes;
+        match st.plan {
+            CrashPlan::Cut { at, torn } if at == n => {
+                let mut image = st.data.clone();
+                let k = torn.min(buf.len());
+                image[off..off + k].copy_from_slice(&buf[..k]);
+                st.image = Some(image);
+            }
+            CrashPlan::DropUnsynced { at } if at == n => {
+                let mut image = st.data.clone();
+                for (o, old) in st.unsynced.iter().rev() {
+                    image[*o..*o + old.len()].copy_from_slice(old);
+                }
+                st.image = Some(image);
+            }
+            _ => {}
+        }
+        if matches!(st.plan, CrashPlan::DropUnsynced { at } if n < at) {
+            let old = st.data[off..off + buf.len()].to_vec();
+            st.unsynced.push((off, old));
+        }
+        st.data[off..off + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.state.lock().unsynced.clear();
+        Ok(())
     }
 }
 

@@ -1,21 +1,39 @@
-//! The on-flash format (version 1): a superblock at the start of each
-//! device, then fixed-size segments, each a header block followed by records.
-//! All integers little-endian; every structure carries a CRC-32C.
+//! The on-flash format (version 2): a superblock at the start of each
+//! device, a journal region, then fixed-size segments, each a header block
+//! followed by records. All integers little-endian; every structure carries
+//! a CRC-32C. docs/FORMAT.md walks through it with the golden files in
+//! crates/engine/tests/golden/.
 //!
 //! ```text
-//! device:  [superblock 4 KiB][pad to 1 MiB][segment 0][segment 1]...
+//! device:  [superblock 4 KiB][zero to 1 MiB][journal J bytes][segment 0][segment 1]...
 //!
 //! superblock (4 KiB block, rest zero)
 //!   0  8  magic "TIERCACH"
-//!   8  4  format version (1)
+//!   8  4  format version (2)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  device size in bytes
 //!  24  4  segment size in bytes
 //!  28  4  device number in the configuration
+//!  32  4  journal bytes J (a multiple of 8 KiB; only device 0 uses its journal)
+//!
+//! journal block (4 KiB; the journal is pairs of blocks, see journal.rs)
+//!   0  8  magic "TCJOURNL"
+//!   8  4  format version (2)
+//!  12  4  crc32c of bytes 16..4096
+//!  16  8  write counter (grows with every journal write)
+//!  24  8  floor: segments with a sequence number <= floor are not trusted
+//!  32  4  logical block number (the pair this block belongs to)
+//!  36  4  entries n (at most 337)
+//!  40  1  log2 of the shard count   } the index geometry the
+//!  41  1  log2 of buckets per shard } fingerprints were made for
+//!  42  6  zero
+//!  48 12n entries: key fingerprint u32, horizon u64 (a tombstone: records
+//!         of keys with this fingerprint in segments with a sequence number
+//!         <= horizon are dead)
 //!
 //! segment header (first 4 KiB block of a segment, rest zero)
 //!   0  8  magic "TCSEGMNT"
-//!   8  4  format version (1)
+//!   8  4  format version (2)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  sequence number (increases with every segment written)
 //!  24  4  slot number
@@ -36,11 +54,29 @@
 use super::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const SUPER_MAGIC: &[u8; 8] = b"TIERCACH";
 pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
-/// Where the first segment starts on a device.
-pub const SEGMENTS_START: u64 = 1 << 20;
+/// Where the journal starts on a device; segments follow it.
+pub const JOURNAL_START: u64 = 1 << 20;
+pub const JOURNAL_MAGIC: &[u8; 8] = b"TCJOURNL";
+/// Bytes of a journal block before its entries.
+pub const JOURNAL_HEADER: usize = 48;
+/// Bytes of one journal entry.
+pub const JOURNAL_ENTRY: usize = 12;
+/// Entries in one journal block.
+pub const JOURNAL_ENTRIES: usize = (BLOCK - JOURNAL_HEADER) / JOURNAL_ENTRY;
+
+/// The journal size for a device of `size` bytes: 1/128 of it, between
+/// 1 MiB and 64 MiB, in whole MiB.
+pub fn journal_bytes_for(size: u64) -> u64 {
+    (size / 128).clamp(1 << 20, 64 << 20) >> 20 << 20
+}
+
+/// Where the first segment starts on a device with a journal of `journal` bytes.
+pub fn segments_start(journal: u64) -> u64 {
+    JOURNAL_START + journal
+}
 /// Bytes of record prefix before the item header.
 pub const RECORD_PREFIX: usize = 8;
 /// Item bits that survive on flash.
@@ -172,6 +208,7 @@ pub struct Superblock {
     pub device_size: u64,
     pub segment_size: u32,
     pub device_no: u32,
+    pub journal_bytes: u32,
 }
 
 /// What the first block of a device holds.
@@ -194,6 +231,7 @@ impl Superblock {
         b[16..24].copy_from_slice(&self.device_size.to_le_bytes());
         b[24..28].copy_from_slice(&self.segment_size.to_le_bytes());
         b[28..32].copy_from_slice(&self.device_no.to_le_bytes());
+        b[32..36].copy_from_slice(&self.journal_bytes.to_le_bytes());
         let crc = crc32c::crc32c(&b[16..64]);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
@@ -216,6 +254,70 @@ impl Superblock {
             device_size: u64::from_le_bytes(b[16..24].try_into().unwrap()),
             segment_size: u32::from_le_bytes(b[24..28].try_into().unwrap()),
             device_no: u32::from_le_bytes(b[28..32].try_into().unwrap()),
+            journal_bytes: u32::from_le_bytes(b[32..36].try_into().unwrap()),
+        })
+    }
+}
+
+/// One journal block: the floor and the tombstones it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalBlock {
+    pub counter: u64,
+    pub floor: u64,
+    pub logical: u32,
+    /// (log2 shards, log2 buckets per shard) of the fingerprints.
+    pub geometry: (u8, u8),
+    pub entries: Vec<(u32, u64)>,
+}
+
+impl JournalBlock {
+    pub fn write(&self, b: &mut [u8]) {
+        assert!(self.entries.len() <= JOURNAL_ENTRIES);
+        b[..BLOCK].fill(0);
+        b[0..8].copy_from_slice(JOURNAL_MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.counter.to_le_bytes());
+        b[24..32].copy_from_slice(&self.floor.to_le_bytes());
+        b[32..36].copy_from_slice(&self.logical.to_le_bytes());
+        b[36..40].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        b[40] = self.geometry.0;
+        b[41] = self.geometry.1;
+        for (i, &(fp, h)) in self.entries.iter().enumerate() {
+            let at = JOURNAL_HEADER + i * JOURNAL_ENTRY;
+            b[at..at + 4].copy_from_slice(&fp.to_le_bytes());
+            b[at + 4..at + 12].copy_from_slice(&h.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&b[16..BLOCK]);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// None unless the block is a valid journal block of this version.
+    pub fn read(b: &[u8]) -> Option<JournalBlock> {
+        if &b[0..8] != JOURNAL_MAGIC
+            || u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION
+            || u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..BLOCK])
+        {
+            return None;
+        }
+        let n = u32::from_le_bytes(b[36..40].try_into().unwrap()) as usize;
+        if n > JOURNAL_ENTRIES {
+            return None;
+        }
+        let entries = (0..n)
+            .map(|i| {
+                let at = JOURNAL_HEADER + i * JOURNAL_ENTRY;
+                (
+                    u32::from_le_bytes(b[at..at + 4].try_into().unwrap()),
+                    u64::from_le_bytes(b[at + 4..at + 12].try_into().unwrap()),
+                )
+            })
+            .collect();
+        Some(JournalBlock {
+            counter: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+            floor: u64::from_le_bytes(b[24..32].try_into().unwrap()),
+            logical: u32::from_le_bytes(b[32..36].try_into().unwrap()),
+            geometry: (b[40], b[41]),
+            entries,
         })
     }
 }
@@ -292,6 +394,7 @@ mod tests {
             device_size: 1 << 30,
             segment_size: 4 << 20,
             device_no: 1,
+            journal_bytes: 8 << 20,
         };
         sb.write(&mut b);
         assert_eq!(Superblock::inspect(&b), DeviceContents::Ours(sb));
@@ -310,5 +413,20 @@ mod tests {
         assert_eq!(SegmentHeader::read(&b), Some(sh));
         b[20] ^= 1;
         assert_eq!(SegmentHeader::read(&b), None);
+        let jb = JournalBlock {
+            counter: 9,
+            floor: 4,
+            logical: 2,
+            geometry: (3, 12),
+            entries: vec![(0xDEAD_BEEF, 17); JOURNAL_ENTRIES],
+        };
+        jb.write(&mut b);
+        assert_eq!(JournalBlock::read(&b), Some(jb));
+        b[4000] ^= 1;
+        assert_eq!(JournalBlock::read(&b), None, "a torn journal block");
+        assert_eq!(JOURNAL_ENTRIES, 337);
+        assert_eq!(journal_bytes_for(64 << 20), 1 << 20);
+        assert_eq!(journal_bytes_for(1 << 30), 8 << 20);
+        assert_eq!(journal_bytes_for(1 << 40), 64 << 20);
     }
 }

@@ -8,6 +8,7 @@
 //! - [`format`]: the on-flash format, byte by byte.
 //! - [`tier`]: slots, write buffers, the flusher, reclaim.
 //! - [`fetch`]: records a request waits for, verified on arrival.
+//! - [`journal`]: tombstones and the trust floor that make crash recovery safe.
 //! - [`io`]: per-worker asynchronous readers (thread-pool pread).
 //! - [`uring`]: the io_uring reader (one ring per worker).
 
@@ -17,6 +18,7 @@ pub mod fault;
 pub mod fetch;
 pub mod format;
 pub mod io;
+pub mod journal;
 pub mod tier;
 pub mod uring;
 

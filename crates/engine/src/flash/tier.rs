@@ -18,6 +18,7 @@
 use super::aligned::{round_up, AlignedBuf, BLOCK};
 use super::device::{BlockDevice, DeviceError};
 use super::format::{self, DeviceContents, SegmentHeader, Superblock};
+use super::journal::Journal;
 use crate::index::Loc;
 use crate::item::Header;
 use parking_lot::{Condvar, Mutex};
@@ -203,6 +204,12 @@ pub struct TierStats {
 /// The flash tier.
 pub struct FlashTier {
     devices: Vec<Arc<dyn BlockDevice>>,
+    journal: Arc<Journal>,
+    /// Whether the devices held our format with this layout at start (so
+    /// their contents may be recovered).
+    kept: bool,
+    /// The highest segment sequence number handed out (a tombstone's horizon).
+    max_seq: AtomicU64,
     params: TierParams,
     state: Mutex<State>,
     work: Condvar,
@@ -237,9 +244,14 @@ impl FlashTier {
             return Err(DeviceError("no flash device configured".into()));
         }
         let mut per_dev = Vec::new();
+        let mut kept = true;
+        let mut starts = Vec::new();
         for (no, d) in devices.iter().enumerate() {
-            check_and_stamp(d.as_ref(), no as u32, seg, params.wipe)?;
-            let n = d.size().saturating_sub(format::SEGMENTS_START) / seg as u64;
+            let journal = format::journal_bytes_for(d.size());
+            kept &= check_and_stamp(d.as_ref(), no as u32, seg, journal, params.wipe)?;
+            let start = format::segments_start(journal);
+            starts.push(start);
+            let n = d.size().saturating_sub(start) / seg as u64;
             if n == 0 {
                 return Err(DeviceError(format!(
                     "flash device {} ({} bytes) is too small for one {} KiB segment",
@@ -258,7 +270,7 @@ impl FlashTier {
                 if next[dev] < *n {
                     slots.push(Slot {
                         dev,
-                        dev_off: format::SEGMENTS_START + next[dev] * seg as u64,
+                        dev_off: starts[dev] + next[dev] * seg as u64,
                         seq: 0,
                         data_len: 0,
                         items: 0,
@@ -287,12 +299,34 @@ impl FlashTier {
                 FREE_SLOTS_LOW + params.write_buffers
             )));
         }
+        let jbytes = format::journal_bytes_for(devices[0].size());
+        if !kept {
+            // A new, wiped or re-laid-out device: nothing on it may be
+            // recovered, so no old journal block or segment header may remain.
+            Self::clear_old_contents(&devices, &slots, jbytes)?;
+        }
+        let journal =
+            Journal::open(devices[0].clone(), format::JOURNAL_START, jbytes).map_err(|e| {
+                DeviceError(format!(
+                    "flash device {}: cannot read the journal: {e}",
+                    devices[0].name()
+                ))
+            })?;
         let free = (0..slots.len() as u32).collect();
         let spare = (0..params.write_buffers.max(2))
             .map(|_| AlignedBuf::new(seg))
             .collect();
+        let first_seq = {
+            let rec = journal.take_recovered().unwrap_or_default();
+            let floor_and_horizon = rec.floor.max(rec.max_horizon);
+            *journal.recovered_slot() = Some(rec);
+            floor_and_horizon + 1
+        };
         Ok(FlashTier {
             devices,
+            journal: Arc::new(journal),
+            kept,
+            max_seq: AtomicU64::new(first_seq - 1),
             state: Mutex::new(State {
                 slots,
                 free,
@@ -301,7 +335,7 @@ impl FlashTier {
                 open: [None, None],
                 spare,
                 reserved: 0,
-                next_seq: 1,
+                next_seq: first_seq,
                 budget_tokens: 0.0,
                 budget_at: Instant::now(),
                 consecutive_write_errors: 0,
@@ -318,6 +352,40 @@ impl FlashTier {
 
     pub fn params(&self) -> &TierParams {
         &self.params
+    }
+
+    /// The crash journal.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    /// The highest segment sequence number handed out so far: a tombstone
+    /// with this horizon covers every record appended until now.
+    pub fn max_seq(&self) -> u64 {
+        self.max_seq.load(Ordering::Acquire)
+    }
+
+    /// Zeroes the journal and every slot's header block.
+    fn clear_old_contents(
+        devices: &[Arc<dyn BlockDevice>],
+        slots: &[Slot],
+        jbytes: u64,
+    ) -> Result<(), DeviceError> {
+        let err = |d: &dyn BlockDevice, e: std::io::Error| {
+            DeviceError(format!("flash device {}: cannot write: {e}", d.name()))
+        };
+        Journal::wipe(devices[0].as_ref(), format::JOURNAL_START, jbytes)
+            .map_err(|e| err(devices[0].as_ref(), e))?;
+        let zero = AlignedBuf::new(BLOCK);
+        for s in slots {
+            let d = devices[s.dev].as_ref();
+            d.write_at(zero.as_slice(), s.dev_off)
+                .map_err(|e| err(d, e))?;
+        }
+        for d in devices {
+            d.sync().map_err(|e| err(d.as_ref(), e))?;
+        }
+        Ok(())
     }
 
     pub fn devices(&self) -> &[Arc<dyn BlockDevice>] {
@@ -352,7 +420,8 @@ impl FlashTier {
         self.wakers.lock().push(f);
     }
 
-    fn wake_all(&self) {
+    /// Wakes whoever waits for the flusher or the journal.
+    pub fn wake_all(&self) {
         for w in self.wakers.lock().iter() {
             w();
         }
@@ -424,6 +493,7 @@ impl FlashTier {
         let buf = st.spare.pop().expect("checked");
         let seq = st.next_seq;
         st.next_seq += 1;
+        self.max_seq.store(seq, Ordering::Release);
         let s = &mut st.slots[slot as usize];
         s.seq = seq;
         s.items = 0;
@@ -663,13 +733,16 @@ pub struct Usage {
 }
 
 /// Refuses devices holding data that is not ours (or another version of
-/// ours) unless told to wipe them, then writes our superblock.
+/// ours) unless told to wipe them, then writes our superblock. True when
+/// the device already held our format with the same layout (its contents
+/// may be recovered).
 fn check_and_stamp(
     d: &dyn BlockDevice,
     no: u32,
     seg: usize,
+    journal: u64,
     wipe: bool,
-) -> Result<(), DeviceError> {
+) -> Result<bool, DeviceError> {
     let mut b = AlignedBuf::new(BLOCK);
     let n = d
         .read_at(b.as_mut_slice(), 0)
@@ -677,8 +750,26 @@ fn check_and_stamp(
     if n < BLOCK {
         b.as_mut_slice()[n..].fill(0);
     }
-    match Superblock::inspect(b.as_slice()) {
-        DeviceContents::Empty | DeviceContents::Ours(_) => {}
+    let sb = Superblock {
+        device_size: d.size(),
+        segment_size: seg as u32,
+        device_no: no,
+        journal_bytes: journal as u32,
+    };
+    let kept = match Superblock::inspect(b.as_slice()) {
+        DeviceContents::Ours(old) if old == sb && !wipe => return Ok(true),
+        DeviceContents::Ours(old) => {
+            if !wipe {
+                tracing::warn!(
+                    device = d.name(),
+                    ?old,
+                    new = ?sb,
+                    "flash device layout changed (size, segment size or device order): its contents are dropped"
+                );
+            }
+            false
+        }
+        DeviceContents::Empty => false,
         DeviceContents::OtherVersion(v) if !wipe => {
             return Err(DeviceError(format!(
                 "flash device {} holds tiercache format version {v}, this build reads version {}; \
@@ -694,16 +785,13 @@ fn check_and_stamp(
                 d.name()
             )))
         }
-        _ => {}
-    }
-    Superblock {
-        device_size: d.size(),
-        segment_size: seg as u32,
-        device_no: no,
-    }
-    .write(b.as_mut_slice());
+        _ => false,
+    };
+    sb.write(b.as_mut_slice());
     d.write_at(b.as_slice(), 0)
-        .map_err(|e| DeviceError(format!("flash device {}: cannot write: {e}", d.name())))
+        .and_then(|_| d.sync())
+        .map_err(|e| DeviceError(format!("flash device {}: cannot write: {e}", d.name())))?;
+    Ok(kept)
 }
 
 /// Whoever owns the index entries of records (the engine): told about each
@@ -716,7 +804,8 @@ pub trait RecordOwner: Send + Sync {
 
 enum Job {
     Write(u32, Arc<AlignedBuf>),
-    Reclaim(u32),
+    /// A slot to reclaim, and whether all its records have expired.
+    Reclaim(u32, bool),
 }
 
 impl FlashTier {
@@ -746,7 +835,7 @@ impl FlashTier {
                     if st.free.len() < FREE_SLOTS_LOW.max(1) + 1 {
                         if let Some(slot) = st.sealed.pop_front() {
                             st.slots[slot as usize].state = SlotState::Reclaiming;
-                            break Job::Reclaim(slot);
+                            break Job::Reclaim(slot, false);
                         }
                     }
                     // Idle flush: an open buffer that stopped growing goes out.
@@ -773,7 +862,7 @@ impl FlashTier {
                             let slot = st.sealed.remove(pos).expect("found");
                             st.slots[slot as usize].state = SlotState::Reclaiming;
                             self.stats.segments_expired.fetch_add(1, Ordering::Relaxed);
-                            break Job::Reclaim(slot);
+                            break Job::Reclaim(slot, true);
                         }
                     }
                     self.work.wait_for(&mut st, Duration::from_millis(20));
@@ -781,7 +870,9 @@ impl FlashTier {
             };
             match job {
                 Job::Write(slot, buf) => self.write_segment(slot, buf, owner),
-                Job::Reclaim(slot) => self.reclaim_segment(slot, &mut scratch, owner),
+                Job::Reclaim(slot, expired) => {
+                    self.reclaim_segment(slot, expired, &mut scratch, owner)
+                }
             }
             self.wake_all();
         }
@@ -835,7 +926,13 @@ impl FlashTier {
         self.state.lock().spare.push(buf);
     }
 
-    fn reclaim_segment(&self, slot: u32, scratch: &mut AlignedBuf, owner: &dyn RecordOwner) {
+    fn reclaim_segment(
+        &self,
+        slot: u32,
+        expired: bool,
+        scratch: &mut AlignedBuf,
+        owner: &dyn RecordOwner,
+    ) {
         let (dev, off, len, seq) = {
             let st = self.state.lock();
             let s = &st.slots[slot as usize];
@@ -846,6 +943,14 @@ impl FlashTier {
                 s.seq,
             )
         };
+        if !expired {
+            // Its records stay on the device until the slot is rewritten:
+            // after a crash they must not come back once their entries go.
+            let t = self.journal.raise_floor(seq);
+            if !self.journal.wait_durable(t, Duration::from_secs(60)) {
+                tracing::error!(slot, "the crash journal did not commit the floor in 60 s");
+            }
+        }
         let buf = &mut scratch.as_mut_slice()[..len];
         match self.devices[dev].read_at(buf, off) {
             Ok(n) if n == len => {
@@ -923,6 +1028,103 @@ impl FlashTier {
     }
 }
 
+/// What a crash recovery found.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Recovery {
+    pub segments: u64,
+    pub items: u64,
+    /// Records dropped by a tombstone.
+    pub dead: u64,
+    /// Segments with a valid header below the floor (not trusted).
+    pub untrusted_segments: u64,
+    pub bytes_read: u64,
+}
+
+/// Crash recovery: the segment table and the index from the devices.
+impl FlashTier {
+    /// Rebuilds the segment table from the segment headers on the devices
+    /// and hands every record that may be served to `insert` (which returns
+    /// whether it took it), oldest segment first. A record is dropped when
+    /// its segment is at or below the journal's floor, a tombstone covers
+    /// it, or it fails its checksum or sequence check (expired ones are
+    /// indexed and expire on first access, as always). Call
+    /// once, before anything is appended, and only after a crash (a
+    /// snapshot from a graceful shutdown is exact; use it instead).
+    pub fn recover(&self, mut insert: impl FnMut(Loc, &[u8], u64) -> bool) -> Recovery {
+        let mut report = Recovery::default();
+        let rec = self.journal.take_recovered().unwrap_or_default();
+        if !self.kept {
+            return report;
+        }
+        let mut st = self.state.lock();
+        let mut block = AlignedBuf::new(BLOCK);
+        let mut found: Vec<(u64, u32, SegmentHeader)> = Vec::new();
+        for (i, s) in st.slots.iter().enumerate() {
+            let ok = self.devices[s.dev]
+                .read_at(block.as_mut_slice(), s.dev_off)
+                .is_ok_and(|n| n == BLOCK);
+            report.bytes_read += BLOCK as u64;
+            let Some(h) = ok.then(|| SegmentHeader::read(block.as_slice())).flatten() else {
+                continue;
+            };
+            if h.slot != i as u32 || h.data_len as usize + BLOCK > self.params.segment_size {
+                continue;
+            }
+            if h.seq <= rec.floor {
+                report.untrusted_segments += 1;
+                continue;
+            }
+            found.push((h.seq, i as u32, h));
+        }
+        found.sort_unstable_by_key(|f| f.0);
+        let mut scratch = AlignedBuf::new(self.params.segment_size);
+        let mut max_seq = st.next_seq - 1;
+        for (seq, slot, h) in found {
+            max_seq = max_seq.max(seq);
+            let (dev, off) = (st.slots[slot as usize].dev, st.slots[slot as usize].dev_off);
+            let len = round_up(BLOCK + h.data_len as usize, BLOCK);
+            let buf = &mut scratch.as_mut_slice()[..len];
+            match self.devices[dev].read_at(buf, off) {
+                Ok(n) if n == len => {}
+                _ => {
+                    tracing::warn!(
+                        slot,
+                        "cannot read a flash segment during recovery; its items are dropped"
+                    );
+                    continue;
+                }
+            }
+            report.bytes_read += len as u64;
+            let mut items = 0u32;
+            self.for_each_record(buf, seq, slot, |loc, item| {
+                let hd = Header::read(item);
+                let key = &item[crate::item::HEADER..crate::item::HEADER + hd.klen as usize];
+                let hash = crate::shard::hash_key(key);
+                if rec.is_dead(hash, seq) {
+                    report.dead += 1;
+                } else if insert(loc, item, hash) {
+                    items += 1;
+                }
+            });
+            report.items += u64::from(items);
+            report.segments += 1;
+            let s = &mut st.slots[slot as usize];
+            s.seq = seq;
+            s.data_len = h.data_len;
+            s.items = items;
+            s.max_exptime = h.max_exptime;
+            s.state = SlotState::Sealed;
+            st.sealed.push_back(slot);
+        }
+        st.next_seq = max_seq + 1;
+        self.max_seq.store(max_seq, Ordering::Release);
+        st.free = (0..st.slots.len() as u32)
+            .filter(|&i| matches!(st.slots[i as usize].state, SlotState::Free))
+            .collect();
+        report
+    }
+}
+
 /// Snapshot (graceful restart) of the segment table: see persist.rs.
 impl FlashTier {
     /// Seals the open buffer, waits until every queued segment is written
@@ -941,7 +1143,10 @@ impl FlashTier {
                 if !busy {
                     self.stop.store(true, Ordering::Relaxed);
                     self.work.notify_all();
-                    return true;
+                    drop(st);
+                    let t = self.journal.last_ticket();
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    return self.journal.wait_durable(t, left);
                 }
             }
             if Instant::now() > deadline {
@@ -978,7 +1183,8 @@ impl FlashTier {
     ) -> std::io::Result<usize> {
         use crate::persist::invalid;
         let mut st = self.state.lock();
-        st.next_seq = r.u64()?;
+        st.next_seq = r.u64()?.max(st.next_seq);
+        self.max_seq.store(st.next_seq - 1, Ordering::Release);
         let n = r.u32()? as usize;
         if n != st.slots.len() {
             return Err(invalid("flash segment count differs from the devices"));

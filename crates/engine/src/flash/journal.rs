@@ -1,0 +1,542 @@
+//! The crash journal: what lets a start after a crash (kill -9, power loss)
+//! rebuild the flash index from the device without ever serving a value
+//! that was deleted or overwritten.
+//!
+//! Deletes and overwrites touch only DRAM, so after a crash the device still
+//! holds the old records. Two facts, made durable here *before* the change
+//! they protect is made, say which records are dead:
+//!
+//! - a **tombstone** `(fingerprint, horizon)`: records whose key has this
+//!   fingerprint, in segments with a sequence number up to `horizon`, are
+//!   dead. The fingerprint is coarse on purpose: it is shared by every key
+//!   an insert of the key may drop from the index (same tag, same bucket
+//!   pair; see [`fingerprint`]), so one tombstone covers them all. Other keys
+//!   that share it are dropped too: a miss, never a wrong value.
+//! - the **floor**: segments with a sequence number up to it are not trusted
+//!   at all. It rises before the flusher reclaims a segment (whose records
+//!   stay on the device until the slot is rewritten), on `flush_all`, and
+//!   when the journal wraps onto tombstones that are still needed.
+//!
+//! Layout: the journal region (on device 0) is an array of *pairs* of 4 KiB
+//! blocks. The current pair's content (its entries so far and the floor) is
+//! rewritten with every commit, alternating between the pair's two blocks,
+//! so a torn write leaves the previous copy whole. Commits are grouped: one
+//! thread writes and syncs whatever was asked since the last commit, then
+//! reports the highest ticket that is durable. Recovery reads every valid
+//! block and takes the union of their tombstones and the highest floor;
+//! stale blocks from an earlier pass over the ring only hold tombstones
+//! already below the floor, so the union is always safe.
+
+use super::aligned::{AlignedBuf, BLOCK};
+use super::device::BlockDevice;
+use super::format::{JournalBlock, JOURNAL_ENTRIES};
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The journal fingerprint of a key hash for an engine of `2^shard_bits`
+/// shards with `2^power` index buckets each: a mix of the shard, the index
+/// tag and the smaller of the key's two candidate buckets.
+pub fn fingerprint(hash: u64, geometry: (u8, u8)) -> u32 {
+    let (tag, pair) = crate::index::collision_class(hash, u32::from(geometry.1));
+    let shard = (hash >> 40) & ((1u64 << geometry.0) - 1);
+    let mut x = tag | (shard << 11) | ((pair as u64) << 19);
+    // splitmix64's finalizer.
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)) as u32
+}
+
+/// What the journal held when it was opened: the facts recovery applies.
+#[derive(Debug, Default, Clone)]
+pub struct Recovered {
+    pub floor: u64,
+    /// The highest horizon of any tombstone (sequence numbers go on above it).
+    pub max_horizon: u64,
+    /// Per geometry, the highest horizon of each fingerprint.
+    pub tombstones: HashMap<(u8, u8), HashMap<u32, u64>>,
+}
+
+impl Recovered {
+    /// Whether a record of a key with this hash in a segment of sequence
+    /// number `seq` is dead.
+    pub fn is_dead(&self, hash: u64, seq: u64) -> bool {
+        seq <= self.floor
+            || self
+                .tombstones
+                .iter()
+                .any(|(&g, m)| m.get(&fingerprint(hash, g)).is_some_and(|&h| seq <= h))
+    }
+}
+
+/// Counters of the journal.
+#[derive(Default)]
+pub struct JournalStats {
+    pub commits: AtomicU64,
+    pub tombstones: AtomicU64,
+    pub block_writes: AtomicU64,
+    /// Floor raises forced by the ring wrapping onto live tombstones.
+    pub wrap_floor_raises: AtomicU64,
+}
+
+struct Ring {
+    cur: usize,
+    entries: Vec<(u32, u64)>,
+    /// Geometry of the current pair's entries.
+    geometry: (u8, u8),
+    /// Highest horizon in each pair (either copy).
+    max_h: Vec<u64>,
+    /// The copy (0 or 1) each pair's next write goes to.
+    next_copy: Vec<u8>,
+    counter: u64,
+    written_floor: u64,
+    buf: AlignedBuf,
+}
+
+struct State {
+    pending: Vec<(u32, u64)>,
+    last_ticket: u64,
+    want_floor: u64,
+    /// Taken by the writer while it commits.
+    ring: Option<Ring>,
+}
+
+pub struct Journal {
+    dev: Arc<dyn BlockDevice>,
+    start: u64,
+    pairs: usize,
+    geometry: AtomicU16,
+    state: Mutex<State>,
+    work: Condvar,
+    done: Condvar,
+    durable: AtomicU64,
+    floor: AtomicU64,
+    failed: AtomicBool,
+    stop: AtomicBool,
+    recovered: Mutex<Option<Recovered>>,
+    pub stats: JournalStats,
+}
+
+impl Journal {
+    /// Zeroes the journal region (a new or wiped device).
+    pub fn wipe(dev: &dyn BlockDevice, start: u64, bytes: u64) -> io::Result<()> {
+        let chunk = (1usize << 20).min(bytes as usize);
+        let zero = AlignedBuf::new(chunk);
+        let mut at = 0;
+        while at < bytes {
+            let n = chunk.min((bytes - at) as usize);
+            dev.write_at(&zero.as_slice()[..n], start + at)?;
+            at += n as u64;
+        }
+        dev.sync()
+    }
+
+    /// Opens the journal region of `bytes` at `start`, reading what it holds.
+    pub fn open(dev: Arc<dyn BlockDevice>, start: u64, bytes: u64) -> io::Result<Journal> {
+        let pairs = (bytes / (2 * BLOCK as u64)) as usize;
+        if pairs < 2 {
+            return Err(io::Error::other("the crash journal needs at least 16 KiB"));
+        }
+        let mut rec = Recovered::default();
+        let mut max_h = vec![0u64; pairs];
+        let mut next_copy = vec![0u8; pairs];
+        // (counter, pair, copy) of the newest block, and per pair the newest copy.
+        let mut newest: Option<(u64, usize, JournalBlock)> = None;
+        let chunk_blocks = 256usize;
+        let mut buf = AlignedBuf::new(chunk_blocks * BLOCK);
+        let total = pairs * 2;
+        let mut counters = vec![[None::<u64>; 2]; pairs];
+        let mut b = 0;
+        while b < total {
+            let n = chunk_blocks.min(total - b);
+            let got = dev.read_at(
+                &mut buf.as_mut_slice()[..n * BLOCK],
+                start + (b * BLOCK) as u64,
+            )?;
+            for i in 0..n.min(got / BLOCK) {
+                let phys = b + i;
+                let Some(jb) = JournalBlock::read(&buf.as_slice()[i * BLOCK..(i + 1) * BLOCK])
+                else {
+                    continue;
+                };
+                let (pair, copy) = (phys / 2, phys % 2);
+                if jb.logical as usize != pair {
+                    continue;
+                }
+                rec.floor = rec.floor.max(jb.floor);
+                let m = rec.tombstones.entry(jb.geometry).or_default();
+                for &(fp, h) in &jb.entries {
+                    let e = m.entry(fp).or_insert(0);
+                    *e = (*e).max(h);
+                    max_h[pair] = max_h[pair].max(h);
+                    rec.max_horizon = rec.max_horizon.max(h);
+                }
+                counters[pair][copy] = Some(jb.counter);
+                if newest.as_ref().is_none_or(|(c, _, _)| jb.counter > *c) {
+                    newest = Some((jb.counter, pair, jb));
+                }
+            }
+            b += n;
+        }
+        for (p, c) in counters.iter().enumerate() {
+            // Overwrite the older (or invalid) copy next.
+            next_copy[p] = match (c[0], c[1]) {
+                (Some(a), Some(b)) => u8::from(a > b),
+                (Some(_), None) => 1,
+                _ => 0,
+            };
+        }
+        for m in rec.tombstones.values_mut() {
+            m.retain(|_, h| *h > rec.floor);
+        }
+        rec.tombstones.retain(|_, m| !m.is_empty());
+        let (counter, cur, entries, geometry) = match newest {
+            Some((c, p, jb)) => (c, p, jb.entries, jb.geometry),
+            None => (0, 0, Vec::new(), (0, 0)),
+        };
+        let floor = rec.floor;
+        Ok(Journal {
+            dev,
+            start,
+            pairs,
+            geometry: AtomicU16::new(0),
+            state: Mutex::new(State {
+                pending: Vec::new(),
+                last_ticket: 0,
+                want_floor: floor,
+                ring: Some(Ring {
+                    cur,
+                    entries,
+                    geometry,
+                    max_h,
+                    next_copy,
+                    counter,
+                    written_floor: floor,
+                    buf: AlignedBuf::new(BLOCK),
+                }),
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            durable: AtomicU64::new(0),
+            floor: AtomicU64::new(floor),
+            failed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            recovered: Mutex::new(Some(rec)),
+            stats: JournalStats::default(),
+        })
+    }
+}
+
+impl Journal {
+    /// The index geometry fingerprints are made for (set once at start).
+    pub fn set_geometry(&self, shard_bits: u8, index_power: u8) {
+        self.geometry.store(
+            u16::from(shard_bits) << 8 | u16::from(index_power),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub fn geometry(&self) -> (u8, u8) {
+        let g = self.geometry.load(Ordering::Relaxed);
+        ((g >> 8) as u8, g as u8)
+    }
+
+    /// What the journal held at open (once; later calls get None).
+    pub fn take_recovered(&self) -> Option<Recovered> {
+        self.recovered.lock().take()
+    }
+
+    /// Where [`take_recovered`](Self::take_recovered) takes from.
+    pub fn recovered_slot(&self) -> parking_lot::MutexGuard<'_, Option<Recovered>> {
+        self.recovered.lock()
+    }
+
+    /// The floor that is durable.
+    pub fn floor(&self) -> u64 {
+        self.floor.load(Ordering::Acquire)
+    }
+
+    /// Queues a tombstone; returns its ticket.
+    pub fn add(&self, hash: u64, horizon: u64) -> u64 {
+        let fp = fingerprint(hash, self.geometry());
+        let mut st = self.state.lock();
+        st.pending.push((fp, horizon));
+        st.last_ticket += 1;
+        self.stats.tombstones.fetch_add(1, Ordering::Relaxed);
+        self.work.notify_one();
+        st.last_ticket
+    }
+
+    /// Asks for the floor to rise to `floor`; returns the ticket to wait for.
+    pub fn raise_floor(&self, floor: u64) -> u64 {
+        let mut st = self.state.lock();
+        if floor <= self.floor() {
+            return 0;
+        }
+        st.want_floor = st.want_floor.max(floor);
+        st.last_ticket += 1;
+        self.work.notify_one();
+        st.last_ticket
+    }
+
+    /// The latest ticket handed out: wait for it to have everything asked
+    /// so far durable.
+    pub fn last_ticket(&self) -> u64 {
+        self.state.lock().last_ticket
+    }
+
+    /// Whether everything up to `ticket` is durable. A failed journal says
+    /// yes to everything: see [`failed`](Self::failed).
+    pub fn is_durable(&self, ticket: u64) -> bool {
+        self.durable.load(Ordering::Acquire) >= ticket || self.failed()
+    }
+
+    /// Waits until `ticket` is durable; false on timeout.
+    pub fn wait_durable(&self, ticket: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.state.lock();
+        while !self.is_durable(ticket) {
+            if self.done.wait_until(&mut st, deadline).timed_out() {
+                return self.is_durable(ticket);
+            }
+        }
+        true
+    }
+
+    /// The journal could not be written: crash safety is lost until restart
+    /// (the server logs it and stops admitting to flash).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _st = self.state.lock();
+        self.work.notify_all();
+    }
+
+    /// The writer: commits until [`stop`](Self::stop), calling `wake` after
+    /// each commit.
+    pub fn run(&self, wake: &dyn Fn()) {
+        loop {
+            let (entries, upto, want_floor, mut ring) = {
+                let mut st = self.state.lock();
+                loop {
+                    let ring = st.ring.as_ref().expect("one writer");
+                    if !st.pending.is_empty() || st.want_floor > ring.written_floor {
+                        break;
+                    }
+                    if self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    self.work.wait_for(&mut st, Duration::from_millis(100));
+                }
+                (
+                    std::mem::take(&mut st.pending),
+                    st.last_ticket,
+                    st.want_floor,
+                    st.ring.take().expect("one writer"),
+                )
+            };
+            let r = self.commit(&mut ring, entries, want_floor);
+            let floor = ring.written_floor;
+            self.state.lock().ring = Some(ring);
+            match r {
+                Ok(()) => {
+                    self.floor.store(floor, Ordering::Release);
+                    self.durable.store(upto, Ordering::Release);
+                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    if !self.failed.swap(true, Ordering::Relaxed) {
+                        tracing::error!(device = self.dev.name(), error = %e,
+                            "cannot write the crash journal: a crash from now on loses the flash contents' crash safety; serving from RAM");
+                    }
+                }
+            }
+            {
+                let _st = self.state.lock();
+                self.done.notify_all();
+            }
+            wake();
+        }
+    }
+
+    fn commit(
+        &self,
+        ring: &mut Ring,
+        mut entries: Vec<(u32, u64)>,
+        want_floor: u64,
+    ) -> io::Result<()> {
+        let geometry = self.geometry();
+        let mut floor = want_floor.max(ring.written_floor);
+        if ring.geometry != geometry && !ring.entries.is_empty() {
+            self.enter_next(ring, &mut floor)?;
+        }
+        ring.geometry = geometry;
+        loop {
+            let room = JOURNAL_ENTRIES - ring.entries.len();
+            let take = room.min(entries.len());
+            for &(_, h) in &entries[..take] {
+                ring.max_h[ring.cur] = ring.max_h[ring.cur].max(h);
+            }
+            ring.entries.extend(entries.drain(..take));
+            if entries.is_empty() {
+                self.write_cur(ring, floor)?;
+                break;
+            }
+            // The pair is full: the next one's old tombstones must be below
+            // a durable floor before it is overwritten.
+            self.enter_next(ring, &mut floor)?;
+        }
+        self.dev.sync()?;
+        ring.written_floor = floor;
+        Ok(())
+    }
+
+    /// Moves the ring to its next pair, first raising the floor over the
+    /// tombstones that pair still holds (written into the current pair).
+    fn enter_next(&self, ring: &mut Ring, floor: &mut u64) -> io::Result<()> {
+        let next = (ring.cur + 1) % self.pairs;
+        if ring.max_h[next] > *floor {
+            *floor = ring.max_h[next];
+            self.stats.wrap_floor_raises.fetch_add(1, Ordering::Relaxed);
+        }
+        self.write_cur(ring, *floor)?;
+        self.dev.sync()?;
+        ring.written_floor = *floor;
+        ring.cur = next;
+        ring.entries.clear();
+        ring.max_h[next] = 0;
+        Ok(())
+    }
+
+    fn write_cur(&self, ring: &mut Ring, floor: u64) -> io::Result<()> {
+        ring.counter += 1;
+        JournalBlock {
+            counter: ring.counter,
+            floor,
+            logical: ring.cur as u32,
+            geometry: ring.geometry,
+            entries: ring.entries.clone(),
+        }
+        .write(ring.buf.as_mut_slice());
+        let copy = ring.next_copy[ring.cur];
+        let off = self.start + ((2 * ring.cur + copy as usize) * BLOCK) as u64;
+        self.dev.write_at(ring.buf.as_slice(), off)?;
+        ring.next_copy[ring.cur] ^= 1;
+        self.stats.block_writes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flash::fault::MemDevice;
+
+    const START: u64 = 4096;
+
+    fn journal(dev: &Arc<dyn BlockDevice>, bytes: u64) -> Arc<Journal> {
+        let j = Arc::new(Journal::open(dev.clone(), START, bytes).unwrap());
+        j.set_geometry(2, 10);
+        j
+    }
+
+    fn run(j: &Arc<Journal>) -> std::thread::JoinHandle<()> {
+        let j = j.clone();
+        std::thread::spawn(move || j.run(&|| {}))
+    }
+
+    #[test]
+    fn tombstones_and_floor_survive_reopen() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
+        let j = journal(&dev, 64 << 10);
+        let t = run(&j);
+        let mut last = 0;
+        for h in 0..1000u64 {
+            last = j.add(h * 7919, 10 + h % 5);
+        }
+        assert!(j.wait_durable(last, Duration::from_secs(10)));
+        let f = j.raise_floor(11);
+        assert!(j.wait_durable(f, Duration::from_secs(10)));
+        assert_eq!(j.floor(), 11);
+        j.stop();
+        t.join().unwrap();
+        let j2 = journal(&dev, 64 << 10);
+        let rec = j2.take_recovered().unwrap();
+        assert_eq!(rec.floor, 11);
+        for h in 0..1000u64 {
+            let horizon = 10 + h % 5;
+            assert!(rec.is_dead(h * 7919, 11), "below the floor");
+            assert!(rec.is_dead(h * 7919, horizon));
+            assert!(
+                !rec.is_dead(h * 7919, 15) || {
+                    // Only through a fingerprint shared with another key.
+                    (0..1000u64).any(|o| {
+                        o != h && fingerprint(o * 7919, (2, 10)) == fingerprint(h * 7919, (2, 10))
+                    })
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn wrapping_raises_the_floor_over_live_tombstones() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
+        // 2 pairs: the third pair's worth of entries wraps.
+        let j = journal(&dev, 16 << 10);
+        let t = run(&j);
+        let mut last = 0;
+        for i in 0..(3 * JOURNAL_ENTRIES as u64) {
+            last = j.add(i, 100 + i);
+            if i % 100 == 0 {
+                assert!(j.wait_durable(last, Duration::from_secs(10)));
+            }
+        }
+        assert!(j.wait_durable(last, Duration::from_secs(10)));
+        assert!(j.stats.wrap_floor_raises.load(Ordering::Relaxed) > 0);
+        let floor = j.floor();
+        assert!(floor >= 100 + JOURNAL_ENTRIES as u64 - 1, "floor {floor}");
+        j.stop();
+        t.join().unwrap();
+        let rec = journal(&dev, 16 << 10).take_recovered().unwrap();
+        assert_eq!(rec.floor, floor);
+        // Every tombstone is still in force: by the floor or by itself.
+        for i in 0..(3 * JOURNAL_ENTRIES as u64) {
+            assert!(rec.is_dead(i, 100 + i), "tombstone {i} lost");
+        }
+    }
+
+    #[test]
+    fn a_torn_write_keeps_the_previous_copy() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
+        let j = journal(&dev, 64 << 10);
+        let t = run(&j);
+        let a = j.add(1, 5);
+        assert!(j.wait_durable(a, Duration::from_secs(10)));
+        let b = j.add(2, 6);
+        assert!(j.wait_durable(b, Duration::from_secs(10)));
+        j.stop();
+        t.join().unwrap();
+        // Tear the newest copy of pair 0: the older copy holds tombstone 1.
+        let mut blk = AlignedBuf::new(BLOCK);
+        let newest = (0..2u64)
+            .max_by_key(|c| {
+                dev.read_at(blk.as_mut_slice(), START + c * BLOCK as u64)
+                    .unwrap();
+                JournalBlock::read(blk.as_slice()).map_or(0, |b| b.counter)
+            })
+            .unwrap();
+        dev.read_at(blk.as_mut_slice(), START + newest * BLOCK as u64)
+            .unwrap();
+        blk.as_mut_slice()[2048..].fill(0);
+        dev.write_at(blk.as_slice(), START + newest * BLOCK as u64)
+            .unwrap();
+        let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
+        assert!(rec.is_dead(1, 5));
+    }
+}

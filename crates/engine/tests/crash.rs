@@ -1,0 +1,385 @@
+//! Crash recovery: the real engine runs a workload of sets, overwrites,
+//! deletes and gets (which promote flash items back to RAM) on a device
+//! that records what it would hold if power failed at a chosen write: a
+//! clean cut, a torn last write, or the loss of every write not yet synced.
+//! A fresh engine recovers from that image and must never return a value
+//! that was deleted or overwritten before the crash, nor a torn one; and
+//! after a crash with everything written it must bring back every flash
+//! item nothing touched.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
+use tiercache_engine::flash::journal::fingerprint;
+use tiercache_engine::flash::{BlockDevice, Fetched, TierParams};
+use tiercache_engine::item::{Header, HEADER};
+use tiercache_engine::shard::{InsertError, Probe, Shard};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+
+const NOW: u32 = 1_000_000;
+const KEYS: u64 = 12_000;
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        memory_limit: 4 << 20,
+        segment_size: 64 << 10,
+        shards: 2,
+        hash_power: 0,
+        policy: "s3fifo".into(),
+        flash: Some(FlashConfig {
+            paths: vec![],
+            params: TierParams {
+                segment_size: 256 << 10,
+                write_buffers: 3,
+                ..TierParams::default()
+            },
+            read_threads: 1,
+            avg_item_size: 1024,
+            snapshot: None,
+            io: Default::default(),
+        }),
+    }
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key-{i}").into_bytes()
+}
+
+/// Version `v` of key `i`: says which it is, and a length that varies.
+fn value(i: u64, v: u64) -> Vec<u8> {
+    let mut b = format!("{i}:{v}:").into_bytes();
+    let len = 500 + ((i * 7919 + v * 104_729) % 2500) as usize;
+    while b.len() < len {
+        b.push(b'a' + ((i + v + b.len() as u64) % 26) as u8);
+    }
+    b
+}
+
+/// Runs `change` on the key's shard once the crash journal allows it,
+/// retrying through journal waits and flash back-pressure (as the server
+/// does). `change` returns None for "busy, retry".
+fn mutate<R>(e: &Engine, k: &[u8], mut change: impl FnMut(&mut Shard, u64) -> Option<R>) -> R {
+    let hash = Engine::hash(k);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "mutation never allowed");
+        let mut s = e.lock(hash, NOW);
+        if s.journal_gate(k, hash) {
+            if let Some(r) = change(&mut s, hash) {
+                return r;
+            }
+        }
+        drop(s);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn set(e: &Engine, k: &[u8], v: &[u8]) {
+    mutate(e, k, |s, hash| {
+        match s.insert(k, hash, NewItem::default(), &[v]) {
+            Ok(_) => Some(()),
+            Err(InsertError::Busy) => None,
+            Err(err) => panic!("insert: {err:?}"),
+        }
+    })
+}
+
+/// Probes until the key is found (in RAM or in a fetched flash record) or
+/// absent, then runs `found` on it in the same lock hold.
+fn with_item<R>(
+    e: &Engine,
+    k: &[u8],
+    mut found: impl FnMut(&mut Shard, u64, &Fetched, Probe) -> Option<R>,
+) -> R {
+    let hash = Engine::hash(k);
+    let flash = e.flash().unwrap().clone();
+    let mut fetched = Fetched::default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "probe never settled");
+        let mut reads = Vec::new();
+        let mut s = e.lock(hash, NOW);
+        let p = s.probe(k, hash, NOW, &mut fetched, &mut reads);
+        if p != Probe::Need {
+            if let Some(r) = found(&mut s, hash, &fetched, p) {
+                return r;
+            }
+            drop(s);
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        drop(s);
+        common::read_all(&flash, &mut fetched, &mut reads);
+    }
+}
+
+/// A get; `promote` lets the hit count toward promotion as a server get does.
+fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {
+    with_item(e, k, |s, hash, fetched, p| {
+        Some(match p {
+            Probe::Ram => {
+                let loc = s.find(k, hash, NOW).unwrap();
+                Some(s.value(loc).to_vec())
+            }
+            Probe::Flash(loc) => {
+                let item = fetched.item(loc).unwrap().to_vec();
+                if promote {
+                    s.flash_hit(hash, loc, &item);
+                }
+                let h = Header::read(&item);
+                let at = HEADER + h.klen as usize;
+                assert_eq!(&item[HEADER..at], k);
+                Some(item[at..at + h.vlen as usize].to_vec())
+            }
+            _ => None,
+        })
+    })
+}
+
+fn delete(e: &Engine, k: &[u8]) -> bool {
+    with_item(e, k, |s, hash, _, p| match p {
+        Probe::Absent => Some(false),
+        _ if !s.journal_gate(k, hash) => None,
+        Probe::Ram => Some(s.remove_key(k, hash, NOW)),
+        Probe::Flash(loc) => {
+            s.unlink_flash(hash, loc);
+            Some(true)
+        }
+        Probe::Need => unreachable!(),
+    })
+}
+
+/// A deterministic pseudo-random sequence (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// One change as the client saw it: the device's write count before it
+/// started and after it returned, and the key's value afterwards.
+struct Change {
+    before: u64,
+    after: u64,
+    version: Option<u64>,
+}
+
+/// Runs the workload on `dev`, returning every key's changes.
+fn workload(e: &Engine, dev: &CrashDevice, ops: u64, seed: u64) -> Vec<Vec<Change>> {
+    let mut rng = Rng(seed);
+    let mut history: Vec<Vec<Change>> = (0..KEYS).map(|_| Vec::new()).collect();
+    let mut version = 0u64;
+    for _ in 0..ops {
+        let r = rng.next();
+        let i = (r >> 8) % KEYS;
+        let k = key(i);
+        let before = dev.writes();
+        match r % 100 {
+            0..=54 => {
+                version += 1;
+                set(e, &k, &value(i, version));
+                let after = dev.writes();
+                history[i as usize].push(Change {
+                    before,
+                    after,
+                    version: Some(version),
+                });
+            }
+            55..=69 => {
+                delete(e, &k);
+                let after = dev.writes();
+                history[i as usize].push(Change {
+                    before,
+                    after,
+                    version: None,
+                });
+            }
+            _ => {
+                get(e, &k, true);
+            }
+        }
+    }
+    history
+}
+
+/// After a crash at write `at`: each key is absent, or holds its value as
+/// of the last change acknowledged before the crash, or the value of a
+/// change under way at the crash; never an older or deleted one.
+fn check_recovery(image: Vec<u8>, history: &[Vec<Change>], at: u64) -> u64 {
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_image(image));
+    let e = Engine::with_devices(config(), vec![dev]).expect("recovering engine");
+    let rec = e.last_recovery().expect("a crash recovery ran");
+    let mut present = 0;
+    for (i, changes) in history.iter().enumerate() {
+        let i = i as u64;
+        let Some(got) = get(&e, &key(i), false) else {
+            continue;
+        };
+        present += 1;
+        let mut allowed: Vec<Option<u64>> = changes
+            .iter()
+            .filter(|c| c.before < at && c.after >= at)
+            .map(|c| c.version)
+            .collect();
+        let acked = changes.iter().rev().find(|c| c.after < at);
+        allowed.push(acked.and_then(|c| c.version));
+        let ok = allowed.iter().flatten().any(|&v| got == value(i, v));
+        assert!(
+            ok,
+            "crash at write {at}: key-{i} came back as {:?}, allowed {allowed:?} ({rec:?}); changes {:?}",
+            String::from_utf8_lossy(&got[..got.len().min(24)]),
+            changes.iter().map(|c| (c.before, c.after, c.version)).collect::<Vec<_>>()
+        );
+    }
+    present
+}
+
+/// Runs the workload on a fresh device with a crash at the workload's
+/// `at`th write (after formatting); returns the workload's writes and the
+/// keys recovery brought back.
+fn crash_run(at: u64, plan: fn(u64) -> CrashPlan, ops: u64, seed: u64) -> (u64, u64, u64) {
+    let dev = Arc::new(CrashDevice::new(8 << 20, CrashPlan::Cut { at: 0, torn: 0 }));
+    let e = Engine::with_devices(config(), vec![dev.clone() as Arc<dyn BlockDevice>]).unwrap();
+    let base = dev.writes();
+    let at = base.saturating_add(at);
+    dev.arm(plan(at));
+    let history = workload(&e, &dev, ops, seed);
+    let total = dev.writes() - base;
+    let reclaimed = e
+        .flash()
+        .unwrap()
+        .stats
+        .segments_reclaimed
+        .load(std::sync::atomic::Ordering::Relaxed);
+    drop(e);
+    match dev.crash_image() {
+        Some(image) => (total, check_recovery(image, &history, at), reclaimed),
+        None => (total, 0, reclaimed),
+    }
+}
+
+#[test]
+fn no_stale_deleted_or_torn_value_after_a_crash_at_any_write() {
+    const OPS: u64 = 20_000;
+    // A first run to learn how many writes the workload makes.
+    let (total, _, reclaimed) = crash_run(u64::MAX, |at| CrashPlan::Cut { at, torn: 0 }, OPS, 7);
+    assert!(
+        reclaimed > 5,
+        "the workload must wrap the device: {reclaimed} segments reclaimed"
+    );
+    let mut recovered = 0;
+    let points = 12;
+    // Torn writes: half a journal block; a segment's header and two blocks
+    // and a bit of the next (which cuts a record).
+    type Plan = fn(u64) -> CrashPlan;
+    let plans: [(&str, Plan); 4] = [
+        ("cut", |at| CrashPlan::Cut { at, torn: 0 }),
+        ("torn half block", |at| CrashPlan::Cut { at, torn: 2048 }),
+        ("torn mid record", |at| CrashPlan::Cut {
+            at,
+            torn: 3 * 4096 + 100,
+        }),
+        ("unsynced lost", |at| CrashPlan::DropUnsynced { at }),
+    ];
+    for p in 1..=points {
+        let at = total * p / (points + 1);
+        for (name, plan) in plans {
+            let (writes, present, _) = crash_run(at, plan, OPS, 7 + p);
+            eprintln!("{name} at write {at} of {writes}: {present} keys back");
+            recovered += present;
+        }
+    }
+    assert!(recovered > 0, "recovery brought nothing back at any point");
+}
+
+#[test]
+fn a_crash_with_everything_written_keeps_every_untouched_flash_item() {
+    let mem = Arc::new(MemDevice::new(48 << 20));
+    let dev: Arc<dyn BlockDevice> = mem.clone();
+    let e = Engine::with_devices(config(), vec![dev.clone()]).unwrap();
+    for i in 0..KEYS {
+        set(&e, &key(i), &value(i, 0));
+    }
+    let on_flash =
+        |e: &Engine, i: u64| with_item(e, &key(i), |_, _, _, p| Some(matches!(p, Probe::Flash(_))));
+    let flash_keys: Vec<u64> = (0..KEYS).filter(|&i| on_flash(&e, i)).collect();
+    assert!(flash_keys.len() > 1000, "{} on flash", flash_keys.len());
+    // Change some of them: overwrite a fifth, delete a fifth; promote some.
+    let (mut overwritten, mut deleted, mut promoted) =
+        (HashSet::new(), HashSet::new(), HashSet::new());
+    for (n, &i) in flash_keys.iter().enumerate() {
+        match n % 5 {
+            0 => {
+                set(&e, &key(i), &value(i, 1));
+                overwritten.insert(i);
+            }
+            1 => {
+                assert!(delete(&e, &key(i)));
+                deleted.insert(i);
+            }
+            2 => {
+                get(&e, &key(i), true);
+                get(&e, &key(i), true);
+                promoted.insert(i);
+            }
+            _ => {}
+        }
+    }
+    let f = e.flash().unwrap().clone();
+    f.seal_open();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while f.usage().queued > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let geometry = f.journal().geometry();
+    let reclaimed = f
+        .stats
+        .segments_reclaimed
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reclaimed, 0, "the device is large enough for no reclaim");
+    drop(e); // kill -9: no snapshot
+    let changed: HashSet<u32> = overwritten
+        .iter()
+        .chain(&deleted)
+        .map(|&i| fingerprint(Engine::hash(&key(i)), geometry))
+        .collect();
+
+    let e = Engine::with_devices(config(), vec![dev]).unwrap();
+    let rec = e.last_recovery().unwrap();
+    let (mut kept, mut collateral) = (0, 0);
+    for &i in &flash_keys {
+        let got = get(&e, &key(i), false);
+        if deleted.contains(&i) {
+            assert_eq!(got, None, "key-{i} was deleted before the crash");
+        } else if overwritten.contains(&i) {
+            assert!(
+                got.is_none() || got == Some(value(i, 1)),
+                "key-{i} came back with its old value"
+            );
+        } else if changed.contains(&fingerprint(Engine::hash(&key(i)), geometry))
+            || promoted.contains(&i)
+        {
+            // Shares a tombstone's fingerprint with a changed key; or was
+            // copied to RAM, where an eviction that cannot demote it drops
+            // it with a tombstone.
+            assert!(got.is_none() || got == Some(value(i, 0)));
+            collateral += u64::from(got.is_none());
+        } else {
+            assert_eq!(got, Some(value(i, 0)), "key-{i} was on flash, untouched");
+            kept += 1;
+        }
+    }
+    assert!(kept > 0 && rec.items >= kept, "{rec:?}");
+    assert!(
+        collateral * 50 <= flash_keys.len() as u64,
+        "{collateral} keys lost to shared fingerprints"
+    );
+    std::mem::drop(mem);
+}
