@@ -23,10 +23,9 @@
 //! u32         crc32c trailer
 //! ```
 //!
-//! What a crash (kill -9, power loss) keeps: nothing. Without a snapshot the
-//! server starts empty and reuses its flash devices from scratch, because a
-//! flash record cannot prove that it was not deleted or overwritten in RAM
-//! before the crash.
+//! After a crash (kill -9, power loss) there is no snapshot: the flash tier
+//! is rebuilt from the devices instead (flash::journal, FlashTier::recover,
+//! docs/CRASH.md), and RAM items are lost.
 
 use std::io::{self, Read, Write};
 

@@ -9,17 +9,16 @@
 
 mod common;
 
+use common::{delete, get, set, with_item};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
 use tiercache_engine::flash::journal::fingerprint;
-use tiercache_engine::flash::{BlockDevice, Fetched, TierParams};
-use tiercache_engine::item::{Header, HEADER};
-use tiercache_engine::shard::{InsertError, Probe, Shard};
-use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+use tiercache_engine::flash::{BlockDevice, TierParams};
+use tiercache_engine::shard::Probe;
+use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
-const NOW: u32 = 1_000_000;
 const KEYS: u64 = 12_000;
 
 fn config() -> EngineConfig {
@@ -56,100 +55,6 @@ fn value(i: u64, v: u64) -> Vec<u8> {
         b.push(b'a' + ((i + v + b.len() as u64) % 26) as u8);
     }
     b
-}
-
-/// Runs `change` on the key's shard once the crash journal allows it,
-/// retrying through journal waits and flash back-pressure (as the server
-/// does). `change` returns None for "busy, retry".
-fn mutate<R>(e: &Engine, k: &[u8], mut change: impl FnMut(&mut Shard, u64) -> Option<R>) -> R {
-    let hash = Engine::hash(k);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(Instant::now() < deadline, "mutation never allowed");
-        let mut s = e.lock(hash, NOW);
-        if s.journal_gate(k, hash) {
-            if let Some(r) = change(&mut s, hash) {
-                return r;
-            }
-        }
-        drop(s);
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
-fn set(e: &Engine, k: &[u8], v: &[u8]) {
-    mutate(e, k, |s, hash| {
-        match s.insert(k, hash, NewItem::default(), &[v]) {
-            Ok(_) => Some(()),
-            Err(InsertError::Busy) => None,
-            Err(err) => panic!("insert: {err:?}"),
-        }
-    })
-}
-
-/// Probes until the key is found (in RAM or in a fetched flash record) or
-/// absent, then runs `found` on it in the same lock hold.
-fn with_item<R>(
-    e: &Engine,
-    k: &[u8],
-    mut found: impl FnMut(&mut Shard, u64, &Fetched, Probe) -> Option<R>,
-) -> R {
-    let hash = Engine::hash(k);
-    let flash = e.flash().unwrap().clone();
-    let mut fetched = Fetched::default();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(Instant::now() < deadline, "probe never settled");
-        let mut reads = Vec::new();
-        let mut s = e.lock(hash, NOW);
-        let p = s.probe(k, hash, NOW, &mut fetched, &mut reads);
-        if p != Probe::Need {
-            if let Some(r) = found(&mut s, hash, &fetched, p) {
-                return r;
-            }
-            drop(s);
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        }
-        drop(s);
-        common::read_all(&flash, &mut fetched, &mut reads);
-    }
-}
-
-/// A get; `promote` lets the hit count toward promotion as a server get does.
-fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {
-    with_item(e, k, |s, hash, fetched, p| {
-        Some(match p {
-            Probe::Ram => {
-                let loc = s.find(k, hash, NOW).unwrap();
-                Some(s.value(loc).to_vec())
-            }
-            Probe::Flash(loc) => {
-                let item = fetched.item(loc).unwrap().to_vec();
-                if promote {
-                    s.flash_hit(hash, loc, &item);
-                }
-                let h = Header::read(&item);
-                let at = HEADER + h.klen as usize;
-                assert_eq!(&item[HEADER..at], k);
-                Some(item[at..at + h.vlen as usize].to_vec())
-            }
-            _ => None,
-        })
-    })
-}
-
-fn delete(e: &Engine, k: &[u8]) -> bool {
-    with_item(e, k, |s, hash, _, p| match p {
-        Probe::Absent => Some(false),
-        _ if !s.journal_gate(k, hash) => None,
-        Probe::Ram => Some(s.remove_key(k, hash, NOW)),
-        Probe::Flash(loc) => {
-            s.unlink_flash(hash, loc);
-            Some(true)
-        }
-        Probe::Need => unreachable!(),
-    })
 }
 
 /// A deterministic pseudo-random sequence (xorshift).

@@ -250,6 +250,22 @@ pub fn flash(out: &mut Vec<u8>, engine: &tiercache_engine::Engine, e: &EngineSta
     stat(out, "flash_backpressure", l(&st.busy));
     stat(out, "flash_admission_refused", l(&st.admission_refused));
     stat(out, "flash_degraded", u8::from(f.degraded()));
+    let j = f.journal();
+    stat(out, "flash_journal_commits", l(&j.stats.commits));
+    stat(out, "flash_journal_tombstones", l(&j.stats.tombstones));
+    stat(out, "flash_journal_floor", j.floor());
+    stat(
+        out,
+        "flash_journal_wrap_floor_raises",
+        l(&j.stats.wrap_floor_raises),
+    );
+    stat(out, "flash_journal_failed", u8::from(j.failed()));
+    if let Some(r) = engine.last_recovery() {
+        stat(out, "flash_crash_recovered_items", r.items);
+        stat(out, "flash_crash_recovered_segments", r.segments);
+        stat(out, "flash_crash_dropped_by_tombstones", r.dead);
+        stat(out, "flash_crash_untrusted_segments", r.untrusted_segments);
+    }
     if let Some(b) = engine.io_backend() {
         stat(out, "flash_io_backend", b.name());
     }

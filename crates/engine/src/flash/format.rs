@@ -40,6 +40,8 @@
 //!  28  4  bytes of records after the header block
 //!  32  4  number of records
 //!  36  4  latest exptime of any record (0 = some never expire)
+//!  40  8  the journal's write counter when the segment was sealed (a
+//!         journal that reads back older than this was lost)
 //!
 //! record (8-byte aligned; a record of at most 4 KiB never crosses a 4 KiB
 //! boundary, a larger one starts on one)
@@ -168,6 +170,7 @@ pub struct SegmentHeader {
     pub data_len: u32,
     pub records: u32,
     pub max_exptime: u32,
+    pub journal_counter: u64,
 }
 
 impl SegmentHeader {
@@ -180,6 +183,7 @@ impl SegmentHeader {
         b[28..32].copy_from_slice(&self.data_len.to_le_bytes());
         b[32..36].copy_from_slice(&self.records.to_le_bytes());
         b[36..40].copy_from_slice(&self.max_exptime.to_le_bytes());
+        b[40..48].copy_from_slice(&self.journal_counter.to_le_bytes());
         let crc = crc32c::crc32c(&b[16..64]);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
@@ -198,6 +202,7 @@ impl SegmentHeader {
             data_len: u32::from_le_bytes(b[28..32].try_into().unwrap()),
             records: u32::from_le_bytes(b[32..36].try_into().unwrap()),
             max_exptime: u32::from_le_bytes(b[36..40].try_into().unwrap()),
+            journal_counter: u64::from_le_bytes(b[40..48].try_into().unwrap()),
         })
     }
 }
@@ -408,6 +413,7 @@ mod tests {
             data_len: 12345,
             records: 10,
             max_exptime: 0,
+            journal_counter: 99,
         };
         sh.write(&mut b);
         assert_eq!(SegmentHeader::read(&b), Some(sh));

@@ -58,13 +58,22 @@ pub struct Recovered {
     pub max_horizon: u64,
     /// Per geometry, the highest horizon of each fingerprint.
     pub tombstones: HashMap<(u8, u8), HashMap<u32, u64>>,
+    /// A journal block is damaged where no torn write can explain it (not
+    /// in the pair being written at the crash): tombstones may be lost, so
+    /// nothing on flash can be trusted.
+    pub damaged: Option<String>,
+    /// Byte offsets of the blocks that do not verify.
+    pub invalid_blocks: Vec<u64>,
+    /// The highest write counter of a valid block.
+    pub max_counter: u64,
 }
 
 impl Recovered {
     /// Whether a record of a key with this hash in a segment of sequence
     /// number `seq` is dead.
     pub fn is_dead(&self, hash: u64, seq: u64) -> bool {
-        seq <= self.floor
+        self.damaged.is_some()
+            || seq <= self.floor
             || self
                 .tombstones
                 .iter()
@@ -114,6 +123,8 @@ pub struct Journal {
     done: Condvar,
     durable: AtomicU64,
     floor: AtomicU64,
+    /// The write counter of the latest durable block.
+    counter: AtomicU64,
     failed: AtomicBool,
     stop: AtomicBool,
     recovered: Mutex<Option<Recovered>>,
@@ -149,6 +160,8 @@ impl Journal {
         let mut buf = AlignedBuf::new(chunk_blocks * BLOCK);
         let total = pairs * 2;
         let mut counters = vec![[None::<u64>; 2]; pairs];
+        // Blocks that are neither zero (never written) nor valid.
+        let mut invalid = Vec::new();
         let mut b = 0;
         while b < total {
             let n = chunk_blocks.min(total - b);
@@ -158,14 +171,15 @@ impl Journal {
             )?;
             for i in 0..n.min(got / BLOCK) {
                 let phys = b + i;
-                let Some(jb) = JournalBlock::read(&buf.as_slice()[i * BLOCK..(i + 1) * BLOCK])
+                let raw = &buf.as_slice()[i * BLOCK..(i + 1) * BLOCK];
+                let (pair, copy) = (phys / 2, phys % 2);
+                let Some(jb) = JournalBlock::read(raw).filter(|jb| jb.logical as usize == pair)
                 else {
+                    if raw.iter().any(|&x| x != 0) {
+                        invalid.push(phys);
+                    }
                     continue;
                 };
-                let (pair, copy) = (phys / 2, phys % 2);
-                if jb.logical as usize != pair {
-                    continue;
-                }
                 rec.floor = rec.floor.max(jb.floor);
                 let m = rec.tombstones.entry(jb.geometry).or_default();
                 for &(fp, h) in &jb.entries {
@@ -189,10 +203,31 @@ impl Journal {
                 _ => 0,
             };
         }
+        // A crash tears at most the write in flight: a block of the newest
+        // pair, or the first block of the pair after it.
+        let newest_pair = newest.as_ref().map(|n| n.1);
+        if let Some(&phys) = invalid.iter().find(|&&phys| {
+            let pair = phys / 2;
+            match newest_pair {
+                Some(p) => pair != p && pair != (p + 1) % pairs,
+                None => pair != 0,
+            }
+        }) {
+            rec.damaged = Some(format!(
+                "journal block {phys} (byte {}) of {} does not verify",
+                start + (phys * BLOCK) as u64,
+                dev.name()
+            ));
+        }
+        rec.invalid_blocks = invalid
+            .iter()
+            .map(|&phys| start + (phys * BLOCK) as u64)
+            .collect();
         for m in rec.tombstones.values_mut() {
             m.retain(|_, h| *h > rec.floor);
         }
         rec.tombstones.retain(|_, m| !m.is_empty());
+        rec.max_counter = newest.as_ref().map_or(0, |n| n.0);
         let (counter, cur, entries, geometry) = match newest {
             Some((c, p, jb)) => (c, p, jb.entries, jb.geometry),
             None => (0, 0, Vec::new(), (0, 0)),
@@ -222,6 +257,7 @@ impl Journal {
             done: Condvar::new(),
             durable: AtomicU64::new(0),
             floor: AtomicU64::new(floor),
+            counter: AtomicU64::new(counter),
             failed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             recovered: Mutex::new(Some(rec)),
@@ -252,6 +288,22 @@ impl Journal {
     /// Where [`take_recovered`](Self::take_recovered) takes from.
     pub fn recovered_slot(&self) -> parking_lot::MutexGuard<'_, Option<Recovered>> {
         self.recovered.lock()
+    }
+
+    /// Zeroes blocks that do not verify (after their damage was dealt with,
+    /// so that the next start does not see it again).
+    pub fn zero_blocks(&self, offsets: &[u64]) -> io::Result<()> {
+        let zero = AlignedBuf::new(BLOCK);
+        for &off in offsets {
+            self.dev.write_at(zero.as_slice(), off)?;
+        }
+        self.dev.sync()
+    }
+
+    /// The write counter of the latest durable journal block (segment
+    /// headers carry it, so that recovery can tell a lost journal).
+    pub fn counter(&self) -> u64 {
+        self.counter.load(Ordering::Acquire)
     }
 
     /// The floor that is durable.
@@ -343,9 +395,11 @@ impl Journal {
             };
             let r = self.commit(&mut ring, entries, want_floor);
             let floor = ring.written_floor;
+            let counter = ring.counter;
             self.state.lock().ring = Some(ring);
             match r {
                 Ok(()) => {
+                    self.counter.store(counter, Ordering::Release);
                     self.floor.store(floor, Ordering::Release);
                     self.durable.store(upto, Ordering::Release);
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
@@ -509,6 +563,34 @@ mod tests {
         for i in 0..(3 * JOURNAL_ENTRIES as u64) {
             assert!(rec.is_dead(i, 100 + i), "tombstone {i} lost");
         }
+    }
+
+    #[test]
+    fn damage_outside_the_pair_being_written_distrusts_everything() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
+        let j = journal(&dev, 64 << 10);
+        let t = run(&j);
+        let mut last = 0;
+        for i in 0..(2 * JOURNAL_ENTRIES as u64) {
+            last = j.add(i, 50);
+        }
+        assert!(j.wait_durable(last, Duration::from_secs(10)));
+        j.stop();
+        t.join().unwrap();
+        assert!(journal(&dev, 64 << 10)
+            .take_recovered()
+            .unwrap()
+            .damaged
+            .is_none());
+        // Pair 0 is full and behind the newest pair: a bad block there is
+        // not a torn write.
+        let mut blk = AlignedBuf::new(BLOCK);
+        dev.read_at(blk.as_mut_slice(), START).unwrap();
+        blk.as_mut_slice()[100] ^= 1;
+        dev.write_at(blk.as_slice(), START).unwrap();
+        let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
+        assert!(rec.damaged.is_some());
+        assert!(rec.is_dead(12345, u64::MAX), "nothing is trusted");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::index::Loc;
 use crate::item::Header;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -222,6 +222,8 @@ pub struct FlashTier {
     wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
+/// Segments crash recovery reads at once.
+const RECOVERY_THREADS: usize = 4;
 /// Reclaims keep this many slots free ahead of need.
 const FREE_SLOTS_LOW: usize = 2;
 /// After this many write errors in a row the tier stops admitting.
@@ -410,9 +412,10 @@ impl FlashTier {
         self.slot_count() as u64 * self.params.segment_size as u64
     }
 
-    /// The tier stopped admitting after repeated device errors.
+    /// The tier stopped admitting after repeated device errors, or because
+    /// the crash journal cannot be written.
     pub fn degraded(&self) -> bool {
-        self.degraded.load(Ordering::Relaxed)
+        self.degraded.load(Ordering::Relaxed) || self.journal.failed()
     }
 
     /// Calls `f` whenever the flusher frees space (to retry parked requests).
@@ -531,6 +534,7 @@ impl FlashTier {
             data_len: (o.write - BLOCK) as u32,
             records: o.records,
             max_exptime: if o.never_expires { 0 } else { o.max_exptime },
+            journal_counter: self.journal.counter(),
         }
         .write(o.buf.as_mut_slice());
         slot.data_len = (o.write - BLOCK) as u32;
@@ -1050,9 +1054,9 @@ impl FlashTier {
     /// indexed and expire on first access, as always). Call
     /// once, before anything is appended, and only after a crash (a
     /// snapshot from a graceful shutdown is exact; use it instead).
-    pub fn recover(&self, mut insert: impl FnMut(Loc, &[u8], u64) -> bool) -> Recovery {
+    pub fn recover(&self, insert: impl Fn(Loc, &[u8], u64) -> bool + Sync) -> Recovery {
         let mut report = Recovery::default();
-        let rec = self.journal.take_recovered().unwrap_or_default();
+        let mut rec = self.journal.take_recovered().unwrap_or_default();
         if !self.kept {
             return report;
         }
@@ -1074,44 +1078,98 @@ impl FlashTier {
                 report.untrusted_segments += 1;
                 continue;
             }
+            if h.journal_counter > rec.max_counter && rec.damaged.is_none() {
+                rec.damaged = Some(format!(
+                    "the crash journal on {} reads back older (write {}) than segment {i} sealed after it (write {})",
+                    self.devices[0].name(),
+                    rec.max_counter,
+                    h.journal_counter
+                ));
+            }
             found.push((h.seq, i as u32, h));
         }
-        found.sort_unstable_by_key(|f| f.0);
-        let mut scratch = AlignedBuf::new(self.params.segment_size);
-        let mut max_seq = st.next_seq - 1;
-        for (seq, slot, h) in found {
-            max_seq = max_seq.max(seq);
-            let (dev, off) = (st.slots[slot as usize].dev, st.slots[slot as usize].dev_off);
-            let len = round_up(BLOCK + h.data_len as usize, BLOCK);
-            let buf = &mut scratch.as_mut_slice()[..len];
-            match self.devices[dev].read_at(buf, off) {
-                Ok(n) if n == len => {}
-                _ => {
-                    tracing::warn!(
-                        slot,
-                        "cannot read a flash segment during recovery; its items are dropped"
-                    );
-                    continue;
+        if let Some(why) = &rec.damaged {
+            tracing::error!(
+                "{why}: tombstones may be lost, so no flash item can be proven current; \
+                 starting with an empty flash tier"
+            );
+            // Make the distrust durable: the floor over everything found.
+            let top = found.iter().map(|f| f.0).max().unwrap_or(0);
+            report.untrusted_segments += found.len() as u64;
+            found.clear();
+            st.next_seq = st.next_seq.max(top + 1);
+            let t = self.journal.raise_floor(top);
+            if self.journal.wait_durable(t, Duration::from_secs(60)) {
+                if let Err(e) = self.journal.zero_blocks(&rec.invalid_blocks) {
+                    tracing::error!(error = %e, "cannot clear the damaged journal blocks");
                 }
             }
-            report.bytes_read += len as u64;
-            let mut items = 0u32;
-            self.for_each_record(buf, seq, slot, |loc, item| {
-                let hd = Header::read(item);
-                let key = &item[crate::item::HEADER..crate::item::HEADER + hd.klen as usize];
-                let hash = crate::shard::hash_key(key);
-                if rec.is_dead(hash, seq) {
-                    report.dead += 1;
-                } else if insert(loc, item, hash) {
-                    items += 1;
-                }
-            });
-            report.items += u64::from(items);
+        }
+        found.sort_unstable_by_key(|f| f.0);
+        let slots: Vec<(usize, u64)> = st.slots.iter().map(|s| (s.dev, s.dev_off)).collect();
+        drop(st);
+        // Several segments read at once (the device wants queue depth), each
+        // parsed by the thread that read it; records may be indexed in any
+        // order, since at most one live record of a key survives the journal.
+        let next = AtomicUsize::new(0);
+        let (dead, bytes) = (AtomicU64::new(0), AtomicU64::new(0));
+        let items: Vec<AtomicU32> = found.iter().map(|_| AtomicU32::new(u32::MAX)).collect();
+        let threads = RECOVERY_THREADS.min(found.len()).max(1);
+        std::thread::scope(|sc| {
+            for _ in 0..threads {
+                sc.spawn(|| {
+                    let mut scratch = AlignedBuf::new(self.params.segment_size);
+                    loop {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(seq, slot, h)) = found.get(n) else {
+                            return;
+                        };
+                        let (dev, off) = slots[slot as usize];
+                        let len = round_up(BLOCK + h.data_len as usize, BLOCK);
+                        let buf = &mut scratch.as_mut_slice()[..len];
+                        if !self.devices[dev]
+                            .read_at(buf, off)
+                            .is_ok_and(|got| got == len)
+                        {
+                            tracing::warn!(
+                                slot,
+                                "cannot read a flash segment during recovery; its items are dropped"
+                            );
+                            continue;
+                        }
+                        bytes.fetch_add(len as u64, Ordering::Relaxed);
+                        let mut kept = 0u32;
+                        self.for_each_record(buf, seq, slot, |loc, item| {
+                            let hd = Header::read(item);
+                            let key = &item[crate::item::HEADER..][..hd.klen as usize];
+                            let hash = crate::shard::hash_key(key);
+                            if rec.is_dead(hash, seq) {
+                                dead.fetch_add(1, Ordering::Relaxed);
+                            } else if insert(loc, item, hash) {
+                                kept += 1;
+                            }
+                        });
+                        items[n].store(kept, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        report.dead = dead.into_inner();
+        report.bytes_read += bytes.into_inner();
+        let mut st = self.state.lock();
+        let mut max_seq = st.next_seq - 1;
+        for (n, &(seq, slot, h)) in found.iter().enumerate() {
+            max_seq = max_seq.max(seq);
+            let kept = items[n].load(Ordering::Relaxed);
+            if kept == u32::MAX {
+                continue;
+            }
+            report.items += u64::from(kept);
             report.segments += 1;
             let s = &mut st.slots[slot as usize];
             s.seq = seq;
             s.data_len = h.data_len;
-            s.items = items;
+            s.items = kept;
             s.max_exptime = h.max_exptime;
             s.state = SlotState::Sealed;
             st.sealed.push_back(slot);

@@ -1,8 +1,18 @@
 //! Shared by the flash tests: performing a probe's device reads in place of
-//! the server's asynchronous reader.
+//! the server's asynchronous reader, and requests as the server runs them
+//! (through the crash journal's gate, retrying while it or the flusher is
+//! behind). Each test binary uses part of it.
+#![allow(dead_code)]
 
+use std::time::{Duration, Instant};
 use tiercache_engine::flash::aligned::AlignedBuf;
 use tiercache_engine::flash::{Fetched, FlashTier, ReadReq};
+use tiercache_engine::item::{Header, HEADER};
+use tiercache_engine::shard::{InsertError, Probe, Shard};
+use tiercache_engine::{Engine, NewItem};
+
+/// The tests' clock.
+pub const NOW: u32 = 1_000_000;
 
 /// Reads every pending record (and any longer follow-up read) synchronously.
 pub fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
@@ -15,4 +25,98 @@ pub fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadRe
             reads.push(more);
         }
     }
+}
+
+/// Runs `change` on the key's shard once the crash journal allows it,
+/// retrying through journal waits and flash back-pressure (as the server
+/// does). `change` returns None for "busy, retry".
+pub fn mutate<R>(e: &Engine, k: &[u8], mut change: impl FnMut(&mut Shard, u64) -> Option<R>) -> R {
+    let hash = Engine::hash(k);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "mutation never allowed");
+        let mut s = e.lock(hash, NOW);
+        if s.journal_gate(k, hash) {
+            if let Some(r) = change(&mut s, hash) {
+                return r;
+            }
+        }
+        drop(s);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+pub fn set(e: &Engine, k: &[u8], v: &[u8]) {
+    mutate(e, k, |s, hash| {
+        match s.insert(k, hash, NewItem::default(), &[v]) {
+            Ok(_) => Some(()),
+            Err(InsertError::Busy) => None,
+            Err(err) => panic!("insert: {err:?}"),
+        }
+    })
+}
+
+/// Probes until the key is found (in RAM or in a fetched flash record) or
+/// absent, then runs `found` on it in the same lock hold.
+pub fn with_item<R>(
+    e: &Engine,
+    k: &[u8],
+    mut found: impl FnMut(&mut Shard, u64, &Fetched, Probe) -> Option<R>,
+) -> R {
+    let hash = Engine::hash(k);
+    let flash = e.flash().unwrap().clone();
+    let mut fetched = Fetched::default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "probe never settled");
+        let mut reads = Vec::new();
+        let mut s = e.lock(hash, NOW);
+        let p = s.probe(k, hash, NOW, &mut fetched, &mut reads);
+        if p != Probe::Need {
+            if let Some(r) = found(&mut s, hash, &fetched, p) {
+                return r;
+            }
+            drop(s);
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        drop(s);
+        read_all(&flash, &mut fetched, &mut reads);
+    }
+}
+
+/// A get; `promote` lets the hit count toward promotion as a server get does.
+pub fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {
+    with_item(e, k, |s, hash, fetched, p| {
+        Some(match p {
+            Probe::Ram => {
+                let loc = s.find(k, hash, NOW).unwrap();
+                Some(s.value(loc).to_vec())
+            }
+            Probe::Flash(loc) => {
+                let item = fetched.item(loc).unwrap().to_vec();
+                if promote {
+                    s.flash_hit(hash, loc, &item);
+                }
+                let h = Header::read(&item);
+                let at = HEADER + h.klen as usize;
+                assert_eq!(&item[HEADER..at], k);
+                Some(item[at..at + h.vlen as usize].to_vec())
+            }
+            _ => None,
+        })
+    })
+}
+
+pub fn delete(e: &Engine, k: &[u8]) -> bool {
+    with_item(e, k, |s, hash, _, p| match p {
+        Probe::Absent => Some(false),
+        _ if !s.journal_gate(k, hash) => None,
+        Probe::Ram => Some(s.remove_key(k, hash, NOW)),
+        Probe::Flash(loc) => {
+            s.unlink_flash(hash, loc);
+            Some(true)
+        }
+        Probe::Need => unreachable!(),
+    })
 }
