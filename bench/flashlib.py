@@ -179,7 +179,7 @@ def port_open(port):
 
 
 class Server:
-    def __init__(self, name, cmd, port, cwd, cgroup=None, log_path=None):
+    def __init__(self, name, cmd, port, cwd, cgroup=None, log_path=None, wait_s=30):
         self.name, self.cmd, self.port, self.cwd, self.cgroup = name, cmd, port, cwd, cgroup
         self.log_path = log_path or os.path.join(cwd, f"{name}.log")
         logf = open(self.log_path, "w")
@@ -192,7 +192,7 @@ class Server:
                     fh.write(str(os.getpid()))
         self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
                                      preexec_fn=pre)
-        for _ in range(300):
+        for _ in range(int(wait_s * 10)):
             if port_open(port):
                 return
             if self.proc.poll() is not None:
@@ -317,12 +317,16 @@ def bench(port, args, tag="bench", timeout=None):
     return out
 
 
-def fio(path, size, qd, runtime_s, bs="4k", rw="randread", rate_iops=None, engine="io_uring"):
-    """fio 4 KiB random reads with O_DIRECT; returns (iops, clat p50 us, p99 us)."""
+def fio(path, size, qd, runtime_s, bs="4k", rw="randread", rate_iops=None, engine="io_uring",
+        extra=()):
+    """fio reads with O_DIRECT (4 KiB random by default) for runtime_s seconds, or
+    once over `size` if runtime_s is None; returns iops, MB/s (1e6 bytes),
+    clat p50/p99 us and the command."""
     cmd = ["fio", "--name=flashbench", f"--filename={path}", f"--size={size}",
            f"--ioengine={engine}", "--direct=1", f"--rw={rw}", f"--bs={bs}",
-           f"--iodepth={qd}", f"--runtime={runtime_s}", "--time_based",
-           "--randrepeat=0", "--norandommap", "--output-format=json"]
+           f"--iodepth={qd}", "--randrepeat=0", "--norandommap", "--output-format=json"]
+    cmd += [f"--runtime={runtime_s}", "--time_based"] if runtime_s else []
+    cmd += list(extra)
     if rate_iops:
         cmd += [f"--rate_iops={int(rate_iops)}", "--rate_process=poisson"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -334,11 +338,13 @@ def fio(path, size, qd, runtime_s, bs="4k", rw="randread", rate_iops=None, engin
     lat = rd.get("lat_ns", {})
     return {
         "iops": rd["iops"],
+        "mb_per_s": rd["bw_bytes"] / 1e6,
         "p50_us": pct.get("50.000000", 0) / 1000,
         "p99_us": pct.get("99.000000", 0) / 1000,
         "mean_us": lat.get("mean", 0) / 1000,
-        "cpu_us_per_io": (j["jobs"][0]["usr_cpu"] + j["jobs"][0]["sys_cpu"]) / 100 * runtime_s * 1e6
-        / max(1, rd["total_ios"]) if "total_ios" in rd else None,
+        "cpu_us_per_io": (j["jobs"][0]["usr_cpu"] + j["jobs"][0]["sys_cpu"]) / 100
+        * (runtime_s or rd["runtime"] / 1000) * 1e6 / max(1, rd["total_ios"])
+        if "total_ios" in rd else None,
         "cmd": " ".join(cmd),
     }
 
@@ -384,13 +390,17 @@ def write_results(subsection_title, body, tag):
 
 # --- paced writes ----------------------------------------------------------------
 
+def value_of(vlen):
+    """The vlen-byte value set_keys writes."""
+    return ((b"%d" % vlen) * (vlen // len(b"%d" % vlen) + 1))[:vlen]
+
+
 def set_keys(port, keys, vlen, mb_per_s=None, prefix="key:"):
     """Sets `keys` (integers) to vlen-byte values over one connection with
     noreply, at most mb_per_s MB/s of values, then waits for the server with
     `mn`. Returns the seconds taken."""
     s = socket.create_connection(("127.0.0.1", port))
-    val = (b"%d" % vlen) * (vlen // len(b"%d" % vlen) + 1)
-    val = val[:vlen]
+    val = value_of(vlen)
     t0 = time.monotonic()
     sent = 0
     batch = []
@@ -416,17 +426,15 @@ def set_keys(port, keys, vlen, mb_per_s=None, prefix="key:"):
     return time.monotonic() - t0
 
 
-def missing_keys(port, n, vlen, batch=100, prefix="key:"):
-    """Reads key 0..n-1 with multigets; returns the keys that are not there
-    with a vlen-byte value."""
+def get_values(port, keys, batch=100, prefix="key:"):
+    """Reads `keys` (integers) with multigets; yields (key, value) for those
+    that are there."""
+    keys = list(keys)
     s = socket.create_connection(("127.0.0.1", port))
     s.settimeout(300)
     f = s.makefile("rb", buffering=1 << 20)
-    miss = []
-    for lo in range(0, n, batch):
-        ks = range(lo, min(n, lo + batch))
-        s.sendall(("get " + " ".join(f"{prefix}{k}" for k in ks) + "\r\n").encode())
-        found = set()
+    for lo in range(0, len(keys), batch):
+        s.sendall(("get " + " ".join(f"{prefix}{k}" for k in keys[lo:lo + batch]) + "\r\n").encode())
         while True:
             line = f.readline()
             if line == b"END\r\n":
@@ -436,11 +444,16 @@ def missing_keys(port, n, vlen, batch=100, prefix="key:"):
             p = line.split()
             ln = int(p[3])
             data = f.read(ln + 2)
-            if ln == vlen and len(data) == ln + 2:
-                found.add(int(p[1][len(prefix):]))
-        miss.extend(k for k in ks if k not in found)
+            if len(data) == ln + 2:
+                yield int(p[1][len(prefix):]), data[:ln]
     s.close()
-    return miss
+
+
+def missing_keys(port, n, vlen, batch=100, prefix="key:"):
+    """Reads key 0..n-1 with multigets; returns the keys that are not there
+    with a vlen-byte value."""
+    found = {k for k, v in get_values(port, range(n), batch, prefix) if len(v) == vlen}
+    return [k for k in range(n) if k not in found]
 
 
 def fill_all(port, n, vlen, mb_per_s, tag, rounds=4):
