@@ -396,7 +396,9 @@ impl Shard {
         let loc = self.alloc(q, size)?;
         // After the allocation, which may have moved the old item to flash:
         // older copies on flash need a durable tombstone before they go.
-        if !self.journal_gate(key, hash) {
+        let old = self.find_any(key, hash);
+        let on_flash = self.flash_candidates(hash);
+        if !self.journal_gate_at(hash, old, &on_flash) {
             Header {
                 vlen: vlen as u32,
                 klen: key.len() as u8,
@@ -406,10 +408,14 @@ impl Shard {
             .write(&mut self.seg_mut(loc.seg).data[loc.off as usize..]);
             return Err(InsertError::Busy);
         }
-        if let Some(old) = self.find_any(key, hash) {
+        if let Some(old) = old {
             self.unlink(hash, old);
         }
-        self.purge_flash(hash);
+        // Every flash entry that may be an older copy of the key goes (a
+        // colliding entry of another key too: a miss, never a stale value).
+        for loc in on_flash {
+            self.unlink_flash(hash, loc);
+        }
         let cas = if new.cas == 0 {
             self.shared.next_cas()
         } else {
@@ -958,7 +964,7 @@ impl Shard {
     /// Asks the journal for a tombstone over every record of `hash`'s key
     /// appended so far; returns its ticket (0 without a flash tier).
     fn tombstone(&mut self, hash: u64) -> u64 {
-        let Some(f) = &self.flash else {
+        let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
             return 0;
         };
         let j = f.journal();
@@ -977,18 +983,28 @@ impl Shard {
     /// for, and the request must be retried (the flash tier's waker fires
     /// when the journal commits). Always true without a flash tier.
     pub fn journal_gate(&mut self, key: &[u8], hash: u64) -> bool {
-        let Some(f) = self.flash.clone() else {
+        if self.flash.is_none() {
+            return true;
+        }
+        let old = self.find_any(key, hash);
+        let on_flash = self.flash_candidates(hash);
+        self.journal_gate_at(hash, old, &on_flash)
+    }
+
+    /// [`journal_gate`](Self::journal_gate) given the key's RAM item and
+    /// its flash candidates.
+    fn journal_gate_at(&mut self, hash: u64, old: Option<Loc>, on_flash: &[Loc]) -> bool {
+        let Some(f) = self.flash.clone().filter(|f| f.params().crash_journal) else {
             return true;
         };
         let j = f.journal();
         let floor = j.floor();
-        let mut need = self
-            .flash_candidates(hash)
-            .into_iter()
-            .filter_map(|loc| f.seq_of(loc))
+        let mut need = on_flash
+            .iter()
+            .filter_map(|&loc| f.seq_of(loc))
             .max()
             .filter(|&m| m > floor);
-        if let Some(loc) = self.find_any(key, hash) {
+        if let Some(loc) = old {
             if self.header(loc).bits & item::FLASH_COPY != 0 {
                 self.update_bits(loc, 0, item::FLASH_COPY);
                 need = Some(f.max_seq());

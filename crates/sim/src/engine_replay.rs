@@ -107,7 +107,11 @@ fn per_item(bytes: u64, items: u64) -> f64 {
 fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Engine> {
     let flash_cfg = (flash > 0).then(|| FlashConfig {
         paths: vec![],
-        params: TierParams::default(),
+        // A fresh in-memory device: nothing to recover after a crash.
+        params: TierParams {
+            crash_journal: false,
+            ..TierParams::default()
+        },
         read_threads: 1,
         io: Default::default(),
         avg_item_size,

@@ -58,6 +58,12 @@ pub struct TierParams {
     pub write_budget: u64,
     /// Overwrite devices that hold something other than our format.
     pub wipe: bool,
+    /// Keep the crash journal (tombstones before changes, the floor before
+    /// reclaims), so that a crash can be recovered from. Off only for
+    /// simulations on fresh in-memory devices (the server has no option for
+    /// it): a device used without it must never be recovered from, and
+    /// without it the tier also wipes whatever the devices held at start.
+    pub crash_journal: bool,
 }
 
 impl Default for TierParams {
@@ -71,6 +77,7 @@ impl Default for TierParams {
             low_ttl: 3600,
             write_budget: 0,
             wipe: false,
+            crash_journal: true,
         }
     }
 }
@@ -246,7 +253,7 @@ impl FlashTier {
             return Err(DeviceError("no flash device configured".into()));
         }
         let mut per_dev = Vec::new();
-        let mut kept = true;
+        let mut kept = params.crash_journal;
         let mut starts = Vec::new();
         for (no, d) in devices.iter().enumerate() {
             let journal = format::journal_bytes_for(d.size());
@@ -947,7 +954,7 @@ impl FlashTier {
                 s.seq,
             )
         };
-        if !expired {
+        if !expired && self.params.crash_journal {
             // Its records stay on the device until the slot is rewritten:
             // after a crash they must not come back once their entries go.
             let t = self.journal.raise_floor(seq);
