@@ -403,6 +403,9 @@ impl Engine {
         }
         let started = std::time::Instant::now();
         let (items, segments) = self.restore(path).map_err(|e| refuse(e.to_string()))?;
+        if let Some(f) = &self.flash {
+            f.after_restore();
+        }
         // Before anything is served: a later crash must not restore this again.
         std::fs::remove_file(path)
             .map_err(|e| refuse(format!("cannot remove it after reading: {e}")))?;

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{delete, get, set, with_item};
+use common::{delete, get, set, with_item, NOW};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -287,4 +287,54 @@ fn a_crash_with_everything_written_keeps_every_untouched_flash_item() {
         "{collateral} keys lost to shared fingerprints"
     );
     std::mem::drop(mem);
+}
+
+#[test]
+fn a_device_used_without_the_journal_is_never_recovered_from() {
+    let mem = Arc::new(MemDevice::new(24 << 20));
+    let dev: Arc<dyn BlockDevice> = mem.clone();
+    let with_journal = |on: bool| {
+        let mut c = config();
+        c.flash.as_mut().unwrap().params.crash_journal = on;
+        Engine::with_devices(c, vec![dev.clone()]).unwrap()
+    };
+    let flush = |e: &Engine| {
+        let f = e.flash().unwrap();
+        f.seal_open();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while f.usage().queued > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    // Without the journal: deletes of flash items leave no tombstone.
+    let e = with_journal(false);
+    for i in 0..KEYS {
+        set(&e, &key(i), &value(i, 0));
+    }
+    for i in 0..KEYS / 2 {
+        delete(&e, &key(i));
+    }
+    flush(&e);
+    assert!(e.stats(NOW).shard.flash_items > 1000);
+    drop(e); // crash
+             // With it again: nothing of the unjournaled run is trusted...
+    let e = with_journal(true);
+    let rec = e.last_recovery().unwrap();
+    assert_eq!(rec.items, 0, "{rec:?}");
+    assert!(rec.untrusted_segments > 0);
+    assert!((0..KEYS).all(|i| get(&e, &key(i), false).is_none()));
+    // ...while what this run writes is.
+    let b = |i: u64| format!("b-{i}").into_bytes();
+    for i in 0..KEYS {
+        set(&e, &b(i), &value(i, 1));
+    }
+    flush(&e);
+    drop(e); // crash
+    let e = with_journal(true);
+    assert!(e.last_recovery().unwrap().items > 1000);
+    assert!((0..KEYS).all(|i| get(&e, &key(i), false).is_none()));
+    let back = (0..KEYS)
+        .filter(|&i| get(&e, &b(i), false).is_some_and(|v| v == value(i, 1)))
+        .count();
+    assert!(back > 1000, "{back}");
 }

@@ -154,6 +154,11 @@ pub struct FlashSection {
     /// Flash reader (`ext_io`): auto (io_uring where it works, else the
     /// pread pool), uring (or a start-up error) or pool.
     pub io: String,
+    /// Keep the crash journal (`ext_crash_safe`, default on), so that flash
+    /// items come back after a crash and nothing deleted or overwritten
+    /// does. Off: changes to flash items never wait for the journal, and
+    /// after a crash the flash tier starts empty (docs/CRASH.md).
+    pub crash_safe: bool,
 }
 
 impl Default for FlashSection {
@@ -171,6 +176,7 @@ impl Default for FlashSection {
             promote: "second".into(),
             low_ttl: 3600,
             io: "auto".into(),
+            crash_safe: true,
         }
     }
 }
@@ -318,6 +324,13 @@ impl Config {
             "ext_promote" => self.flash.promote = v.to_string(),
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             "ext_io" => self.flash.io = v.to_string(),
+            "ext_crash_safe" => {
+                self.flash.crash_safe = match v {
+                    "1" | "true" | "yes" | "on" => true,
+                    "0" | "false" | "no" | "off" => false,
+                    _ => bail!("ext_crash_safe takes 1 or 0, not '{v}'"),
+                }
+            }
             // memcached extstore tunables with no counterpart here.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
             | "ext_drop_under" | "ext_recache_rate" | "ext_drop_unread"
@@ -328,7 +341,7 @@ impl Config {
             | "no_lru_maintainer" | "idle_timeout" | "watcher_logbuf_size"
             | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe"
             ),
         }
         Ok(())

@@ -265,6 +265,10 @@ impl Conn {
                             // Changed nothing: drop the reply, run it again later.
                             self.wbuf.truncate(mark);
                             self.busy = true;
+                            if ctx.reader.is_some() {
+                                let rest = &self.rbuf[self.rpos + consumed..self.rend];
+                                crate::prefetch::journal_ahead(rest, limits, ctx);
+                            }
                             break 'requests;
                         }
                         if ctx.need_flash.take() {

@@ -84,8 +84,7 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
                     low_ttl: cfg.flash.low_ttl,
                     promote: tiercache_engine::flash::tier::Promote::parse(&cfg.flash.promote)
                         .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
-                    // Always on in the server: see docs/CRASH.md.
-                    crash_journal: true,
+                    crash_journal: cfg.flash.crash_safe,
                 },
                 read_threads: cfg.flash.threads,
                 io: cfg.io_mode()?,

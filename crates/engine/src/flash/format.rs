@@ -15,6 +15,8 @@
 //!  24  4  segment size in bytes
 //!  28  4  device number in the configuration
 //!  32  4  journal bytes J (a multiple of 8 KiB; only device 0 uses its journal)
+//!  36  4  flags: bit 0 = the crash journal is off (ext_crash_safe=0) or was
+//!         off since the floor last covered everything on the device
 //!
 //! journal block (4 KiB; the journal is pairs of blocks, see journal.rs)
 //!   0  8  magic "TCJOURNL"
@@ -214,6 +216,8 @@ pub struct Superblock {
     pub segment_size: u32,
     pub device_no: u32,
     pub journal_bytes: u32,
+    /// The crash journal does not cover the device's contents.
+    pub journal_off: bool,
 }
 
 /// What the first block of a device holds.
@@ -229,6 +233,16 @@ pub enum DeviceContents {
 }
 
 impl Superblock {
+    /// Same size, segment size, device number and journal size.
+    pub fn same_layout(&self, o: &Superblock) -> bool {
+        (
+            self.device_size,
+            self.segment_size,
+            self.device_no,
+            self.journal_bytes,
+        ) == (o.device_size, o.segment_size, o.device_no, o.journal_bytes)
+    }
+
     pub fn write(&self, b: &mut [u8]) {
         b[..BLOCK].fill(0);
         b[0..8].copy_from_slice(SUPER_MAGIC);
@@ -237,6 +251,7 @@ impl Superblock {
         b[24..28].copy_from_slice(&self.segment_size.to_le_bytes());
         b[28..32].copy_from_slice(&self.device_no.to_le_bytes());
         b[32..36].copy_from_slice(&self.journal_bytes.to_le_bytes());
+        b[36..40].copy_from_slice(&u32::from(self.journal_off).to_le_bytes());
         let crc = crc32c::crc32c(&b[16..64]);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
@@ -260,6 +275,7 @@ impl Superblock {
             segment_size: u32::from_le_bytes(b[24..28].try_into().unwrap()),
             device_no: u32::from_le_bytes(b[28..32].try_into().unwrap()),
             journal_bytes: u32::from_le_bytes(b[32..36].try_into().unwrap()),
+            journal_off: b[36] & 1 != 0,
         })
     }
 }
@@ -400,6 +416,7 @@ mod tests {
             segment_size: 4 << 20,
             device_no: 1,
             journal_bytes: 8 << 20,
+            journal_off: true,
         };
         sb.write(&mut b);
         assert_eq!(Superblock::inspect(&b), DeviceContents::Ours(sb));

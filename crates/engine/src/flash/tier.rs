@@ -59,10 +59,9 @@ pub struct TierParams {
     /// Overwrite devices that hold something other than our format.
     pub wipe: bool,
     /// Keep the crash journal (tombstones before changes, the floor before
-    /// reclaims), so that a crash can be recovered from. Off only for
-    /// simulations on fresh in-memory devices (the server has no option for
-    /// it): a device used without it must never be recovered from, and
-    /// without it the tier also wipes whatever the devices held at start.
+    /// reclaims), so that a crash can be recovered from. Off: changes never
+    /// wait for tombstones, and the devices are marked so that no later run
+    /// recovers from them until its floor covers everything on them.
     pub crash_journal: bool,
 }
 
@@ -212,9 +211,13 @@ pub struct TierStats {
 pub struct FlashTier {
     devices: Vec<Arc<dyn BlockDevice>>,
     journal: Arc<Journal>,
-    /// Whether the devices held our format with this layout at start (so
-    /// their contents may be recovered).
+    /// Whether the devices held our format with this layout at start.
     kept: bool,
+    /// The previous run did not keep the crash journal: nothing on the
+    /// devices may be recovered after a crash until the floor covers it.
+    prev_journal_off: bool,
+    /// Each device's superblock as stamped at start.
+    superblocks: Mutex<Vec<Superblock>>,
     /// The highest segment sequence number handed out (a tombstone's horizon).
     max_seq: AtomicU64,
     params: TierParams,
@@ -253,11 +256,17 @@ impl FlashTier {
             return Err(DeviceError("no flash device configured".into()));
         }
         let mut per_dev = Vec::new();
-        let mut kept = params.crash_journal;
+        let mut kept = true;
+        let mut prev_journal_off = false;
+        let mut superblocks = Vec::new();
         let mut starts = Vec::new();
         for (no, d) in devices.iter().enumerate() {
             let journal = format::journal_bytes_for(d.size());
-            kept &= check_and_stamp(d.as_ref(), no as u32, seg, journal, params.wipe)?;
+            let (sb, layout_kept, was_off) =
+                check_and_stamp(d.as_ref(), no as u32, seg, journal, &params)?;
+            kept &= layout_kept;
+            prev_journal_off |= was_off;
+            superblocks.push(sb);
             let start = format::segments_start(journal);
             starts.push(start);
             let n = d.size().saturating_sub(start) / seg as u64;
@@ -335,6 +344,8 @@ impl FlashTier {
             devices,
             journal: Arc::new(journal),
             kept,
+            prev_journal_off,
+            superblocks: Mutex::new(superblocks),
             max_seq: AtomicU64::new(first_seq - 1),
             state: Mutex::new(State {
                 slots,
@@ -744,16 +755,18 @@ pub struct Usage {
 }
 
 /// Refuses devices holding data that is not ours (or another version of
-/// ours) unless told to wipe them, then writes our superblock. True when
-/// the device already held our format with the same layout (its contents
-/// may be recovered).
+/// ours) unless told to wipe them, then writes our superblock. Returns it,
+/// whether the device already held our format with the same layout (its
+/// contents kept), and whether its last run did not keep the crash journal.
+/// A device stays marked "journal off" until [`FlashTier::covered`] clears
+/// it, so a crash in between never trusts unjournaled contents.
 fn check_and_stamp(
     d: &dyn BlockDevice,
     no: u32,
     seg: usize,
     journal: u64,
-    wipe: bool,
-) -> Result<bool, DeviceError> {
+    params: &TierParams,
+) -> Result<(Superblock, bool, bool), DeviceError> {
     let mut b = AlignedBuf::new(BLOCK);
     let n = d
         .read_at(b.as_mut_slice(), 0)
@@ -761,16 +774,23 @@ fn check_and_stamp(
     if n < BLOCK {
         b.as_mut_slice()[n..].fill(0);
     }
-    let sb = Superblock {
+    let mut sb = Superblock {
         device_size: d.size(),
         segment_size: seg as u32,
         device_no: no,
         journal_bytes: journal as u32,
+        journal_off: !params.crash_journal,
     };
-    let kept = match Superblock::inspect(b.as_slice()) {
-        DeviceContents::Ours(old) if old == sb && !wipe => return Ok(true),
+    let (kept, was_off) = match Superblock::inspect(b.as_slice()) {
+        DeviceContents::Ours(old) if old.same_layout(&sb) && !params.wipe => {
+            sb.journal_off |= old.journal_off;
+            if old == sb {
+                return Ok((sb, true, old.journal_off));
+            }
+            (true, old.journal_off)
+        }
         DeviceContents::Ours(old) => {
-            if !wipe {
+            if !params.wipe {
                 tracing::warn!(
                     device = d.name(),
                     ?old,
@@ -778,10 +798,10 @@ fn check_and_stamp(
                     "flash device layout changed (size, segment size or device order): its contents are dropped"
                 );
             }
-            false
+            (false, false)
         }
-        DeviceContents::Empty => false,
-        DeviceContents::OtherVersion(v) if !wipe => {
+        DeviceContents::Empty => (false, false),
+        DeviceContents::OtherVersion(v) if !params.wipe => {
             return Err(DeviceError(format!(
                 "flash device {} holds tiercache format version {v}, this build reads version {}; \
                  start with -o ext_wipe to erase it",
@@ -789,20 +809,25 @@ fn check_and_stamp(
                 format::VERSION
             )))
         }
-        DeviceContents::Foreign if !wipe => {
+        DeviceContents::Foreign if !params.wipe => {
             return Err(DeviceError(format!(
                 "flash device {} holds data that is not a tiercache flash file; refusing to overwrite it \
                  (start with -o ext_wipe to erase it, or choose another path)",
                 d.name()
             )))
         }
-        _ => false,
+        _ => (false, false),
     };
+    write_superblock(d, &sb)?;
+    Ok((sb, kept, was_off))
+}
+
+fn write_superblock(d: &dyn BlockDevice, sb: &Superblock) -> Result<(), DeviceError> {
+    let mut b = AlignedBuf::new(BLOCK);
     sb.write(b.as_mut_slice());
     d.write_at(b.as_slice(), 0)
         .and_then(|_| d.sync())
-        .map_err(|e| DeviceError(format!("flash device {}: cannot write: {e}", d.name())))?;
-    Ok(kept)
+        .map_err(|e| DeviceError(format!("flash device {}: cannot write: {e}", d.name())))
 }
 
 /// Whoever owns the index entries of records (the engine): told about each
@@ -1064,8 +1089,11 @@ impl FlashTier {
     pub fn recover(&self, insert: impl Fn(Loc, &[u8], u64) -> bool + Sync) -> Recovery {
         let mut report = Recovery::default();
         let mut rec = self.journal.take_recovered().unwrap_or_default();
-        if !self.kept {
+        if !self.kept || !self.params.crash_journal {
             return report;
+        }
+        if self.prev_journal_off {
+            rec.damaged = Some("the previous run kept no crash journal (ext_crash_safe=0)".into());
         }
         let mut st = self.state.lock();
         let mut block = AlignedBuf::new(BLOCK);
@@ -1110,6 +1138,9 @@ impl FlashTier {
                 if let Err(e) = self.journal.zero_blocks(&rec.invalid_blocks) {
                     tracing::error!(error = %e, "cannot clear the damaged journal blocks");
                 }
+                drop(st);
+                self.covered();
+                st = self.state.lock();
             }
         }
         found.sort_unstable_by_key(|f| f.0);
@@ -1192,6 +1223,47 @@ impl FlashTier {
 
 /// Snapshot (graceful restart) of the segment table: see persist.rs.
 impl FlashTier {
+    /// After a snapshot was restored: if the last run kept no crash journal,
+    /// raises the floor over every segment on the devices, so that a crash
+    /// from now on never trusts what that run wrote.
+    pub fn after_restore(&self) {
+        if !self.params.crash_journal || !self.prev_journal_off {
+            return;
+        }
+        let mut top = self.max_seq();
+        let mut block = AlignedBuf::new(BLOCK);
+        let st = self.state.lock();
+        for s in &st.slots {
+            if self.devices[s.dev]
+                .read_at(block.as_mut_slice(), s.dev_off)
+                .is_ok_and(|n| n == BLOCK)
+            {
+                if let Some(h) = SegmentHeader::read(block.as_slice()) {
+                    top = top.max(h.seq);
+                }
+            }
+        }
+        drop(st);
+        let t = self.journal.raise_floor(top);
+        if self.journal.wait_durable(t, Duration::from_secs(60)) {
+            self.covered();
+        }
+    }
+
+    /// The floor covers everything written without the journal: clears the
+    /// devices' "journal off" mark.
+    fn covered(&self) {
+        let mut sbs = self.superblocks.lock();
+        for (d, sb) in self.devices.iter().zip(sbs.iter_mut()) {
+            if sb.journal_off {
+                sb.journal_off = false;
+                if let Err(e) = write_superblock(d.as_ref(), sb) {
+                    tracing::error!(error = %e.0, "cannot update the superblock");
+                }
+            }
+        }
+    }
+
     /// Seals the open buffer, waits until every queued segment is written
     /// and no reclaim runs, then stops the flusher. False on timeout.
     pub fn drain_and_stop(&self, timeout: Duration) -> bool {
