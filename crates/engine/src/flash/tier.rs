@@ -149,6 +149,43 @@ struct Open {
     records: u32,
     max_exptime: u32,
     never_expires: bool,
+    /// Block tails left empty because the next record did not fit in them,
+    /// as (start, length): smaller records are put there (first fit), so
+    /// that a record never crosses a block and little of a block is padding.
+    gaps: Vec<(u32, u32)>,
+}
+
+/// Gaps an open buffer remembers (the oldest is forgotten first).
+const MAX_GAPS: usize = 32;
+
+impl Open {
+    /// Where a record of `size` bytes goes: a gap it fits in, else the end
+    /// (after padding to the next block if it would cross one).
+    fn place(&mut self, size: usize) -> usize {
+        if size <= BLOCK {
+            if let Some(i) = self.gaps.iter().position(|&(_, len)| len as usize >= size) {
+                let (at, len) = self.gaps[i];
+                let rest = len as usize - size;
+                if rest >= format::RECORD_PREFIX + crate::item::HEADER + 8 {
+                    self.gaps[i] = (at + size as u32, rest as u32);
+                } else {
+                    self.gaps.remove(i);
+                }
+                return at as usize;
+            }
+        }
+        let at = format::place_record(self.write, size);
+        let gap = at - self.write;
+        if gap >= format::RECORD_PREFIX + crate::item::HEADER + 8 {
+            if self.gaps.len() == MAX_GAPS {
+                self.gaps.remove(0);
+            }
+            self.gaps.push((self.write as u32, gap as u32));
+        }
+        self.buf.as_mut_slice()[self.write..at].fill(0);
+        self.write = at + size;
+        at
+    }
 }
 
 struct State {
@@ -527,6 +564,7 @@ impl FlashTier {
             records: 0,
             max_exptime: 0,
             never_expires: false,
+            gaps: Vec::new(),
         });
         true
     }
@@ -592,8 +630,10 @@ impl FlashTier {
             self.stats.admission_refused.fetch_add(1, Ordering::Relaxed);
             return Err(AppendError::Refused);
         }
-        let fits =
-            |o: &Open| format::place_record(o.write, size) + size <= self.params.segment_size;
+        let fits = |o: &Open| {
+            (size <= BLOCK && o.gaps.iter().any(|g| g.1 as usize >= size))
+                || format::place_record(o.write, size) + size <= self.params.segment_size
+        };
         if !st.open[class].as_ref().is_some_and(fits) {
             let use_reservation = *reserved > 0 && st.reserved > 0;
             if !self.open_new(&mut st, class, use_reservation) {
@@ -606,13 +646,10 @@ impl FlashTier {
         }
         let st = &mut *st;
         let o = st.open[class].as_mut().expect("open");
-        let at = format::place_record(o.write, size);
+        let at = o.place(size);
         let slot = o.slot;
         let seq = st.slots[slot as usize].seq;
-        let buf = o.buf.as_mut_slice();
-        buf[o.write..at].fill(0);
-        format::write_record(&mut buf[at..at + size], item, seq);
-        o.write = at + size;
+        format::write_record(&mut o.buf.as_mut_slice()[at..at + size], item, seq);
         o.records += 1;
         if h.exptime == 0 {
             o.never_expires = true;
@@ -1365,5 +1402,47 @@ impl FlashTier {
             .filter(|&i| matches!(st.slots[i as usize].state, SlotState::Free))
             .collect();
         Ok(restored)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open() -> Open {
+        Open {
+            slot: 0,
+            buf: AlignedBuf::new(64 << 10),
+            write: BLOCK,
+            records: 0,
+            max_exptime: 0,
+            never_expires: false,
+            gaps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn small_records_fill_the_tails_that_larger_ones_left() {
+        let mut o = open();
+        // Three 1048-byte records fill 3144 bytes of the first data block;
+        // the fourth goes to the next block, leaving a 952-byte tail.
+        let at: Vec<usize> = (0..4).map(|_| o.place(1048)).collect();
+        assert_eq!(at, [4096, 5144, 6192, 8192]);
+        assert_eq!(o.gaps, [(7240, 952)]);
+        // Small records go into that tail, first fit, one after another.
+        assert_eq!(o.place(136), 7240);
+        assert_eq!(o.place(136), 7376);
+        assert_eq!(o.gaps, [(7512, 680)]);
+        // One that does not fit the tail goes at the end.
+        assert_eq!(o.place(1000), 9240);
+        // Never across a block: every record ends in its block.
+        for (a, size) in [(4096, 1048), (7240, 136), (7376, 136), (9240, 1000)] {
+            assert_eq!(a / BLOCK, (a + size - 1) / BLOCK);
+        }
+        // A tail too small for any record is not kept.
+        let mut o = open();
+        o.place(4096 - 16);
+        o.place(100);
+        assert!(o.gaps.is_empty());
     }
 }
