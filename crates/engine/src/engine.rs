@@ -233,7 +233,11 @@ impl Engine {
         if !config.shards.is_power_of_two() {
             return Err(ConfigError("shard count must be a power of two".into()));
         }
-        if config.hash_power == 0 {
+        // Primary index buckets per shard: 2^hashpower over the shards when
+        // given, else exactly what the expected items need (not rounded to a
+        // power of two: a flash index is sized for the devices and is most
+        // of the DRAM a flash item costs).
+        let per_shard_buckets = if config.hash_power == 0 {
             let mut items = config.memory_limit / SIZING_ITEM_BYTES;
             if let Some(fc) = &config.flash {
                 // Flash entries cannot be rehashed (their keys are not in
@@ -241,10 +245,13 @@ impl Engine {
                 let bytes: u64 = devices.iter().map(|d| d.size()).sum();
                 items += (bytes / fc.avg_item_size.max(64) as u64) as usize;
             }
-            let buckets = (1usize << crate::index::Index::power_for(items))
-                .max(MIN_BUCKETS_PER_SHARD * config.shards);
-            config.hash_power = buckets.trailing_zeros();
-        }
+            let buckets =
+                crate::index::Index::buckets_for(items).max(MIN_BUCKETS_PER_SHARD * config.shards);
+            config.hash_power = buckets.next_power_of_two().trailing_zeros();
+            buckets.div_ceil(config.shards)
+        } else {
+            ((1usize << config.hash_power) >> config.shards.trailing_zeros()).max(16)
+        };
         if segments / config.shards + 16 >= crate::flash::FLASH_SEG_BASE as usize {
             return Err(ConfigError(format!(
                 "{segments} segments of {} KiB over {} shards is more than the index can address per shard; use larger segments (-o segment_size) or more shards",
@@ -252,10 +259,6 @@ impl Engine {
                 config.shards
             )));
         }
-        let per_shard_power = config
-            .hash_power
-            .saturating_sub(config.shards.trailing_zeros())
-            .max(4);
         if tiercache_policy::by_name(&config.policy).is_none() {
             return Err(ConfigError(format!(
                 "unknown eviction policy '{}': choose one of {}",
@@ -301,7 +304,7 @@ impl Engine {
             .map(|_| {
                 let policy = tiercache_policy::by_name(&config.policy).expect("checked");
                 Mutex::new(Shard::new(
-                    per_shard_power,
+                    per_shard_buckets,
                     policy,
                     shared.clone(),
                     flash.clone(),
@@ -340,8 +343,10 @@ impl Engine {
         };
         let journal_writer = match &flash {
             Some(f) => {
-                f.journal()
-                    .set_geometry(config.shards.trailing_zeros() as u8, per_shard_power as u8);
+                f.journal().set_geometry(
+                    config.shards.trailing_zeros() as u8,
+                    per_shard_buckets as u32,
+                );
                 let f2 = f.clone();
                 let t = std::thread::Builder::new()
                     .name("flash-journal".into())
@@ -374,6 +379,12 @@ impl Engine {
             last_recovery: Mutex::new(None),
         };
         engine.restore_if_any()?;
+        if let Some(f) = &engine.flash {
+            // A snapshot brings its own index: fingerprints follow the index.
+            let buckets = engine.shards.list[0].lock().index_primary_buckets();
+            f.journal()
+                .set_geometry(engine.config.shards.trailing_zeros() as u8, buckets as u32);
+        }
         Ok(engine)
     }
 

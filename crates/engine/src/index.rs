@@ -12,8 +12,11 @@
 //!          hi = tag | hit | segment's top 4 bits, lo = segment's low 12 bits | offset/8
 //! ```
 //!
-//! Placement: a key has two candidate buckets, `b1` from the hash's low bits
-//! and `b2 = b1 ^ f(tag)` (partial-key cuckoo hashing, as in cuckoo filters),
+//! Placement: a key has two candidate buckets out of `n`: `b1` from the
+//! hash's low 32 bits scaled to `n`, and `b2 = (f(tag) - b1) mod n`
+//! (partial-key cuckoo hashing, as in cuckoo filters; the subtraction
+//! instead of an xor lets `n` be any number, so an index is sized to what it
+//! must hold rather than rounded up to a power of two),
 //! so an entry's other bucket is known from its tag alone and entries can be
 //! moved without their keys. Insert takes a free slot in `b1`, else in `b2`,
 //! else kicks a random entry to its other bucket (a short random walk). Only
@@ -23,12 +26,12 @@
 //! Lookups read `b1`, then `b2`, then chains (rare): about 1.3 cache lines
 //! per hit and 2 per miss at design load.
 //!
-//! Bits used from the hash: `b1` uses the low bits (bits 0..log2(buckets)),
-//! the engine picks the shard with bits 40..47, the tag is bits 52..62.
+//! Bits used from the hash: `b1` uses bits 0..32, the engine picks the shard
+//! with bits 40..47, the tag is bits 52..62.
 //!
 //! The table can double ([`Index::grow`]) when every entry's hash can be
 //! recomputed (RAM-only shards, whose keys are in DRAM); an index for a flash
-//! tier is sized up front with [`Index::power_for`].
+//! tier is sized up front with [`Index::buckets_for`].
 
 /// Where an item lives: a shard-local segment id and a byte offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,23 +94,37 @@ fn tag_of(hash: u64) -> u64 {
     }
 }
 
+/// A key's first bucket among `n`: its hash's low 32 bits scaled to `n`
+/// (multiply-shift, so `n` need not be a power of two and the index can be
+/// sized to what it must hold).
 #[inline]
-fn alt_bucket(b: usize, tag: u64, mask: usize) -> usize {
-    let x = (tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
-    b ^ if x == 0 { 1 & mask } else { x }
+fn home_bucket(hash: u64, n: usize) -> usize {
+    (((hash & 0xFFFF_FFFF) * n as u64) >> 32) as usize
+}
+
+/// The other bucket of an entry with this tag in bucket `b` of `n`:
+/// `(x - b) mod n` for an `x` from the tag, so that the other bucket's
+/// other bucket is `b` again.
+#[inline]
+fn alt_bucket(b: usize, tag: u64, n: usize) -> usize {
+    let x = (((tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) * n as u64) >> 32) as usize;
+    if x >= b {
+        x - b
+    } else {
+        x + n - b
+    }
 }
 
 /// What every key that can share an index entry's place with `hash`'s key
-/// has in common in an index of `2^power` buckets: the tag and the
+/// has in common in an index of `buckets` primary buckets: the tag and the
 /// unordered pair of candidate buckets (a tag collision in a lookup is a
 /// key with the same value). The crash journal's fingerprints are built on
 /// it, so that a tombstone for a key also covers the colliding entries an
 /// insert of that key drops.
-pub fn collision_class(hash: u64, power: u32) -> (u64, usize) {
-    let mask = (1usize << power) - 1;
+pub fn collision_class(hash: u64, buckets: usize) -> (u64, usize) {
     let tag = tag_of(hash);
-    let b1 = (hash as usize) & mask;
-    (tag, b1.min(alt_bucket(b1, tag, mask)))
+    let b1 = home_bucket(hash, buckets);
+    (tag, b1.min(alt_bucket(b1, tag, buckets)))
 }
 
 #[repr(C, align(64))]
@@ -188,7 +205,6 @@ impl Table {
 pub struct Index {
     buckets: Table,
     primary: usize,
-    mask: usize,
     free_overflow: Vec<u32>,
     items: usize,
     rng: u64,
@@ -197,11 +213,15 @@ pub struct Index {
 impl Index {
     /// An index with `2^power` primary buckets.
     pub fn new(power: u32) -> Index {
-        let primary = 1usize << power;
+        Index::with_buckets(1usize << power)
+    }
+
+    /// An index with `buckets` primary buckets (any number from 1).
+    pub fn with_buckets(buckets: usize) -> Index {
+        let primary = buckets.max(1);
         Index {
             buckets: Table::new(primary),
             primary,
-            mask: primary - 1,
             free_overflow: Vec::new(),
             items: 0,
             rng: 0x2545_F491_4F6C_DD1D,
@@ -211,9 +231,16 @@ impl Index {
     /// The power for an index that holds `entries` at no more than the
     /// design load (for an index that cannot grow).
     pub fn power_for(entries: usize) -> u32 {
+        Index::buckets_for(entries)
+            .next_power_of_two()
+            .trailing_zeros()
+    }
+
+    /// The primary buckets an index needs to hold `entries` at the design
+    /// load (for an index that cannot grow: sized exactly, not rounded).
+    pub fn buckets_for(entries: usize) -> usize {
         let per_bucket = SLOTS * DESIGN_LOAD_PERCENT;
-        let buckets = (entries * 100).div_ceil(per_bucket).max(1);
-        buckets.next_power_of_two().trailing_zeros()
+        (entries * 100).div_ceil(per_bucket).max(1)
     }
 
     pub fn len(&self) -> usize {
@@ -248,18 +275,13 @@ impl Index {
 
     #[inline]
     fn home(&self, hash: u64) -> usize {
-        (hash as usize) & self.mask
+        home_bucket(hash, self.primary)
     }
 
     /// The other bucket of an entry with this tag in bucket `b`.
     #[inline]
     fn alt(&self, b: usize, tag: u64) -> usize {
-        alt_bucket(b, tag, self.mask)
-    }
-
-    /// log2 of the primary bucket count.
-    pub fn power(&self) -> u32 {
-        self.primary.trailing_zeros()
+        alt_bucket(b, tag, self.primary)
     }
 
     /// Calls `f` on the buckets that can hold an entry with candidate
@@ -492,7 +514,6 @@ impl Index {
         let primary = self.primary * 2;
         let old = std::mem::replace(&mut self.buckets, Table::new(primary));
         self.primary = primary;
-        self.mask = primary - 1;
         self.free_overflow = Vec::new();
         for bk in old.main.iter().chain(&old.overflow) {
             for i in 0..SLOTS {
@@ -595,7 +616,7 @@ impl Index {
         let primary = r.u64()? as usize;
         let items = r.u64()? as usize;
         let overflow = r.u64()? as usize;
-        if !primary.is_power_of_two() || primary > 1 << 32 || overflow > 1 << 32 {
+        if primary == 0 || primary > 1 << 32 || overflow > 1 << 32 {
             return Err(crate::persist::invalid("index size in snapshot"));
         }
         let free_overflow = r.list(overflow)?;
@@ -632,7 +653,6 @@ impl Index {
                 overflow: over,
             },
             primary,
-            mask: primary - 1,
             free_overflow,
             items,
             rng: 0x2545_F491_4F6C_DD1D,

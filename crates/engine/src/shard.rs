@@ -132,13 +132,13 @@ pub fn hash_key(key: &[u8]) -> u64 {
 
 impl Shard {
     pub fn new(
-        hash_power: u32,
+        buckets: usize,
         policy: Box<dyn EvictionPolicy>,
         shared: Arc<Shared>,
         flash: Option<Arc<FlashTier>>,
     ) -> Shard {
         let can_grow = flash.is_none();
-        let index = Index::new(hash_power);
+        let index = Index::with_buckets(buckets);
         let bytes = index.memory_bytes();
         shared.pool.add_index_bytes(bytes as isize);
         let spare = shared.pool.take();

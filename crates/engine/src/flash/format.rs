@@ -1,4 +1,4 @@
-//! The on-flash format (version 2): a superblock at the start of each
+//! The on-flash format (version 3): a superblock at the start of each
 //! device, a journal region, then fixed-size segments, each a header block
 //! followed by records. All integers little-endian; every structure carries
 //! a CRC-32C. docs/FORMAT.md walks through it with the golden files in
@@ -9,7 +9,7 @@
 //!
 //! superblock (4 KiB block, rest zero)
 //!   0  8  magic "TIERCACH"
-//!   8  4  format version (2)
+//!   8  4  format version (3)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  device size in bytes
 //!  24  4  segment size in bytes
@@ -20,22 +20,22 @@
 //!
 //! journal block (4 KiB; the journal is pairs of blocks, see journal.rs)
 //!   0  8  magic "TCJOURNL"
-//!   8  4  format version (2)
+//!   8  4  format version (3)
 //!  12  4  crc32c of bytes 16..4096
 //!  16  8  write counter (grows with every journal write)
 //!  24  8  floor: segments with a sequence number <= floor are not trusted
 //!  32  4  logical block number (the pair this block belongs to)
 //!  36  4  entries n (at most 337)
-//!  40  1  log2 of the shard count   } the index geometry the
-//!  41  1  log2 of buckets per shard } fingerprints were made for
-//!  42  6  zero
+//!  40  1  log2 of the shard count       } the index geometry the
+//!  41  3  zero                           } fingerprints were made for
+//!  44  4  primary buckets per shard      }
 //!  48 12n entries: key fingerprint u32, horizon u64 (a tombstone: records
 //!         of keys with this fingerprint in segments with a sequence number
 //!         <= horizon are dead)
 //!
 //! segment header (first 4 KiB block of a segment, rest zero)
 //!   0  8  magic "TCSEGMNT"
-//!   8  4  format version (2)
+//!   8  4  format version (3)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  sequence number (increases with every segment written)
 //!  24  4  slot number
@@ -58,7 +58,7 @@
 use super::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const SUPER_MAGIC: &[u8; 8] = b"TIERCACH";
 pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
 /// Where the journal starts on a device; segments follow it.
@@ -286,8 +286,8 @@ pub struct JournalBlock {
     pub counter: u64,
     pub floor: u64,
     pub logical: u32,
-    /// (log2 shards, log2 buckets per shard) of the fingerprints.
-    pub geometry: (u8, u8),
+    /// (log2 shards, primary index buckets per shard) of the fingerprints.
+    pub geometry: (u8, u32),
     pub entries: Vec<(u32, u64)>,
 }
 
@@ -302,7 +302,7 @@ impl JournalBlock {
         b[32..36].copy_from_slice(&self.logical.to_le_bytes());
         b[36..40].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         b[40] = self.geometry.0;
-        b[41] = self.geometry.1;
+        b[44..48].copy_from_slice(&self.geometry.1.to_le_bytes());
         for (i, &(fp, h)) in self.entries.iter().enumerate() {
             let at = JOURNAL_HEADER + i * JOURNAL_ENTRY;
             b[at..at + 4].copy_from_slice(&fp.to_le_bytes());
@@ -337,7 +337,7 @@ impl JournalBlock {
             counter: u64::from_le_bytes(b[16..24].try_into().unwrap()),
             floor: u64::from_le_bytes(b[24..32].try_into().unwrap()),
             logical: u32::from_le_bytes(b[32..36].try_into().unwrap()),
-            geometry: (b[40], b[41]),
+            geometry: (b[40], u32::from_le_bytes(b[44..48].try_into().unwrap())),
             entries,
         })
     }
@@ -440,7 +440,7 @@ mod tests {
             counter: 9,
             floor: 4,
             logical: 2,
-            geometry: (3, 12),
+            geometry: (3, 4097),
             entries: vec![(0xDEAD_BEEF, 17); JOURNAL_ENTRIES],
         };
         jb.write(&mut b);

@@ -33,15 +33,15 @@ use super::format::{JournalBlock, JOURNAL_ENTRIES};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The journal fingerprint of a key hash for an engine of `2^shard_bits`
-/// shards with `2^power` index buckets each: a mix of the shard, the index
-/// tag and the smaller of the key's two candidate buckets.
-pub fn fingerprint(hash: u64, geometry: (u8, u8)) -> u32 {
-    let (tag, pair) = crate::index::collision_class(hash, u32::from(geometry.1));
+/// shards with `buckets` primary index buckets each: a mix of the shard,
+/// the index tag and the smaller of the key's two candidate buckets.
+pub fn fingerprint(hash: u64, geometry: (u8, u32)) -> u32 {
+    let (tag, pair) = crate::index::collision_class(hash, geometry.1 as usize);
     let shard = (hash >> 40) & ((1u64 << geometry.0) - 1);
     let mut x = tag | (shard << 11) | ((pair as u64) << 19);
     // splitmix64's finalizer.
@@ -57,7 +57,7 @@ pub struct Recovered {
     /// The highest horizon of any tombstone (sequence numbers go on above it).
     pub max_horizon: u64,
     /// Per geometry, the highest horizon of each fingerprint.
-    pub tombstones: HashMap<(u8, u8), HashMap<u32, u64>>,
+    pub tombstones: HashMap<(u8, u32), HashMap<u32, u64>>,
     /// A journal block is damaged where no torn write can explain it (not
     /// in the pair being written at the crash): tombstones may be lost, so
     /// nothing on flash can be trusted.
@@ -95,7 +95,7 @@ struct Ring {
     cur: usize,
     entries: Vec<(u32, u64)>,
     /// Geometry of the current pair's entries.
-    geometry: (u8, u8),
+    geometry: (u8, u32),
     /// Highest horizon in each pair (either copy).
     max_h: Vec<u64>,
     /// The copy (0 or 1) each pair's next write goes to.
@@ -117,7 +117,7 @@ pub struct Journal {
     dev: Arc<dyn BlockDevice>,
     start: u64,
     pairs: usize,
-    geometry: AtomicU16,
+    geometry: AtomicU64,
     state: Mutex<State>,
     work: Condvar,
     done: Condvar,
@@ -237,7 +237,7 @@ impl Journal {
             dev,
             start,
             pairs,
-            geometry: AtomicU16::new(0),
+            geometry: AtomicU64::new(0),
             state: Mutex::new(State {
                 pending: Vec::new(),
                 last_ticket: 0,
@@ -268,16 +268,16 @@ impl Journal {
 
 impl Journal {
     /// The index geometry fingerprints are made for (set once at start).
-    pub fn set_geometry(&self, shard_bits: u8, index_power: u8) {
+    pub fn set_geometry(&self, shard_bits: u8, buckets: u32) {
         self.geometry.store(
-            u16::from(shard_bits) << 8 | u16::from(index_power),
+            u64::from(shard_bits) << 32 | u64::from(buckets),
             Ordering::Relaxed,
         );
     }
 
-    pub fn geometry(&self) -> (u8, u8) {
+    pub fn geometry(&self) -> (u8, u32) {
         let g = self.geometry.load(Ordering::Relaxed);
-        ((g >> 8) as u8, g as u8)
+        ((g >> 32) as u8, g as u32)
     }
 
     /// What the journal held at open (once; later calls get None).
@@ -496,7 +496,7 @@ mod tests {
 
     fn journal(dev: &Arc<dyn BlockDevice>, bytes: u64) -> Arc<Journal> {
         let j = Arc::new(Journal::open(dev.clone(), START, bytes).unwrap());
-        j.set_geometry(2, 10);
+        j.set_geometry(2, 1000);
         j
     }
 
@@ -531,7 +531,8 @@ mod tests {
                 !rec.is_dead(h * 7919, 15) || {
                     // Only through a fingerprint shared with another key.
                     (0..1000u64).any(|o| {
-                        o != h && fingerprint(o * 7919, (2, 10)) == fingerprint(h * 7919, (2, 10))
+                        o != h
+                            && fingerprint(o * 7919, (2, 1000)) == fingerprint(h * 7919, (2, 1000))
                     })
                 }
             );
