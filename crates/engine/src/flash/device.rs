@@ -26,6 +26,13 @@ pub trait BlockDevice: Send + Sync {
     fn sync(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Writes `buf` at `off` and returns once that write (at least) is
+    /// durable. Devices that can make one write durable without flushing
+    /// everything else (O_DSYNC, a FUA write) do so.
+    fn write_durable(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        self.write_at(buf, off)?;
+        self.sync()
+    }
     /// The file descriptor, when reads may go straight to the kernel
     /// (io_uring). Devices that must see every read (fault injection) say None.
     fn raw_fd(&self) -> Option<RawFd> {
@@ -48,6 +55,10 @@ impl std::error::Error for DeviceError {}
 /// A file or block device opened with O_DIRECT.
 pub struct FileDevice {
     file: File,
+    /// The same file opened with O_DSYNC too: the journal's small writes
+    /// become durable alone (a FUA write where the device has it) rather
+    /// than waiting for a flush of every segment write in the device cache.
+    dsync: File,
     size: u64,
     name: String,
 }
@@ -113,7 +124,17 @@ impl FileDevice {
             size
         };
         let size = size / BLOCK as u64 * BLOCK as u64;
-        let dev = FileDevice { file, size, name };
+        let dsync = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
+            .open(path)
+            .map_err(|e| open_error(&name, e))?;
+        let dev = FileDevice {
+            file,
+            dsync,
+            size,
+            name,
+        };
         dev.probe()?;
         Ok(dev)
     }
@@ -200,6 +221,10 @@ impl BlockDevice for FileDevice {
 
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    fn write_durable(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        self.dsync.write_all_at(buf, off)
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

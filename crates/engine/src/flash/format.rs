@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! device:  [superblock 4 KiB][zero to 1 MiB][journal J bytes][segment 0][segment 1]...
+//!          (J = 1/32 of the device, 1 to 256 MiB)
 //!
 //! superblock (4 KiB block, rest zero)
 //!   0  8  magic "TIERCACH"
@@ -71,10 +72,13 @@ pub const JOURNAL_ENTRY: usize = 12;
 /// Entries in one journal block.
 pub const JOURNAL_ENTRIES: usize = (BLOCK - JOURNAL_HEADER) / JOURNAL_ENTRY;
 
-/// The journal size for a device of `size` bytes: 1/128 of it, between
-/// 1 MiB and 64 MiB, in whole MiB.
+/// The journal size for a device of `size` bytes: 1/32 of it, between
+/// 1 MiB and 256 MiB, in whole MiB. A tombstone is 12 bytes, so under
+/// overwrites alone the journal holds a full device pass of tombstones for
+/// items of about 400 bytes and up; past that, wrapping raises the floor
+/// and the oldest segments are not recovered after a crash.
 pub fn journal_bytes_for(size: u64) -> u64 {
-    (size / 128).clamp(1 << 20, 64 << 20) >> 20 << 20
+    (size / 32).clamp(1 << 20, 256 << 20) >> 20 << 20
 }
 
 /// Where the first segment starts on a device with a journal of `journal` bytes.
@@ -448,8 +452,9 @@ mod tests {
         b[4000] ^= 1;
         assert_eq!(JournalBlock::read(&b), None, "a torn journal block");
         assert_eq!(JOURNAL_ENTRIES, 337);
-        assert_eq!(journal_bytes_for(64 << 20), 1 << 20);
-        assert_eq!(journal_bytes_for(1 << 30), 8 << 20);
-        assert_eq!(journal_bytes_for(1 << 40), 64 << 20);
+        assert_eq!(journal_bytes_for(16 << 20), 1 << 20);
+        assert_eq!(journal_bytes_for(64 << 20), 2 << 20);
+        assert_eq!(journal_bytes_for(1 << 30), 32 << 20);
+        assert_eq!(journal_bytes_for(1 << 40), 256 << 20);
     }
 }

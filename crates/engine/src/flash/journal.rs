@@ -446,7 +446,6 @@ impl Journal {
             // a durable floor before it is overwritten.
             self.enter_next(ring, &mut floor)?;
         }
-        self.dev.sync()?;
         ring.written_floor = floor;
         Ok(())
     }
@@ -460,7 +459,6 @@ impl Journal {
             self.stats.wrap_floor_raises.fetch_add(1, Ordering::Relaxed);
         }
         self.write_cur(ring, *floor)?;
-        self.dev.sync()?;
         ring.written_floor = *floor;
         ring.cur = next;
         ring.entries.clear();
@@ -480,7 +478,9 @@ impl Journal {
         .write(ring.buf.as_mut_slice());
         let copy = ring.next_copy[ring.cur];
         let off = self.start + ((2 * ring.cur + copy as usize) * BLOCK) as u64;
-        self.dev.write_at(ring.buf.as_slice(), off)?;
+        // Durable before the next one: a pair's copies alternate, and a new
+        // pair is entered only over a floor already on the device.
+        self.dev.write_durable(ring.buf.as_slice(), off)?;
         ring.next_copy[ring.cur] ^= 1;
         self.stats.block_writes.fetch_add(1, Ordering::Relaxed);
         Ok(())
