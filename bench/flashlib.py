@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
@@ -20,6 +21,16 @@ TIERCACHE = os.environ.get("TIERCACHE", os.path.join(TARGET, "release", "tiercac
 BENCH = os.environ.get("BENCH", os.path.join(TARGET, "release", "tiercache-bench"))
 MEMCACHED = os.environ.get("MEMCACHED", "memcached")
 RESULTS = os.environ.get("RESULTS", os.path.join(ROOT, "bench", "RESULTS.md"))
+
+
+def knobs(**defaults):
+    """A script's environment variables, each with its default: a namespace of
+    the values (converted to the default's type) whose `shown` is the
+    `NAME=value ...` of those set in the environment, for the command in
+    RESULTS.md."""
+    ns = types.SimpleNamespace(**{k: type(v)(os.environ.get(k, v)) for k, v in defaults.items()})
+    ns.shown = " ".join(f"{k}={os.environ[k]}" for k in defaults if k in os.environ)
+    return ns
 
 
 def log(tag, *a):
