@@ -21,8 +21,9 @@
 //! blocks. The current pair's content (its entries so far and the floor) is
 //! rewritten with every commit, alternating between the pair's two blocks,
 //! so a torn write leaves the previous copy whole. Commits are grouped: one
-//! thread writes and syncs whatever was asked since the last commit, then
-//! reports the highest ticket that is durable. Recovery reads every valid
+//! thread writes whatever was asked since the last commit (each block
+//! durable by itself: [`BlockDevice::write_durable`], an O_DSYNC write on
+//! files), then reports the highest ticket that is durable. Recovery reads every valid
 //! block and takes the union of their tombstones and the highest floor;
 //! stale blocks from an earlier pass over the ring only hold tombstones
 //! already below the floor, so the union is always safe.
