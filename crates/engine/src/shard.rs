@@ -118,6 +118,8 @@ pub struct Shard {
     tombs: std::collections::HashMap<u32, (u64, u64)>,
     /// Tombstones asked for before this ticket are forgotten at the next sweep.
     tombs_prune_mark: u64,
+    /// The latest ticket in `tombs`: once it is durable, all of them are.
+    tombs_last: u64,
     pub stats: ShardStats,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
@@ -157,6 +159,7 @@ impl Shard {
             flash_reserved: 0,
             tombs: std::collections::HashMap::new(),
             tombs_prune_mark: 0,
+            tombs_last: 0,
             stats: ShardStats::default(),
             can_grow,
         }
@@ -974,6 +977,7 @@ impl Shard {
             super::flash::journal::fingerprint(hash, j.geometry()),
             (h, t),
         );
+        self.tombs_last = t;
         t
     }
 
@@ -994,21 +998,31 @@ impl Shard {
     /// [`journal_gate`](Self::journal_gate) given the key's RAM item and
     /// its flash candidates.
     fn journal_gate_at(&mut self, hash: u64, old: Option<Loc>, on_flash: &[Loc]) -> bool {
-        let Some(f) = self.flash.clone().filter(|f| f.params().crash_journal) else {
+        let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
             return true;
         };
         let j = f.journal();
-        let floor = j.floor();
-        let mut need = on_flash
-            .iter()
-            .filter_map(|&loc| f.seq_of(loc))
-            .max()
-            .filter(|&m| m > floor);
-        if let Some(loc) = old {
-            if self.header(loc).bits & item::FLASH_COPY != 0 {
-                self.update_bits(loc, 0, item::FLASH_COPY);
-                need = Some(f.max_seq());
-            }
+        let mut need = if on_flash.is_empty() {
+            None
+        } else {
+            let floor = j.floor();
+            on_flash
+                .iter()
+                .filter_map(|&loc| f.seq_of(loc))
+                .max()
+                .filter(|&m| m > floor)
+        };
+        let copy = old.filter(|&loc| self.header(loc).bits & item::FLASH_COPY != 0);
+        if copy.is_some() {
+            need = Some(f.max_seq());
+        }
+        // The common case: nothing of the key on flash, no tombstone pending.
+        if need.is_none() && j.is_durable(self.tombs_last) {
+            return true;
+        }
+        let j = j.clone();
+        if let Some(loc) = copy {
+            self.update_bits(loc, 0, item::FLASH_COPY);
         }
         let fp = super::flash::journal::fingerprint(hash, j.geometry());
         if let Some(m) = need {

@@ -49,6 +49,9 @@ pub struct Conn {
     waiting: usize,
     /// The head request waits for the flash tier to write (back-pressure).
     pub busy: bool,
+    /// Input offset of the request whose pipelined followers already asked
+    /// the crash journal for their tombstones (once per waiting request).
+    journal_ahead_at: Option<usize>,
     /// High bits of this connection's read tokens (worker slot and a serial).
     token_base: u64,
     reads: Vec<ReadReq>,
@@ -93,6 +96,7 @@ impl Conn {
             fetched: Fetched::default(),
             waiting: 0,
             busy: false,
+            journal_ahead_at: None,
             token_base,
             reads: Vec::new(),
         }
@@ -265,7 +269,8 @@ impl Conn {
                             // Changed nothing: drop the reply, run it again later.
                             self.wbuf.truncate(mark);
                             self.busy = true;
-                            if ctx.reader.is_some() {
+                            if ctx.reader.is_some() && self.journal_ahead_at != Some(self.rpos) {
+                                self.journal_ahead_at = Some(self.rpos);
                                 let rest = &self.rbuf[self.rpos + consumed..self.rend];
                                 crate::prefetch::journal_ahead(rest, limits, ctx);
                             }
