@@ -15,32 +15,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
 use tiercache_engine::flash::journal::fingerprint;
-use tiercache_engine::flash::{BlockDevice, TierParams};
+use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::shard::Probe;
-use tiercache_engine::{Engine, EngineConfig, FlashConfig};
+use tiercache_engine::{Engine, EngineConfig};
 
 const KEYS: u64 = 12_000;
 
 fn config() -> EngineConfig {
-    EngineConfig {
-        memory_limit: 4 << 20,
-        segment_size: 64 << 10,
-        shards: 2,
-        hash_power: 0,
-        policy: "s3fifo".into(),
-        flash: Some(FlashConfig {
-            paths: vec![],
-            params: TierParams {
-                segment_size: 256 << 10,
-                write_buffers: 3,
-                ..TierParams::default()
-            },
-            read_threads: 1,
-            avg_item_size: 1024,
-            snapshot: None,
-            io: Default::default(),
-        }),
-    }
+    common::flash_config(4 << 20, 64 << 10, 256 << 10)
 }
 
 fn key(i: u64) -> Vec<u8> {

@@ -12,7 +12,7 @@ use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::{BlockDevice, FileDevice, TierParams};
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+use tiercache_engine::{Engine, EngineConfig, NewItem};
 
 const NOW: u32 = 1_000_000;
 
@@ -21,27 +21,9 @@ fn config(memory_mb: usize) -> EngineConfig {
 }
 
 fn config_with(memory_mb: usize, f: impl FnOnce(&mut TierParams)) -> EngineConfig {
-    let mut params = TierParams {
-        segment_size: 1 << 20,
-        write_buffers: 3,
-        ..TierParams::default()
-    };
-    f(&mut params);
-    EngineConfig {
-        memory_limit: memory_mb << 20,
-        segment_size: 256 << 10,
-        shards: 2,
-        hash_power: 0,
-        policy: "s3fifo".into(),
-        flash: Some(FlashConfig {
-            paths: vec![],
-            params,
-            read_threads: 1,
-            avg_item_size: 1024,
-            snapshot: None,
-            io: Default::default(),
-        }),
-    }
+    let mut c = common::flash_config(memory_mb << 20, 256 << 10, 1 << 20);
+    f(&mut c.flash.as_mut().unwrap().params);
+    c
 }
 
 fn engine_on(dev: Arc<dyn BlockDevice>, memory_mb: usize) -> Engine {

@@ -16,35 +16,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::MemDevice;
 use tiercache_engine::flash::format::{self, SegmentHeader};
-use tiercache_engine::flash::{BlockDevice, TierParams};
+use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::shard::Probe;
-use tiercache_engine::{Engine, EngineConfig, FlashConfig};
+use tiercache_engine::{Engine, EngineConfig};
 
 const DEVICE: usize = 4 << 20;
 const KEYS: u64 = 5000;
 const SEG: usize = 256 << 10;
 
 fn config(wipe: bool) -> EngineConfig {
-    EngineConfig {
-        memory_limit: 2 << 20,
-        segment_size: 64 << 10,
-        shards: 1,
-        hash_power: 0,
-        policy: "s3fifo".into(),
-        flash: Some(FlashConfig {
-            paths: vec![],
-            params: TierParams {
-                segment_size: SEG,
-                write_buffers: 3,
-                wipe,
-                ..TierParams::default()
-            },
-            read_threads: 1,
-            avg_item_size: 512,
-            snapshot: None,
-            io: Default::default(),
-        }),
-    }
+    let mut c = common::flash_config(2 << 20, 64 << 10, SEG);
+    c.shards = 1;
+    let f = c.flash.as_mut().unwrap();
+    f.params.wipe = wipe;
+    f.avg_item_size = 512;
+    c
 }
 
 fn dir() -> PathBuf {

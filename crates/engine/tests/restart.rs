@@ -8,34 +8,19 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::MemDevice;
-use tiercache_engine::flash::{BlockDevice, TierParams};
+use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::item::HEADER;
 use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+use tiercache_engine::{Engine, EngineConfig, NewItem};
 
 const NOW: u32 = 1_000_000;
 
 fn config(snapshot: &std::path::Path, wipe: bool) -> EngineConfig {
-    EngineConfig {
-        memory_limit: 8 << 20,
-        segment_size: 256 << 10,
-        shards: 2,
-        hash_power: 0,
-        policy: "s3fifo".into(),
-        flash: Some(FlashConfig {
-            paths: vec![],
-            params: TierParams {
-                segment_size: 1 << 20,
-                write_buffers: 3,
-                wipe,
-                ..TierParams::default()
-            },
-            read_threads: 1,
-            avg_item_size: 1024,
-            snapshot: Some(snapshot.to_path_buf()),
-            io: Default::default(),
-        }),
-    }
+    let mut c = common::flash_config(8 << 20, 256 << 10, 1 << 20);
+    let f = c.flash.as_mut().unwrap();
+    f.params.wipe = wipe;
+    f.snapshot = Some(snapshot.to_path_buf());
+    c
 }
 
 fn value(i: u64) -> Vec<u8> {

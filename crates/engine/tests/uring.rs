@@ -4,37 +4,23 @@
 //! descriptor (fault injection) forces the thread pool, and a forced
 //! io_uring on it is a clear start-up error.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::io::{Completion, IoBackend, IoMode, Notify, ReadOp, Reader};
-use tiercache_engine::flash::{uring, BlockDevice, Fetched, FileDevice, ReadReq, TierParams};
+use tiercache_engine::flash::{uring, BlockDevice, Fetched, FileDevice, ReadReq};
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+use tiercache_engine::{Engine, EngineConfig, NewItem};
 
 const NOW: u32 = 1_000_000;
 
 fn config(io: IoMode) -> EngineConfig {
-    EngineConfig {
-        memory_limit: 8 << 20,
-        segment_size: 256 << 10,
-        shards: 2,
-        hash_power: 0,
-        policy: "s3fifo".into(),
-        flash: Some(FlashConfig {
-            paths: vec![],
-            params: TierParams {
-                segment_size: 1 << 20,
-                write_buffers: 3,
-                ..TierParams::default()
-            },
-            read_threads: 1,
-            avg_item_size: 1024,
-            snapshot: None,
-            io,
-        }),
-    }
+    let mut c = common::flash_config(8 << 20, 256 << 10, 1 << 20);
+    c.flash.as_mut().unwrap().io = io;
+    c
 }
 
 fn value_of(i: u64) -> Vec<u8> {

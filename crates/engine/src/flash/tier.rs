@@ -1133,19 +1133,10 @@ impl FlashTier {
             rec.damaged = Some("the previous run kept no crash journal (ext_crash_safe=0)".into());
         }
         let mut st = self.state.lock();
-        let mut block = AlignedBuf::new(BLOCK);
+        let headers = self.read_headers(&st);
+        report.bytes_read += (st.slots.len() * BLOCK) as u64;
         let mut found: Vec<(u64, u32, SegmentHeader)> = Vec::new();
-        for (i, s) in st.slots.iter().enumerate() {
-            let ok = self.devices[s.dev]
-                .read_at(block.as_mut_slice(), s.dev_off)
-                .is_ok_and(|n| n == BLOCK);
-            report.bytes_read += BLOCK as u64;
-            let Some(h) = ok.then(|| SegmentHeader::read(block.as_slice())).flatten() else {
-                continue;
-            };
-            if h.slot != i as u32 || h.data_len as usize + BLOCK > self.params.segment_size {
-                continue;
-            }
+        for (i, h) in headers {
             if h.seq <= rec.floor {
                 report.untrusted_segments += 1;
                 continue;
@@ -1158,7 +1149,7 @@ impl FlashTier {
                     h.journal_counter
                 ));
             }
-            found.push((h.seq, i as u32, h));
+            found.push((h.seq, i, h));
         }
         if let Some(why) = &rec.damaged {
             tracing::error!(
@@ -1260,6 +1251,27 @@ impl FlashTier {
 
 /// Snapshot (graceful restart) of the segment table: see persist.rs.
 impl FlashTier {
+    /// The valid segment headers on the devices, by slot (a header that
+    /// names another slot or more data than a segment holds is not one).
+    fn read_headers(&self, st: &State) -> Vec<(u32, SegmentHeader)> {
+        let mut block = AlignedBuf::new(BLOCK);
+        let mut found = Vec::new();
+        for (i, s) in st.slots.iter().enumerate() {
+            if !self.devices[s.dev]
+                .read_at(block.as_mut_slice(), s.dev_off)
+                .is_ok_and(|n| n == BLOCK)
+            {
+                continue;
+            }
+            if let Some(h) = SegmentHeader::read(block.as_slice()).filter(|h| {
+                h.slot == i as u32 && h.data_len as usize + BLOCK <= self.params.segment_size
+            }) {
+                found.push((i as u32, h));
+            }
+        }
+        found
+    }
+
     /// After a snapshot was restored: if the last run kept no crash journal,
     /// raises the floor over every segment on the devices, so that a crash
     /// from now on never trusts what that run wrote.
@@ -1267,19 +1279,12 @@ impl FlashTier {
         if !self.params.crash_journal || !self.prev_journal_off {
             return;
         }
-        let mut top = self.max_seq();
-        let mut block = AlignedBuf::new(BLOCK);
         let st = self.state.lock();
-        for s in &st.slots {
-            if self.devices[s.dev]
-                .read_at(block.as_mut_slice(), s.dev_off)
-                .is_ok_and(|n| n == BLOCK)
-            {
-                if let Some(h) = SegmentHeader::read(block.as_slice()) {
-                    top = top.max(h.seq);
-                }
-            }
-        }
+        let top = self
+            .read_headers(&st)
+            .iter()
+            .map(|(_, h)| h.seq)
+            .fold(self.max_seq(), u64::max);
         drop(st);
         let t = self.journal.raise_floor(top);
         if self.journal.wait_durable(t, Duration::from_secs(60)) {

@@ -6,13 +6,39 @@
 
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::aligned::AlignedBuf;
+use tiercache_engine::flash::TierParams;
 use tiercache_engine::flash::{Fetched, FlashTier, ReadReq};
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::shard::{InsertError, Probe, Shard};
-use tiercache_engine::{Engine, NewItem};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
 
 /// The tests' clock.
 pub const NOW: u32 = 1_000_000;
+
+/// The flash tests' engine: `memory` bytes of RAM in `ram_segment`-byte
+/// segments over 2 shards, flash segments of `flash_segment` bytes with 3
+/// write buffers, the index sized for 1 KiB items; tests adjust the rest.
+pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> EngineConfig {
+    EngineConfig {
+        memory_limit: memory,
+        segment_size: ram_segment,
+        shards: 2,
+        hash_power: 0,
+        policy: "s3fifo".into(),
+        flash: Some(FlashConfig {
+            paths: vec![],
+            params: TierParams {
+                segment_size: flash_segment,
+                write_buffers: 3,
+                ..TierParams::default()
+            },
+            read_threads: 1,
+            avg_item_size: 1024,
+            snapshot: None,
+            io: Default::default(),
+        }),
+    }
+}
 
 /// Reads every pending record (and any longer follow-up read) synchronously.
 pub fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
