@@ -4,41 +4,60 @@
 Alternates, RUNS times: fio 4 KiB random reads (io_uring, O_DIRECT, iodepth QD)
 on a file in the same file system as tiercache's flash file, and tiercache
 serving gets of VALUE-byte values (one 4 KiB block per record) from a dataset
-many times -m, so that nearly every get is a flash read, with QD reads in
-flight (32 connections; ext_threads=QD sizes the pread pool if that backend
-is used; EXT_OPTS adds options such as ext_io=pool). Reports medians and tiercache's flash reads/s / fio IOPS.
+many times -m, so that nearly every get is a flash read, with QD gets in
+flight from the client (CLIENT_THREADS x CLIENT_CONNS connections x PIPELINE;
+the server reads the flash records of pipelined gets ahead, so they are all
+at the device together). The server's own device queue depth
+(`extstore_io_queue`) is sampled during the run and reported. ext_threads=QD
+sizes the pread pool if that backend is used; EXT_OPTS adds options such as
+ext_io=pool or ext_promote=never. Reports medians and tiercache's flash
+reads/s / fio IOPS.
 
 Environment (all optional):
   QD=32 RUNS=3 DURATION=10  queue depth, runs, seconds per run
   KEYS=200000 VALUE=4000    dataset (KEYS x VALUE bytes; -m is MEM MiB)
   MEM=64 SERVER_THREADS=2 FLASH_SIZE=2G
-  CLIENT_THREADS=2 CLIENT_CONNS=QD/2 PIPELINE=2  (a connection has at most one
-                            request waiting for flash at a time, so the server's
-                            queue depth is at most the number of connections)
+  CLIENT_THREADS=2 PIPELINE=8 CLIENT_CONNS=QD/(CLIENT_THREADS x PIPELINE)
   EXT_OPTS=  extra -o options for tiercache (comma-separated)
   RESULTS=bench/RESULTS.md ("-" for nowhere)
 """
 import os
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "flash_fio"
-env = os.environ.get
-QD = int(env("QD", "32"))
-RUNS = int(env("RUNS", "3"))
-DURATION = int(env("DURATION", "10"))
-KEYS = int(env("KEYS", "200000"))
-VALUE = int(env("VALUE", "4000"))
-MEM = int(env("MEM", "64"))
-SERVER_THREADS = int(env("SERVER_THREADS", "2"))
-FLASH_SIZE = env("FLASH_SIZE", "2G")
-CT = int(env("CLIENT_THREADS", "2"))
-CC = int(env("CLIENT_CONNS", str(max(1, QD // CT))))
-PIPELINE = int(env("PIPELINE", "2"))
-EXT_OPTS = [o for o in env("EXT_OPTS", "").split(",") if o]
-PORT = int(env("PORT", "21411"))
+K = fl.knobs(QD=32, RUNS=3, DURATION=10, KEYS=200000, VALUE=4000, MEM=64, SERVER_THREADS=2, FLASH_SIZE="2G",
+             CLIENT_THREADS=2, PIPELINE=8, CLIENT_CONNS=0, EXT_OPTS="", PORT=21411)
+QD, RUNS, DURATION, KEYS, VALUE, MEM = K.QD, K.RUNS, K.DURATION, K.KEYS, K.VALUE, K.MEM
+CT, PIPELINE = K.CLIENT_THREADS, K.PIPELINE
+CC = K.CLIENT_CONNS or max(1, QD // (CT * PIPELINE))
+EXT_OPTS = [o for o in K.EXT_OPTS.split(",") if o]
+PORT = K.PORT
+
+
+class QueueSampler:
+    """Samples the server's reads in flight (`extstore_io_queue`) every 50 ms
+    while a run lasts; `mean()` afterwards."""
+
+    def __init__(self, srv):
+        self.srv, self.samples, self.stop = srv, [], threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop.wait(0.05):
+            try:
+                self.samples.append(self.srv.stats().get("extstore_io_queue", 0))
+            except OSError:
+                return
+
+    def mean(self):
+        self.stop.set()
+        self.t.join()
+        return sum(self.samples) / max(1, len(self.samples))
 
 
 def cpu_line(tc_runs):
@@ -83,8 +102,10 @@ def main():
             fl.log(TAG, f"run {run + 1}: fio {f['iops']:,.0f} IOPS (p50 {f['p50_us']:.0f} us, p99 {f['p99_us']:.0f} us)")
             a = srv.stats()
             ca = srv.thread_cpu()
+            q = QueueSampler(srv)
             r = fl.bench(PORT, load + ["--get-ratio", "1", "--pipeline", PIPELINE,
                                        "-d", f"{DURATION}s", "--no-stats"], TAG)["runs"][0]
+            qd_mean = q.mean()
             b = srv.stats()
             cpu = fl.cpu_delta(ca, srv.thread_cpu())
             dt = r["elapsed_s"]
@@ -98,13 +119,14 @@ def main():
                 "hit_ratio": r["hit_ratio"],  # the client's: the server's cmd_get also counts a get's first, RAM-only pass
                 "errors": delta["flash_read_errors"] + delta["flash_verify_failures"],
                 "p50": r["latency"]["all"]["p50_us"], "p99": r["latency"]["all"]["p99_us"],
+                "qd": qd_mean,
                 "cpu": {k: (u * 1e6 / max(1, r["gets"]), s_ * 1e6 / max(1, r["gets"]))
                         for k, (u, s_) in cpu.items()},
             }
             tc_runs.append(t)
             fl.log(TAG, f"run {run + 1}: tiercache {t['gets']:,.0f} gets/s, {t['flash_reads']:,.0f} flash reads/s "
                    f"(flash hits {t['flash_hit_frac']:.1%} of hits, hit ratio {t['hit_ratio']:.4f}, "
-                   f"ratio to fio {t['flash_reads'] / f['iops']:.2f})")
+                   f"ratio to fio {t['flash_reads'] / f['iops']:.2f}, device queue depth {qd_mean:.1f})")
         end = srv.stats()
     finally:
         srv.stop()
@@ -114,14 +136,13 @@ def main():
     ratio = fl.median(ratios)
     verdict = "met" if ratio >= 0.8 else "not met"
     cmd = "python3 bench/flash_fio.py"
-    envs = " ".join(f"{k}={os.environ[k]}" for k in ("QD", "RUNS", "DURATION", "KEYS", "VALUE", "MEM",
-                                                      "PIPELINE", "EXT_OPTS") if k in os.environ)
+    envs = K.shown
     body = f"""- command: `{(envs + ' ') if envs else ''}{cmd}`
 - date: {fl.now_utc()}; commit {fl.commit()}
 - machine: {fl.machine()}; files on {fl.fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)
 - device: `{fio_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat')}`
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash; read backend (`stats` flash_io_backend): {end.get('flash_io_backend', 'pool (no such stat)')}
-- load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; fio and tiercache alternate, {RUNS} runs each, medians
+- load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; the server's device queue depth (`extstore_io_queue` sampled every 50 ms) averaged {fl.median([t['qd'] for t in tc_runs]):.1f} (median of the runs' means); fio and tiercache alternate, {RUNS} runs each, medians
 
 | | fio 4 KiB randread QD{QD} | tiercache gets | tiercache flash reads |
 | --- | ---: | ---: | ---: |

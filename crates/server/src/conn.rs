@@ -1,6 +1,9 @@
 //! One client connection: a bounded read buffer, an output buffer, and the
 //! loop that parses pipelined requests and answers them in order, writing all
-//! replies of a batch with one system call.
+//! replies of a batch with one system call. A request that waits for flash
+//! reads stays at the head of the input; the gets pipelined behind it have
+//! their records read meanwhile (`flights`), so one connection keeps many
+//! device reads in flight.
 //!
 //! Bounds: the read buffer holds at most one request (a command line, or a
 //! line plus its data block up to the item size limit); the output buffer is
@@ -8,7 +11,8 @@
 //! that does not read, so such a client stalls itself, not the server.
 
 use crate::execute::{count_read, execute, Ctx, Outcome};
-use crate::prefetch::{prepare, Prep};
+use crate::flights::Flights;
+use crate::prefetch::{prepare, read_ahead, Prep};
 use crate::stats::add;
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
@@ -43,10 +47,10 @@ pub struct Conn {
     eof: bool,
     /// Close once output is flushed.
     pub closing: bool,
-    /// Flash records the request at the head of the input waits for.
-    fetched: Fetched,
-    /// Reads of `fetched` still in flight.
-    waiting: usize,
+    /// Input stream offset of `rbuf[rpos]`: the request at the head.
+    pos: u64,
+    /// Flash records of the head request and of gets read ahead of it.
+    flights: Flights,
     /// The head request waits for the flash tier to write (back-pressure).
     pub busy: bool,
     /// Input offset of the request whose pipelined followers already asked
@@ -57,16 +61,18 @@ pub struct Conn {
     reads: Vec<ReadReq>,
 }
 
-/// Read tokens: connection slot (24 bits), serial (24 bits), fetch slot (16 bits).
+/// Read tokens: connection slot (24 bits), serial (16 bits), flight id
+/// (8 bits), fetch slot (16 bits).
 pub fn token_base(slot: usize, serial: u64) -> u64 {
-    ((slot as u64) << 40) | ((serial & 0xFF_FFFF) << 16)
+    ((slot as u64) << 40) | ((serial & 0xFFFF) << 24)
 }
 
-/// The connection slot and fetch slot of a read token.
-pub fn split_token(token: u64) -> (usize, u64, usize) {
+/// A read token's connection slot, connection base, flight id and fetch slot.
+pub fn split_token(token: u64) -> (usize, u64, u8, usize) {
     (
         (token >> 40) as usize,
-        token & !0xFFFF,
+        token & !0xFF_FFFF,
+        (token >> 16) as u8,
         (token & 0xFFFF) as usize,
     )
 }
@@ -93,8 +99,8 @@ impl Conn {
             need: 0,
             eof: false,
             closing: false,
-            fetched: Fetched::default(),
-            waiting: 0,
+            pos: 0,
+            flights: Flights::default(),
             busy: false,
             journal_ahead_at: None,
             token_base,
@@ -106,10 +112,20 @@ impl Conn {
         self.wbuf.len() - self.wpos
     }
 
-    /// Handles readiness: read, execute, write, until nothing more can be done.
-    pub fn drive(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> State {
-        // Called on a readiness event: the socket may have new data.
-        self.drained = false;
+    /// Handles readiness: read, execute, write, until nothing more can be
+    /// done. `readable`: a socket event came, so there may be new data;
+    /// otherwise (flash reads completed, back-pressure lifted) the socket is
+    /// read only if it was not drained, sparing a recv that finds nothing.
+    pub fn drive(
+        &mut self,
+        ctx: &Ctx<'_>,
+        limits: &Limits,
+        max_pending: usize,
+        readable: bool,
+    ) -> State {
+        if readable {
+            self.drained = false;
+        }
         loop {
             let mut progress = false;
             if !self.eof && !self.closing && !self.drained && self.pending_output() < max_pending {
@@ -197,19 +213,56 @@ impl Conn {
 
     fn discard_swallowed(&mut self) {
         let n = self.swallow.min(self.rend - self.rpos);
-        self.rpos += n;
+        self.consume(n);
         self.swallow -= n;
+    }
+
+    /// The head request (or `n` discarded bytes) is done with.
+    fn consume(&mut self, n: usize) {
+        self.rpos += n;
+        self.pos += n as u64;
+    }
+
+    /// The head request waits for flash: reads the records of the gets
+    /// pipelined behind it, each into its own flight, so that they are
+    /// here when their turn comes. `from` is the head's end in `rbuf`.
+    fn read_ahead(&mut self, ctx: &Ctx<'_>, limits: &Limits, from: usize) {
+        let Some(reader) = ctx.reader else {
+            return;
+        };
+        let from_at = self.pos + (from - self.rpos) as u64;
+        let mut at = self.flights.ahead_to.max(from_at);
+        while self.flights.may_read_ahead() {
+            let start = self.rpos + (at - self.pos) as usize;
+            let Parsed::Request { request, consumed } = parse(&self.rbuf[start..self.rend], limits)
+            else {
+                break;
+            };
+            let flight = self.flights.push(at);
+            read_ahead(&request, ctx, &mut flight.fetched, &mut self.reads);
+            let mut r = reader.borrow_mut();
+            for rr in self.reads.drain(..) {
+                flight.waiting += 1;
+                r.submit(read_op(self.token_base | u64::from(flight.id) << 16, rr));
+            }
+            drop(r);
+            add(&ctx.stats.flash_reads_ahead, flight.waiting as u64);
+            self.flights.pop_unneeded();
+            at += consumed as u64;
+        }
+        self.flights.ahead_to = at;
     }
 
     /// Parses and executes buffered requests. Returns the last outcome, or
     /// None when nothing was executed.
     fn process(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> Option<Outcome> {
         let mut last = None;
-        'requests: while !self.closing
-            && self.pending_output() < max_pending
-            && self.waiting == 0
-            && !self.busy
-        {
+        'requests: while !self.closing && self.pending_output() < max_pending && !self.busy {
+            if self.flights.head_waiting(self.pos) > 0 {
+                // New input may have come in behind the waiting head.
+                self.read_ahead(ctx, limits, self.rpos);
+                break;
+            }
             if self.swallow > 0 {
                 self.discard_swallowed();
                 if self.swallow > 0 {
@@ -227,7 +280,7 @@ impl Conn {
                 }
                 Parsed::Close => {
                     self.closing = true;
-                    self.rpos = self.rend;
+                    self.consume(self.rend - self.rpos);
                     last = Some(Outcome::Close);
                     break;
                 }
@@ -237,18 +290,28 @@ impl Conn {
                     }
                     let mut after_miss = false;
                     let mut request = Some(request);
+                    let head = self.pos;
                     let outcome = loop {
                         let req = request.take().expect("request");
                         if let Some(reader) = ctx.reader {
-                            match prepare(&req, ctx, &mut self.fetched, &mut self.reads, after_miss)
-                            {
+                            let flight = self.flights.head(head);
+                            match prepare(
+                                &req,
+                                ctx,
+                                &mut flight.fetched,
+                                &mut self.reads,
+                                after_miss,
+                            ) {
                                 Prep::Ready => {}
                                 Prep::Wait => {
                                     let mut r = reader.borrow_mut();
+                                    let base = self.token_base | u64::from(flight.id) << 16;
                                     for rr in self.reads.drain(..) {
-                                        self.waiting += 1;
-                                        r.submit(read_op(self.token_base, rr));
+                                        flight.waiting += 1;
+                                        r.submit(read_op(base, rr));
                                     }
+                                    drop(r);
+                                    self.read_ahead(ctx, limits, self.rpos + consumed);
                                     break 'requests;
                                 }
                                 Prep::Busy => {
@@ -264,7 +327,13 @@ impl Conn {
                             && matches!(req, tiercache_proto::Request::Get(_)))
                         .then(|| req.clone());
                         let mark = self.wbuf.len();
-                        let outcome = execute(req, &mut self.wbuf, ctx, &self.fetched);
+                        let outcome = match ctx.reader {
+                            Some(_) => {
+                                let flight = self.flights.head(head);
+                                execute(req, &mut self.wbuf, ctx, &flight.fetched)
+                            }
+                            None => execute(req, &mut self.wbuf, ctx, &Fetched::default()),
+                        };
                         if ctx.retry.take() {
                             // Changed nothing: drop the reply, run it again later.
                             self.wbuf.truncate(mark);
@@ -286,8 +355,8 @@ impl Conn {
                         }
                         break outcome;
                     };
-                    self.fetched.clear();
-                    self.rpos += consumed;
+                    self.flights.done(head);
+                    self.consume(consumed);
                     self.need = 0;
                     last = Some(outcome);
                     match outcome {
@@ -301,8 +370,8 @@ impl Conn {
                     consumed,
                     skip,
                 } => {
-                    execute(request, &mut self.wbuf, ctx, &self.fetched);
-                    self.rpos += consumed;
+                    execute(request, &mut self.wbuf, ctx, &Fetched::default());
+                    self.consume(consumed);
                     self.swallow = skip;
                     self.need = 0;
                     last = Some(Outcome::Continue);
@@ -319,8 +388,14 @@ impl Conn {
         result: io::Result<(AlignedBuf, usize)>,
         ctx: &Ctx<'_>,
     ) {
-        let (_, base, slot) = split_token(token);
-        if base != self.token_base || self.waiting == 0 {
+        let (_, base, id, slot) = split_token(token);
+        if base != self.token_base {
+            return;
+        }
+        let Some(flight) = self.flights.by_id(id) else {
+            return;
+        };
+        if flight.waiting == 0 {
             return;
         }
         let Some(flash) = ctx.shared.engine.flash() else {
@@ -330,16 +405,17 @@ impl Conn {
             Ok((b, n)) => Ok(&b.as_slice()[..*n]),
             Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
         };
-        match self
+        match flight
             .fetched
             .complete(slot, data, flash.segment_size(), &flash.stats)
         {
             Some(more) => {
                 if let Some(r) = ctx.reader {
-                    r.borrow_mut().submit(read_op(self.token_base, more));
+                    let base = self.token_base | u64::from(id) << 16;
+                    r.borrow_mut().submit(read_op(base, more));
                 }
             }
-            None => self.waiting -= 1,
+            None => flight.waiting -= 1,
         }
     }
 

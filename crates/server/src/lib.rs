@@ -10,6 +10,7 @@
 pub mod config;
 pub mod conn;
 pub mod execute;
+pub mod flights;
 pub mod prefetch;
 pub mod server;
 pub mod shared;

@@ -86,6 +86,29 @@ pub fn prepare(
     }
 }
 
+/// A get queued behind a request that waits for flash: reads the records of
+/// its keys that are on flash now (no promotion, nothing changed), adding
+/// the reads to `reads`. Other requests read nothing ahead.
+pub fn read_ahead(
+    req: &Request<'_>,
+    ctx: &Ctx<'_>,
+    fetched: &mut Fetched,
+    reads: &mut Vec<ReadReq>,
+) {
+    let engine = &ctx.shared.engine;
+    let mut probe = |key: &[u8]| {
+        let hash = Engine::hash(key);
+        engine
+            .lock(hash, ctx.now)
+            .probe(key, hash, ctx.now, fetched, reads);
+    };
+    match req {
+        Request::Get(g) => g.keys().for_each(&mut probe),
+        Request::MetaGet { key, .. } => probe(key),
+        _ => {}
+    }
+}
+
 /// The key a request changes, if it is a change (for asking the crash
 /// journal for tombstones ahead of time).
 fn changed_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {

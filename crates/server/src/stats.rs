@@ -59,6 +59,7 @@ counters!(
     store_no_memory,
     bytes_read,
     bytes_written,
+    flash_reads_ahead,
 );
 
 #[inline]

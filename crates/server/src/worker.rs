@@ -171,6 +171,7 @@ pub fn run(
             }
             drive(
                 ev.token().0,
+                true,
                 &mut conns,
                 &ctx,
                 &poll,
@@ -184,7 +185,7 @@ pub fn run(
             }
             ready.clear();
             for c in completions.drain(..) {
-                let (key, _, _) = split_token(c.token);
+                let (key, _, _, _) = split_token(c.token);
                 if let Some(conn) = conns.get_mut(key) {
                     conn.complete_read(c.token, c.result, &ctx);
                     ready.push(key);
@@ -200,7 +201,15 @@ pub fn run(
             ready.sort_unstable();
             ready.dedup();
             for &key in &ready {
-                drive(key, &mut conns, &ctx, &poll, &shared, &dispatch.boxes[me]);
+                drive(
+                    key,
+                    false,
+                    &mut conns,
+                    &ctx,
+                    &poll,
+                    &shared,
+                    &dispatch.boxes[me],
+                );
             }
         }
         // Reads submitted during this turn go to the device in one batch.
@@ -214,6 +223,7 @@ pub fn run(
 
 fn drive(
     key: usize,
+    readable: bool,
     conns: &mut Slab<Conn>,
     ctx: &Ctx<'_>,
     poll: &Poll,
@@ -228,7 +238,7 @@ fn drive(
     let Some(conn) = conns.get_mut(key) else {
         return;
     };
-    match conn.drive(ctx, &limits, cfg.server.max_pending_output) {
+    match conn.drive(ctx, &limits, cfg.server.max_pending_output, readable) {
         State::Open => {}
         State::Closed => close(poll, conns, key, shared, mailbox),
         State::Shutdown => {

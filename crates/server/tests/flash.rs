@@ -197,3 +197,104 @@ fn both_flash_readers_serve_the_same_items() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[test]
+fn pipelined_gets_behind_a_flash_read_are_read_ahead_and_answered_in_order() {
+    let dir = tempdir("flash-ahead");
+    let h = flash_server(&dir);
+    let mut c = Client::new(&h);
+    let n = 30_000;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
+        let mut req = Vec::new();
+        for &i in chunk {
+            let v = value(i);
+            req.extend_from_slice(format!("set p{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes());
+        }
+        assert_eq!(c.tx_str(&req), "STORED\r\n".repeat(chunk.len()));
+    }
+    assert!(stat(&mut c, "flash_demoted") > 10_000.0);
+    // Pipelines of 40 requests over the oldest keys (on flash): mostly
+    // gets, and among them changes to keys that a later get of the same
+    // pipeline reads, which must see the change, not the record read ahead.
+    let mut served = 0;
+    let mut missing = 0;
+    for base in (0..8_000).step_by(40) {
+        let mut req = String::new();
+        let mut expect: Vec<Option<String>> = Vec::new();
+        for j in 0..40 {
+            let i = base + j;
+            match j % 10 {
+                3 => {
+                    // Overwrite the key read two requests later.
+                    req.push_str(&format!("set p{} 0 0 3\r\nnew\r\n", i + 2));
+                    expect.push(Some("STORED\r\n".into()));
+                }
+                5 => {
+                    req.push_str(&format!("get p{i}\r\n"));
+                    expect.push(Some(format!("VALUE p{i} 0 3\r\nnew\r\nEND\r\n")));
+                }
+                7 => {
+                    // Delete the key read next.
+                    req.push_str(&format!("delete p{}\r\n", i + 1));
+                    expect.push(None);
+                }
+                8 => {
+                    req.push_str(&format!("get p{i}\r\n"));
+                    expect.push(Some("END\r\n".into()));
+                }
+                _ => {
+                    req.push_str(&format!("get p{i} p{}\r\n", i + 20_000));
+                    expect.push(None);
+                }
+            }
+        }
+        let got = c.tx_str(req.as_bytes());
+        // Walk the replies in order.
+        let mut rest = got.as_str();
+        for (j, e) in expect.iter().enumerate() {
+            let i = base + j;
+            match e {
+                Some(line) => {
+                    assert!(
+                        rest.starts_with(line.as_str()),
+                        "request {j} of {base}: {rest:.80}"
+                    );
+                    rest = &rest[line.len()..];
+                }
+                None if j % 10 == 7 => {
+                    let r = ["DELETED\r\n", "NOT_FOUND\r\n"]
+                        .into_iter()
+                        .find(|r| rest.starts_with(r))
+                        .unwrap_or_else(|| panic!("delete {j}: {rest:.80}"));
+                    rest = &rest[r.len()..];
+                }
+                None => {
+                    for k in [i, i + 20_000] {
+                        let v = value(k);
+                        let line = format!("VALUE p{k} 0 {}\r\n{v}\r\n", v.len());
+                        if rest.starts_with(&line) {
+                            rest = &rest[line.len()..];
+                            served += 1;
+                        } else {
+                            missing += 1;
+                        }
+                    }
+                    assert!(rest.starts_with("END\r\n"), "get {j} of {base}: {rest:.80}");
+                    rest = &rest[5..];
+                }
+            }
+        }
+        assert!(rest.is_empty(), "extra output: {rest:.80}");
+    }
+    assert!(
+        missing <= served / 200,
+        "{missing} missing, {served} served"
+    );
+    let ahead = stat(&mut c, "flash_reads_ahead");
+    assert!(ahead > 1_000.0, "only {ahead} reads ahead");
+    assert_eq!(stat(&mut c, "flash_verify_failures"), 0.0);
+    drop(c);
+    h.shutdown();
+    h.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
