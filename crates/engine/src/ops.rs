@@ -62,6 +62,12 @@ impl From<InsertError> for StoreResult {
 
 /// Executes a storage command.
 pub fn store(shard: &mut Shard, a: &StoreArgs<'_>, now: u32) -> StoreResult {
+    store_keeping(shard, a, now, &[])
+}
+
+/// [`store`], keeping the flash entries in `keep` (other keys' records
+/// under the same tag: see [`Shard::other_keys_on_flash`]).
+pub fn store_keeping(shard: &mut Shard, a: &StoreArgs<'_>, now: u32, keep: &[Loc]) -> StoreResult {
     let old = shard.find(a.key, a.hash, now);
     let key_bits = if a.binary_key { item::KEY_BINARY } else { 0 };
     let mut new = NewItem {
@@ -103,15 +109,21 @@ pub fn store(shard: &mut Shard, a: &StoreArgs<'_>, now: u32) -> StoreResult {
             } else {
                 [a.data, &old_value]
             };
-            return insert(shard, a, new, &parts);
+            return insert(shard, a, new, &parts, keep);
         }
         _ => {}
     }
-    insert(shard, a, new, &[a.data])
+    insert(shard, a, new, &[a.data], keep)
 }
 
-fn insert(shard: &mut Shard, a: &StoreArgs<'_>, new: NewItem, parts: &[&[u8]]) -> StoreResult {
-    match shard.insert(a.key, a.hash, new, parts) {
+fn insert(
+    shard: &mut Shard,
+    a: &StoreArgs<'_>,
+    new: NewItem,
+    parts: &[&[u8]],
+    keep: &[Loc],
+) -> StoreResult {
+    match shard.insert_keeping(a.key, a.hash, new, parts, keep) {
         Ok(loc) => StoreResult::Stored {
             cas: shard.header(loc).cas,
         },

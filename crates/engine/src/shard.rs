@@ -120,6 +120,11 @@ pub struct Shard {
     tombs_prune_mark: u64,
     /// The latest ticket in `tombs`: once it is durable, all of them are.
     tombs_last: u64,
+    /// Whether reading a new key's same-tag flash records pays: up when a
+    /// read showed them to be other keys' (kept), down when it found the key
+    /// itself (dropped anyway). See [`Shard::worth_verifying`].
+    verify_credit: i32,
+    verify_tries: u32,
     pub stats: ShardStats,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
@@ -160,6 +165,8 @@ impl Shard {
             tombs: std::collections::HashMap::new(),
             tombs_prune_mark: 0,
             tombs_last: 0,
+            verify_credit: 0,
+            verify_tries: 0,
             stats: ShardStats::default(),
             can_grow,
         }
@@ -389,6 +396,21 @@ impl Shard {
         new: NewItem,
         parts: &[&[u8]],
     ) -> Result<Loc, InsertError> {
+        self.insert_keeping(key, hash, new, parts, &[])
+    }
+
+    /// [`insert`](Self::insert), keeping the flash entries in `keep`: those
+    /// that [`other_keys_on_flash`](Self::other_keys_on_flash) found to be
+    /// other keys' records during this same lock hold. Every other entry
+    /// under the key's tag is dropped, as it may be an older copy of the key.
+    pub fn insert_keeping(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        new: NewItem,
+        parts: &[&[u8]],
+        keep: &[Loc],
+    ) -> Result<Loc, InsertError> {
         let vlen: usize = parts.iter().map(|p| p.len()).sum();
         if !self.fits(key.len(), vlen) {
             return Err(InsertError::TooLarge);
@@ -400,7 +422,8 @@ impl Shard {
         // After the allocation, which may have moved the old item to flash:
         // older copies on flash need a durable tombstone before they go.
         let old = self.find_any(key, hash);
-        let on_flash = self.flash_candidates(hash);
+        let mut on_flash = self.flash_candidates(hash);
+        on_flash.retain(|&loc| !keep.contains(&loc) && !self.resident_other_key(loc, key));
         if !self.journal_gate_at(hash, old, &on_flash) {
             Header {
                 vlen: vlen as u32,
@@ -860,6 +883,66 @@ impl Shard {
                     && self.still_valid(flash, loc, fetched)
             })
         })
+    }
+
+    /// The flash entries under `key`'s tag whose fetched records are other
+    /// keys' (verified and still current): a store of `key` may keep them
+    /// ([`insert_keeping`](Self::insert_keeping)) instead of dropping every
+    /// same-tag entry. Valid until the shard lock is released. Scores the
+    /// reads for [`worth_verifying`](Self::worth_verifying).
+    pub fn other_keys_on_flash(&mut self, key: &[u8], hash: u64, fetched: &Fetched) -> Vec<Loc> {
+        let Some(flash) = self.flash.clone().filter(|_| !fetched.is_empty()) else {
+            return Vec::new();
+        };
+        let mut keep = Vec::new();
+        let mut same = 0;
+        for loc in self.flash_candidates(hash) {
+            let Some(item) = fetched.item(loc) else {
+                continue;
+            };
+            if !self.still_valid(&flash, loc, fetched) {
+                continue;
+            }
+            let h = Header::read(item);
+            if &item[HEADER..HEADER + h.klen as usize] == key {
+                same += 1;
+            } else {
+                keep.push(loc);
+            }
+        }
+        let score = 4 * keep.len() as i32 - same;
+        self.verify_credit = (self.verify_credit + score).clamp(-256, 64);
+        keep
+    }
+
+    /// Whether a store of a key that is not in RAM should first read the
+    /// flash records under its tag, to keep those of other keys (a tag
+    /// collision) instead of dropping them. Yes while such reads have been
+    /// finding other keys' records; when they mostly find the key itself
+    /// (overwrites of items on flash, whose old record must go anyway), only
+    /// one store in 64 reads, to notice when that changes.
+    pub fn worth_verifying(&mut self, hash: u64) -> bool {
+        if self.flash.is_none() || self.index.find(hash, is_flash).is_none() {
+            return false;
+        }
+        self.verify_tries = self.verify_tries.wrapping_add(1);
+        self.verify_credit >= 0 || self.verify_tries.is_multiple_of(64)
+    }
+
+    /// Whether the flash record at `loc` is still in a write buffer and
+    /// belongs to another key than `key` (known without a device read; an
+    /// item demoted by this very insert's allocation is such a record).
+    fn resident_other_key(&self, loc: Loc, key: &[u8]) -> bool {
+        let Some(flash) = &self.flash else {
+            return false;
+        };
+        match flash.locate(loc) {
+            crate::flash::tier::Where::Resident(item, _) => {
+                let h = Header::read(&item);
+                item[HEADER..HEADER + h.klen as usize] != *key
+            }
+            _ => false,
+        }
     }
 
     /// Whether a fetched record still belongs to the segment its entry

@@ -517,3 +517,123 @@ fn short_ttl_items_share_segments_that_expiry_frees_whole() {
         "{long_missing} long-lived items lost"
     );
 }
+
+/// A set as the server runs it when the shard says reading pays: read the
+/// flash records under the key's tag first, then store keeping those of
+/// other keys. Returns whether it read anything.
+fn set_verified(e: &Engine, key: &[u8], value: &[u8]) -> bool {
+    let hash = Engine::hash(key);
+    let flash = e.flash().unwrap().clone();
+    let mut fetched = tiercache_engine::flash::Fetched::default();
+    let read = {
+        let mut s = e.lock(hash, NOW);
+        if s.find(key, hash, NOW).is_none() && s.worth_verifying(hash) {
+            let mut reads = Vec::new();
+            s.probe(key, hash, NOW, &mut fetched, &mut reads);
+            drop(s);
+            common::read_all(&flash, &mut fetched, &mut reads);
+            true
+        } else {
+            false
+        }
+    };
+    common::mutate(e, key, |s, hash| {
+        let keep = s.other_keys_on_flash(key, hash, &fetched);
+        match s.insert_keeping(key, hash, NewItem::default(), &[value], &keep) {
+            Ok(_) => Some(()),
+            Err(InsertError::Busy) => None,
+            Err(err) => panic!("insert: {err:?}"),
+        }
+    });
+    read
+}
+
+fn count_missing(
+    e: &Engine,
+    prefix: &str,
+    n: u64,
+    len: usize,
+    value: impl Fn(u64) -> Vec<u8>,
+) -> u64 {
+    let mut missing = 0;
+    for i in 0..n {
+        match get(e, format!("{prefix}{i}").as_bytes()) {
+            Some(v) => assert!(v == value(i), "{prefix}{i}: wrong value ({len} B)"),
+            None => missing += 1,
+        }
+    }
+    missing
+}
+
+#[test]
+fn sets_that_read_their_tag_first_keep_other_keys_flash_items() {
+    // The same two waves of new keys, stored without and with reading the
+    // same-tag records first: without, tag collisions drop flash items of
+    // the first wave; with, every item stays.
+    let mut missing = Vec::new();
+    for verified in [false, true] {
+        let e = engine_no_promote(Arc::new(MemDevice::new(128 << 20)), 8);
+        let n = 20_000u64;
+        let mut reads = 0;
+        for wave in ["first:", "second:"] {
+            for i in 0..n {
+                let k = format!("{wave}{i}");
+                if verified {
+                    reads += u64::from(set_verified(&e, k.as_bytes(), &value_of(i, 700)));
+                } else {
+                    common::set(&e, k.as_bytes(), &value_of(i, 700));
+                }
+            }
+            wait_flushed(&e);
+            assert!(e.stats(NOW).shard.flash_items > 10_000);
+        }
+        wait_flushed(&e);
+        let lost = count_missing(&e, "first:", n, 700, |i| value_of(i, 700))
+            + count_missing(&e, "second:", n, 700, |i| value_of(i, 700));
+        if verified {
+            assert!(reads > 0, "no set had a same-tag flash record to read");
+        }
+        missing.push(lost);
+    }
+    assert!(
+        missing[0] > 0,
+        "the plain sets dropped nothing: the test shows nothing"
+    );
+    assert_eq!(
+        missing[1], 0,
+        "verified sets lost items (plain sets lost {})",
+        missing[0]
+    );
+}
+
+#[test]
+fn verified_overwrites_of_flash_items_never_serve_the_old_value() {
+    let e = engine_no_promote(Arc::new(MemDevice::new(128 << 20)), 8);
+    let n = 20_000u64;
+    let old = |i: u64| value_of(i, 700);
+    let new = |i: u64| value_of(i + 1_000_000, 700);
+    for i in 0..n {
+        set(&e, format!("k:{i}").as_bytes(), &old(i));
+    }
+    wait_flushed(&e);
+    // Overwrite every third key, reading its same-tag records when the
+    // shard says it pays: the read finds the key's own old record, which
+    // must go, so reading soon stops paying.
+    let mut reads = 0;
+    for i in (0..n).step_by(3) {
+        reads += u64::from(set_verified(&e, format!("k:{i}").as_bytes(), &new(i)));
+    }
+    // Push the new values out to flash as well, then read everything back.
+    for i in 0..n {
+        set_verified(&e, format!("fill:{i}").as_bytes(), &value_of(i, 700));
+    }
+    wait_flushed(&e);
+    let want = |i: u64| if i.is_multiple_of(3) { new(i) } else { old(i) };
+    let missing = count_missing(&e, "k:", n, 700, want);
+    assert!(missing <= n / 400, "{missing} of {n} missing");
+    let overwrites = n.div_ceil(3);
+    assert!(
+        reads > 0 && reads < overwrites / 4,
+        "{reads} reads for {overwrites} overwrites"
+    );
+}

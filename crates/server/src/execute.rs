@@ -61,7 +61,7 @@ fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
 pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) -> Outcome {
     match req {
         Request::Get(g) => get(&g, out, ctx, fetched),
-        Request::Store(s) => store(&s, out, ctx),
+        Request::Store(s) => store(&s, out, ctx, fetched),
         Request::Delete { key, noreply } => {
             let hash = Engine::hash(key);
             let found = {
@@ -154,7 +154,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             }
         }
         Request::MetaGet { key, flags } => meta_get(&key, &flags, out, ctx),
-        Request::MetaSet { key, data, flags } => meta_set(&key, data, &flags, out, ctx),
+        Request::MetaSet { key, data, flags } => meta_set(&key, data, &flags, out, ctx, fetched),
         Request::MetaDelete { key, flags } => meta_delete(&key, &flags, out, ctx),
         Request::MetaArith { key, flags } => meta_arith(&key, &flags, out, ctx),
         Request::MetaNoop => resp::line(out, b"MN"),
@@ -272,8 +272,13 @@ fn mode_of(m: StoreMode) -> Mode {
     }
 }
 
-fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>) -> StoreResult {
-    let r = ops::store(&mut ctx.engine().lock(a.hash, ctx.now), a, ctx.now);
+/// Runs a store. `fetched` may hold the flash records under the key's tag
+/// (read by `prefetch`): those of other keys are kept.
+fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>, fetched: &Fetched) -> StoreResult {
+    let mut s = ctx.engine().lock(a.hash, ctx.now);
+    let keep = s.other_keys_on_flash(a.key, a.hash, fetched);
+    let r = ops::store_keeping(&mut s, a, ctx.now, &keep);
+    drop(s);
     if r == StoreResult::Busy {
         ctx.retry.set(true);
         return r;
@@ -295,7 +300,7 @@ fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>) -> StoreResult {
     r
 }
 
-fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
+fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     let a = StoreArgs {
         mode: mode_of(s.mode),
         key: s.key,
@@ -308,7 +313,7 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
         set_stale: false,
         binary_key: false,
     };
-    let line: &[u8] = match run_store(&a, ctx) {
+    let line: &[u8] = match run_store(&a, ctx, fetched) {
         StoreResult::Stored { .. } => b"STORED",
         StoreResult::NotStored => b"NOT_STORED",
         StoreResult::Exists => b"EXISTS",
@@ -493,7 +498,14 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
     }
 }
 
-fn meta_set(key: &[u8], data: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
+fn meta_set(
+    key: &[u8],
+    data: &[u8],
+    flags: &MetaFlags<'_>,
+    out: &mut Vec<u8>,
+    ctx: &Ctx<'_>,
+    fetched: &Fetched,
+) {
     bump(&ctx.stats.cmd_meta);
     let mut mode = match flags.mode.map(|m| m.to_ascii_uppercase()) {
         Some(b'E') => Mode::Add,
@@ -517,7 +529,7 @@ fn meta_set(key: &[u8], data: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, c
         set_stale: flags.invalidate && mode == Mode::Cas,
         binary_key: flags.base64_key,
     };
-    let r = run_store(&a, ctx);
+    let r = run_store(&a, ctx, fetched);
     let code: &[u8] = match r {
         StoreResult::Stored { .. } => {
             if flags.quiet {

@@ -23,33 +23,51 @@ pub enum Prep {
     Busy,
 }
 
-/// The keys a request touches and whether it changes their items. Plain
-/// gets are run first and probed only when a key missed in RAM
-/// (`optimistic_get`), so RAM hits cost nothing extra.
-fn keys_of<'a>(req: &'a Request<'a>, optimistic_get: bool) -> (Vec<Cow<'a, [u8]>>, bool) {
+/// What a request needs of its keys' flash records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// Read them (gets, delete).
+    Read,
+    /// Read them and copy the key's item back to RAM (changes).
+    Promote,
+    /// A plain set: read the records under the key's tag only when that
+    /// has been paying (`Shard::worth_verifying`), so that the set keeps
+    /// other keys' records instead of dropping them with the key's own.
+    Verify,
+}
+
+/// The keys a request touches and what it needs of them. Plain gets are
+/// run first and probed only when a key missed in RAM (`optimistic_get`),
+/// so RAM hits cost nothing extra.
+fn keys_of<'a>(req: &'a Request<'a>, optimistic_get: bool) -> (Vec<Cow<'a, [u8]>>, Need) {
     match req {
-        Request::Get(g) if g.touch.is_none() && optimistic_get => (Vec::new(), false),
-        Request::Get(g) => (g.keys().map(Cow::Borrowed).collect(), g.touch.is_some()),
-        Request::Store(s) if s.mode != StoreMode::Set => (vec![Cow::Borrowed(s.key)], true),
-        Request::Delete { key, .. } => (vec![Cow::Borrowed(*key)], false),
+        Request::Get(g) if g.touch.is_none() && optimistic_get => (Vec::new(), Need::Read),
+        Request::Get(g) => (
+            g.keys().map(Cow::Borrowed).collect(),
+            if g.touch.is_some() {
+                Need::Promote
+            } else {
+                Need::Read
+            },
+        ),
+        Request::Store(s) if s.mode == StoreMode::Set => (vec![Cow::Borrowed(s.key)], Need::Verify),
+        Request::Store(s) => (vec![Cow::Borrowed(s.key)], Need::Promote),
+        Request::Delete { key, .. } => (vec![Cow::Borrowed(*key)], Need::Read),
         Request::Arith { key, .. } | Request::Touch { key, .. } => {
-            (vec![Cow::Borrowed(*key)], true)
+            (vec![Cow::Borrowed(*key)], Need::Promote)
         }
         Request::MetaSet { key, flags, .. } => {
             let plain = matches!(flags.mode, None | Some(b'S') | Some(b's'))
                 && flags.compare_cas.is_none()
                 && !flags.invalidate;
-            if plain {
-                (Vec::new(), false)
-            } else {
-                (vec![Cow::Borrowed(&key[..])], true)
-            }
+            let need = if plain { Need::Verify } else { Need::Promote };
+            (vec![Cow::Borrowed(&key[..])], need)
         }
         Request::MetaGet { key, .. }
         | Request::MetaDelete { key, .. }
         | Request::MetaArith { key, .. }
-        | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], true),
-        _ => (Vec::new(), false),
+        | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], Need::Promote),
+        _ => (Vec::new(), Need::Read),
     }
 }
 
@@ -66,12 +84,17 @@ pub fn prepare(
     if engine.flash().is_none() {
         return Prep::Ready;
     }
-    let (keys, promote) = keys_of(req, !after_miss);
+    let (keys, need) = keys_of(req, !after_miss);
     for key in &keys {
         let hash = Engine::hash(key);
         let mut s = engine.lock(hash, ctx.now);
+        if need == Need::Verify && (!fetched.is_empty() || !s.worth_verifying(hash)) {
+            // Read once (not again when the set is retried), and only
+            // when it has been paying.
+            continue;
+        }
         if let Probe::Flash(loc) = s.probe(key, hash, ctx.now, fetched, reads) {
-            if promote {
+            if need == Need::Promote {
                 let item = fetched.item(loc).expect("probed").to_vec();
                 if s.promote(hash, loc, &item) == Err(InsertError::Busy) {
                     return Prep::Busy;
