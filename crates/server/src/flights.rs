@@ -39,10 +39,15 @@ pub struct Flights {
 }
 
 impl Flights {
-    fn new_id(&mut self) -> u8 {
-        // At most MAX_AHEAD + 1 flights exist, far fewer than 256 ids.
+    /// A new, empty flight for the request at `at`, with an id no other
+    /// flight has (at most MAX_AHEAD + 1 exist, far fewer than 256).
+    fn make(&mut self, at: u64) -> Flight {
         self.next_id = self.next_id.wrapping_add(1);
-        self.next_id
+        Flight {
+            at,
+            id: self.next_id,
+            ..Flight::default()
+        }
     }
 
     /// The flight of the request at input offset `at` (the head), made
@@ -52,12 +57,8 @@ impl Flights {
             self.queue.pop_front();
         }
         if self.queue.front().is_none_or(|f| f.at != at) {
-            let id = self.new_id();
-            self.queue.push_front(Flight {
-                at,
-                id,
-                ..Flight::default()
-            });
+            let f = self.make(at);
+            self.queue.push_front(f);
         }
         self.queue.front_mut().expect("just made")
     }
@@ -86,12 +87,8 @@ impl Flights {
     /// Adds the flight of a request read ahead at `at` (after every
     /// existing one); the caller fills it and counts its reads.
     pub fn push(&mut self, at: u64) -> &mut Flight {
-        let id = self.new_id();
-        self.queue.push_back(Flight {
-            at,
-            id,
-            ..Flight::default()
-        });
+        let f = self.make(at);
+        self.queue.push_back(f);
         self.queue.back_mut().expect("just pushed")
     }
 

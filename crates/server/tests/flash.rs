@@ -49,21 +49,29 @@ fn stat(c: &mut Client, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no stat {name}"))
 }
 
+/// Sets `{prefix}{i}` to `value(i)` for i in 0..n, `batch` sets per
+/// pipelined write; the client flags are `i` when `index_flags`, else 0.
+fn set_many(c: &mut Client, n: usize, batch: usize, prefix: &str, index_flags: bool) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
+        let mut req = Vec::new();
+        for &i in chunk {
+            let v = value(i);
+            let flags = if index_flags { i } else { 0 };
+            req.extend_from_slice(
+                format!("set {prefix}{i} {flags} 0 {}\r\n{v}\r\n", v.len()).as_bytes(),
+            );
+        }
+        assert_eq!(c.tx_str(&req), "STORED\r\n".repeat(chunk.len()));
+    }
+}
+
 #[test]
 fn items_beyond_ram_are_served_from_flash_in_order() {
     let dir = tempdir("flash-e2e");
     let h = flash_server(&dir);
     let mut c = Client::new(&h);
     let n = 40_000;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
-        let mut req = Vec::new();
-        for &i in chunk {
-            let v = value(i);
-            req.extend_from_slice(format!("set key:{i} {i} 0 {}\r\n{v}\r\n", v.len()).as_bytes());
-        }
-        let got = c.tx_str(&req);
-        assert_eq!(got, "STORED\r\n".repeat(chunk.len()));
-    }
+    set_many(&mut c, n, 100, "key:", true);
     assert!(stat(&mut c, "flash_demoted") > 10_000.0);
     // Multigets of 50, pipelined in pairs: every value, in request order.
     let mut missing = 0;
@@ -169,14 +177,7 @@ fn both_flash_readers_serve_the_same_items() {
         };
         assert_eq!(stat_str(&mut c, "flash_io_backend"), want);
         let n = 30_000;
-        for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
-            let mut req = Vec::new();
-            for &i in chunk {
-                let v = value(i);
-                req.extend_from_slice(format!("set k{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes());
-            }
-            assert_eq!(c.tx_str(&req), "STORED\r\n".repeat(chunk.len()));
-        }
+        set_many(&mut c, n, 200, "k", false);
         let mut hits = 0;
         for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
             let keys: Vec<String> = chunk.iter().map(|i| format!("k{i}")).collect();
@@ -205,14 +206,7 @@ fn pipelined_gets_behind_a_flash_read_are_read_ahead_and_answered_in_order() {
     let h = flash_server(&dir);
     let mut c = Client::new(&h);
     let n = 30_000;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
-        let mut req = Vec::new();
-        for &i in chunk {
-            let v = value(i);
-            req.extend_from_slice(format!("set p{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes());
-        }
-        assert_eq!(c.tx_str(&req), "STORED\r\n".repeat(chunk.len()));
-    }
+    set_many(&mut c, n, 200, "p", false);
     assert!(stat(&mut c, "flash_demoted") > 10_000.0);
     // Pipelines of 40 requests over the oldest keys (on flash): mostly
     // gets, and among them changes to keys that a later get of the same
