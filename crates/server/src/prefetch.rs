@@ -85,12 +85,15 @@ pub fn prepare(
         return Prep::Ready;
     }
     let (keys, need) = keys_of(req, !after_miss);
+    if need == Need::Verify && !fetched.is_empty() {
+        // A retried set: its records were read on the first try.
+        return Prep::Ready;
+    }
     for key in &keys {
         let hash = Engine::hash(key);
         let mut s = engine.lock(hash, ctx.now);
-        if need == Need::Verify && (!fetched.is_empty() || !s.worth_verifying(hash)) {
-            // Read once (not again when the set is retried), and only
-            // when it has been paying.
+        if need == Need::Verify && !s.worth_verifying(hash) {
+            // Read only while reading has been paying.
             continue;
         }
         if let Probe::Flash(loc) = s.probe(key, hash, ctx.now, fetched, reads) {
