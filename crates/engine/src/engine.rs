@@ -664,6 +664,7 @@ impl Engine {
             total.flash_items += st.flash_items;
             total.demoted += st.demoted;
             total.promoted += st.promoted;
+            total.promote_declined += st.promote_declined;
             total.flash_hits += st.flash_hits;
             total.not_demoted += st.not_demoted;
         }

@@ -17,6 +17,7 @@
 //! - [`engine`]: sharding, flush_all, stats.
 
 pub mod clock;
+pub mod credit;
 pub mod engine;
 pub mod flash;
 pub mod index;

@@ -7,6 +7,7 @@
 //! copied to the head of a queue (reinsertion), as the policy decides. A
 //! spare segment per shard guarantees that evacuation always has room.
 
+use crate::credit::Credit;
 use crate::flash::tier::{AppendError, FlashTier};
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
 use crate::index::{Index, Loc};
@@ -55,6 +56,9 @@ pub struct ShardStats {
     pub demoted: u64,
     /// Items copied from flash back to RAM.
     pub promoted: u64,
+    /// Second flash hits left on flash because promoted items were not
+    /// getting hit in RAM (see `promote_credit`).
+    pub promote_declined: u64,
     /// Requests served from flash.
     pub flash_hits: u64,
     /// Evicted from RAM without going to flash (too small, refused, expired).
@@ -123,8 +127,11 @@ pub struct Shard {
     /// Whether reading a new key's same-tag flash records pays: up when a
     /// read showed them to be other keys' (kept), down when it found the key
     /// itself (dropped anyway). See [`Shard::worth_verifying`].
-    verify_credit: i32,
-    verify_tries: u32,
+    verify_credit: Credit,
+    /// Whether promoting flash hits pays: up when a promoted item is hit in
+    /// RAM, down when it reaches a RAM queue's tail unhit.
+    /// Gates [`Promote::Second`](crate::flash::tier::Promote::Second).
+    promote_credit: Credit,
     pub stats: ShardStats,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
@@ -165,8 +172,8 @@ impl Shard {
             tombs: std::collections::HashMap::new(),
             tombs_prune_mark: 0,
             tombs_last: 0,
-            verify_credit: 0,
-            verify_tries: 0,
+            verify_credit: Credit::default(),
+            promote_credit: Credit::default(),
             stats: ShardStats::default(),
             can_grow,
         }
@@ -328,6 +335,10 @@ impl Shard {
     /// Records a hit: frequency, fetched bit and access time; LRU moves the item.
     pub fn hit(&mut self, hash: u64, loc: Loc, now: u32) -> Loc {
         let h = self.header(loc);
+        if h.bits & (item::FLASH_COPY | item::FREQ_MASK) == item::FLASH_COPY {
+            // The first hit of a promoted item: the promotion paid.
+            self.promote_credit.score(4);
+        }
         let (freq, action) = self.policy.on_hit(h.bits & item::FREQ_MASK);
         let bits = (h.bits & !item::FREQ_MASK) | freq | item::FETCHED;
         self.field_mut(loc, item::OFF_BITS, 1)[0] = bits;
@@ -606,6 +617,9 @@ impl Shard {
             let hash = hash_key(self.key(loc));
             if !self.index.contains(hash, loc) {
                 continue;
+            }
+            if h.bits & item::FLASH_COPY != 0 && !force {
+                self.score_promotion(&h);
             }
             let (action, freq) = if force {
                 (TailAction::Evict, 0)
@@ -911,7 +925,7 @@ impl Shard {
             }
         }
         let score = 4 * keep.len() as i32 - same;
-        self.verify_credit = (self.verify_credit + score).clamp(-256, 64);
+        self.verify_credit.score(score);
         keep
     }
 
@@ -925,8 +939,7 @@ impl Shard {
         if self.flash.is_none() || self.index.find(hash, is_flash).is_none() {
             return false;
         }
-        self.verify_tries = self.verify_tries.wrapping_add(1);
-        self.verify_credit >= 0 || self.verify_tries.is_multiple_of(64)
+        self.verify_credit.allow()
     }
 
     /// Whether the flash record at `loc` is still in a write buffer and
@@ -970,8 +983,11 @@ impl Shard {
         let was_hit = self.index.hit(hash, loc) == Some(true);
         match promote {
             Some(Promote::Always) => {}
-            Some(Promote::Second) if was_hit => {}
+            Some(Promote::Second) if was_hit && self.promote_credit.allow() => {}
             _ => {
+                if was_hit && promote == Some(Promote::Second) {
+                    self.stats.promote_declined += 1;
+                }
                 self.index.set_hit(hash, loc);
                 return;
             }
@@ -979,6 +995,15 @@ impl Shard {
         // Best effort: when RAM is not to be had, the item stays on flash.
         if self.promote(hash, loc, item_bytes).is_err() {
             self.index.set_hit(hash, loc);
+        }
+    }
+
+    /// A promoted item (still carrying its flash copy) that reached a RAM
+    /// queue's tail: one left unhit since it came back (or since its last
+    /// reinsertion) was a wasted promotion.
+    fn score_promotion(&mut self, h: &Header) {
+        if h.bits & item::FREQ_MASK == 0 {
+            self.promote_credit.score(-1);
         }
     }
 

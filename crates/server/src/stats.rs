@@ -242,6 +242,7 @@ pub fn flash(out: &mut Vec<u8>, engine: &tiercache_engine::Engine, e: &EngineSta
     stat(out, "flash_demoted", e.shard.demoted);
     stat(out, "flash_not_demoted", e.shard.not_demoted);
     stat(out, "flash_promoted", e.shard.promoted);
+    stat(out, "flash_promote_declined", e.shard.promote_declined);
     stat(out, "flash_reinserted", l(&st.objects_reinserted));
     stat(out, "flash_read_errors", l(&st.read_errors));
     stat(out, "flash_verify_failures", l(&st.verify_failures));

@@ -86,7 +86,12 @@ impl Default for TierParams {
 pub enum Promote {
     /// Never: flash items stay on flash (fewest device writes).
     Never,
-    /// On the second hit while on flash (the first sets the entry's hit bit).
+    /// On the second hit while on flash (the first sets the entry's hit
+    /// bit), while promoted items keep getting hit in RAM before they leave
+    /// it; when they mostly leave unhit (reuse too far apart for RAM to
+    /// keep them, as under uniform reads of a set much larger than RAM),
+    /// only one second hit in 64 is promoted, sparing the copy and the
+    /// later flash write.
     Second,
     /// On every hit.
     Always,
