@@ -202,10 +202,27 @@ collect() { # jq-filter files...
     done | median
 }
 
+paired() { # slug metric -> "median of the per-run ratios (runs tiercache was ahead / pairs)"
+    local sl="$1" metric="$2" run m t
+    local -a rs=()
+    for run in $(seq 1 "$RUNS"); do
+        m="$WORK/$sl.memcached.$run.json"
+        t="$WORK/$sl.tiercache.$run.json"
+        [[ -f "$m" && -f "$t" ]] || continue
+        rs+=("$(jq -rn --slurpfile m "$m" --slurpfile t "$t" \
+            "(\$m[0].runs[0].$metric) as \$b | if \$b > 0 then (\$t[0].runs[0].$metric) / \$b else empty end")")
+    done
+    if ((${#rs[@]} == 0)); then echo "n/a"; return; fi
+    local med ahead
+    med="$(printf '%s\n' "${rs[@]}" | median)"
+    ahead="$(printf '%s\n' "${rs[@]}" | awk '$1 > 1 { n++ } END { print n + 0 }')"
+    printf "%.2f (%s/%s)" "$med" "$ahead" "${#rs[@]}"
+}
+
 TABLE="$WORK/table.md"
 {
-    echo "| workload | metric | memcached | tiercache | tiercache / memcached | server CPU us/request mc / tc | hit ratio mc / tc |"
-    echo "| --- | --- | ---: | ---: | ---: | ---: | --- |"
+    echo "| workload | metric | memcached | tiercache | tiercache / memcached | paired: median of run ratios (tc ahead) | server CPU us/request mc / tc | hit ratio mc / tc |"
+    echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
     for w in "${WORKLOADS[@]}"; do
         IFS='|' read -r name metric args <<<"$w"
         selected "$name" || continue
@@ -224,7 +241,7 @@ TABLE="$WORK/table.md"
         tcpu="$(fmt_us "$(collect "$cpu_f" "${tc_files[@]}")")"
         unit="ops/s"
         [[ "$metric" == keys_per_sec ]] && unit="keys/s"
-        echo "| $name | $unit | $(fmt_int "$mc") | $(fmt_int "$tc") | $(ratio "$tc" "$mc") | $mcpu / $tcpu | $mh / $th |"
+        echo "| $name | $unit | $(fmt_int "$mc") | $(fmt_int "$tc") | $(ratio "$tc" "$mc") | $(paired "$sl" "$metric") | $mcpu / $tcpu | $mh / $th |"
     done
     if [[ -z "${NO_SWEEP:-}" ]]; then
         echo
@@ -266,7 +283,7 @@ SECTION="$WORK/section.md"
     else
         echo "- servers: $MC_VERSION, \`-l 127.0.0.1 -t $SERVER_THREADS -m $SERVER_MEM\`, on the same machine as the load generator"
     fi
-    echo "- load: tiercache-bench, $THREADS threads x $CONNS connections, $KEYS keys preloaded before every run, uniform keys, classic protocol; $DURATION per run, $RUNS runs per server alternating, medians; ratios above 1 favour tiercache; server CPU per request is the server's own rusage (from its \`stats\`) over the run divided by the requests completed"
+    echo "- load: tiercache-bench, $THREADS threads x $CONNS connections, $KEYS keys preloaded before every run, uniform keys, classic protocol; $DURATION per run, $RUNS runs per server alternating, medians; ratios above 1 favour tiercache; the paired column is the median of each run's tiercache / memcached ratio (the two runs of a pair are back to back, so they share the machine's load); server CPU per request is the server's own rusage (from its \`stats\`) over the run divided by the requests completed"
     [[ -n "$TC_NOTE" ]] && echo "- **tiercache not measured**: $TC_NOTE"
     echo
     cat "$TABLE"
