@@ -28,12 +28,6 @@ LINE = "recovered flash items after an unclean shutdown"
 SAMPLE = 1000  # keys read back after each restart, spread over the key range
 
 
-def size_bytes(s):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    s = s.strip().upper().rstrip("B")
-    return int(float(s[:-1]) * units[s[-1]]) if s[-1] in units else int(s)
-
-
 def recovery_line(log_path):
     """The fields of the recovery log line (None if there is none)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", open(log_path, errors="replace").read())
@@ -77,7 +71,7 @@ def main():
     a = ap.parse_args()
     fl.TIERCACHE = os.path.abspath(a.tiercache)
     fl.need_fio(TAG)
-    flash_bytes = size_bytes(a.flash_size)
+    flash_bytes = fl.size_bytes(a.flash_size)
     n = a.items or int((0.9 * flash_bytes + (a.memory << 20)) // (a.value_size + 96))
     d = fl.workdir(TAG)
     flash = os.path.join(d, "tiercache.flash")

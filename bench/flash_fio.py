@@ -13,6 +13,14 @@ sizes the pread pool if that backend is used; EXT_OPTS adds options such as
 ext_io=pool or ext_promote=never. Reports medians and tiercache's flash
 reads/s / fio IOPS.
 
+Two more measurements per run put the ratio in context:
+- tiercache's read path alone (crates/engine/examples/flash_randread.rs: the
+  server's io_uring reader, SERVER_THREADS rings, QD reads in flight in all)
+  on fio's file, with no network: how close the reader itself comes to fio;
+- fio again while one CPU spins: on a virtual machine the device's emulation
+  may share the host CPUs with the guest's, so a guest that keeps CPUs busy
+  (as a server and its load generator do) gets fewer IOPS from its disk.
+
 Environment (all optional):
   QD=32 RUNS=3 DURATION=10  queue depth, runs, seconds per run
   KEYS=200000 VALUE=4000    dataset (KEYS x VALUE bytes; -m is MEM MiB)
@@ -76,6 +84,7 @@ def cpu_line(tc_runs):
 
 def main():
     fl.build(TAG)
+    fl.build_reader(TAG)
     fl.need_fio(TAG)
     d = fl.workdir(TAG)
     flash = os.path.join(d, "tiercache.flash")
@@ -96,11 +105,18 @@ def main():
             fl.log(TAG, "WARNING: fewer than 80% of the keys are on flash")
         # lay out fio's file once (not timed)
         fl.fio(fio_file, FLASH_SIZE, 1, 1)
-        fio_runs, tc_runs = [], []
+        fio_runs, tc_runs, reader_runs, busy_runs = [], [], [], []
         for run in range(RUNS):
             f = fl.fio(fio_file, FLASH_SIZE, QD, DURATION)
             fio_runs.append(f)
             fl.log(TAG, f"run {run + 1}: fio {f['iops']:,.0f} IOPS (p50 {f['p50_us']:.0f} us, p99 {f['p99_us']:.0f} us)")
+            rd = fl.reader(fio_file, fl.size_bytes(FLASH_SIZE), SERVER_THREADS, QD, DURATION)
+            reader_runs.append(rd)
+            with fl.spinning_cpu():
+                fb = fl.fio(fio_file, FLASH_SIZE, QD, DURATION)
+            busy_runs.append(fb)
+            fl.log(TAG, f"run {run + 1}: reader alone {rd['iops']:,.0f} reads/s (errors {rd['errors']}, "
+                   f"short {rd['short']}); fio with one CPU spinning {fb['iops']:,.0f} IOPS")
             a = srv.stats()
             ca = srv.thread_cpu()
             q = QueueSampler(srv)
@@ -135,6 +151,8 @@ def main():
     fio_iops = m("iops", fio_runs)
     ratios = [t["flash_reads"] / f["iops"] for t, f in zip(tc_runs, fio_runs)]
     ratio = fl.median(ratios)
+    reader_ratio = fl.median([r["iops"] / f["iops"] for r, f in zip(reader_runs, fio_runs)])
+    busy_ratio = fl.median([b["iops"] / f["iops"] for b, f in zip(busy_runs, fio_runs)])
     verdict = "met" if ratio >= 0.8 else "not met"
     cmd = "python3 bench/flash_fio.py"
     envs = K.shown
@@ -154,6 +172,11 @@ def main():
 CPU per request (medians): fio {m('cpu_us_per_io', fio_runs):.1f} us per read (user + system, from its JSON); tiercache, per get, user + system: {cpu_line(tc_runs)}.
 
 Flash reads / fio IOPS per run: {fl.fmt_runs(ratios, '{:.2f}')}; median **{ratio:.2f}** (target >= 0.8: **{verdict}**).
+
+Context, same runs (medians; ratios to fio alone in the same run):
+- tiercache's read path alone, no network (`{reader_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat').replace(fl.READER, 'flash_randread')}`): {m('iops', reader_runs):,.0f} reads/s ({fl.fmt_runs([r['iops'] for r in reader_runs])}), **{reader_ratio:.2f}** x fio; errors + short reads {sum(r['errors'] + r['short'] for r in reader_runs)}
+- fio while one CPU spins (`sh -c 'while :; do :; done'`): {m('iops', busy_runs):,.0f} IOPS ({fl.fmt_runs([b['iops'] for b in busy_runs])}), **{busy_ratio:.2f}** x fio alone
+
 Flash hits were {fl.median([t['flash_hit_frac'] for t in tc_runs]):.1%} of get hits, get hit ratio {fl.median([t['hit_ratio'] for t in tc_runs]):.4f}, read errors + verify failures {sum(t['errors'] for t in tc_runs)}.
 """
     print(body)

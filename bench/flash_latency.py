@@ -20,22 +20,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "flash_latency"
-env = os.environ.get
-QD = int(env("QD", "32"))
-FRACTION = float(env("FRACTION", "0.5"))
-RUNS = int(env("RUNS", "3"))
-CAL_RUNS = int(env("CAL_RUNS", "3"))
-DURATION = int(env("DURATION", "10"))
-KEYS = int(env("KEYS", "200000"))
-VALUE = int(env("VALUE", "4000"))
-MEM = int(env("MEM", "64"))
-FLASH_SIZE = env("FLASH_SIZE", "2G")
-EXT_OPTS = [o for o in env("EXT_OPTS", "").split(",") if o]
-PORT = int(env("PORT", "21421"))
+K = fl.knobs(QD=32, FRACTION=0.5, EXTRA_FRACTIONS="0.25,0.1", RATE=0.0, RUNS=3, CAL_RUNS=3, DURATION=10,
+             KEYS=200000, VALUE=4000, MEM=64, FLASH_SIZE="2G", EXT_OPTS="", PORT=21421, RAM_KEYS=2000,
+             CLIENT_CONNS=0)
+QD, FRACTION, RUNS, CAL_RUNS, DURATION = K.QD, K.FRACTION, K.RUNS, K.CAL_RUNS, K.DURATION
+KEYS, VALUE, MEM, FLASH_SIZE, PORT, RAM_KEYS = K.KEYS, K.VALUE, K.MEM, K.FLASH_SIZE, K.PORT, K.RAM_KEYS
+EXT_OPTS = [o for o in K.EXT_OPTS.split(",") if o]
 CT = 2
-RAM_KEYS = int(env("RAM_KEYS", "2000"))
 # one request per connection waits for flash at a time: QD connections for QD reads in flight
-CC = int(env("CLIENT_CONNS", str(max(1, QD // CT))))
+CC = K.CLIENT_CONNS or max(1, QD // CT)
 
 
 def one(srv, load, rate):
@@ -78,8 +71,8 @@ def main():
             cal.append(fl.fio(fio_file, FLASH_SIZE, QD, max(5, DURATION // 2)))
             fl.log(TAG, f"device: fio QD{QD} {cal[-1]['iops']:,.0f} IOPS")
         dev_iops = fl.median([c["iops"] for c in cal])
-        fracs = [FRACTION] + [float(x) for x in env("EXTRA_FRACTIONS", "0.25,0.1").split(",") if x]
-        rates = [float(env("RATE"))] if env("RATE") else [f * dev_iops for f in fracs]
+        fracs = [FRACTION] + [float(x) for x in K.EXTRA_FRACTIONS.split(",") if x]
+        rates = [K.RATE] if K.RATE else [f * dev_iops for f in fracs]
         fl.log(TAG, f"device {dev_iops:,.0f} IOPS (median); rates {', '.join(f'{r:,.0f}' for r in rates)}/s")
         backend = srv.stats().get("flash_io_backend", "pool (no such stat)")
         tcs = {r: [] for r in rates}
@@ -103,13 +96,11 @@ def main():
     rate = rates[0]
     p99 = m("p99", tcs[rate])
     verdict = "met" if p99 < 1000 else "not met"
-    envs = " ".join(f"{k}={os.environ[k]}" for k in ("QD", "FRACTION", "EXTRA_FRACTIONS", "RATE", "RUNS",
-                                                      "DURATION", "KEYS", "VALUE", "MEM", "EXT_OPTS")
-                    if k in os.environ)
+    envs = K.shown
     rows = []
     for r in rates:
         t, f = tcs[r], fios[r]
-        frac = f"{r / dev_iops:.2f} x device" if not env("RATE") else "fixed"
+        frac = f"{r / dev_iops:.2f} x device" if not K.RATE else "fixed"
         rows.append(f"| {r:,.0f} ({frac}) | tiercache get | {m('achieved', t):,.0f} | {m('p50', t):,.0f} | "
                     f"{m('p99', t):,.0f} | {m('p999', t):,.0f} | {fl.fmt_runs([x['p99'] for x in t])} |")
         c = rams[r]
@@ -133,7 +124,7 @@ Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 
 """
     print(body)
     fl.write_results("Flash-hit latency at half of the device's IOPS", body, TAG)
-    if env("KEEP") is None:
+    if os.environ.get("KEEP") is None:
         import shutil
         shutil.rmtree(d, ignore_errors=True)
 

@@ -19,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 TIERCACHE = os.environ.get("TIERCACHE", os.path.join(TARGET, "release", "tiercache"))
 BENCH = os.environ.get("BENCH", os.path.join(TARGET, "release", "tiercache-bench"))
+READER = os.environ.get("READER", os.path.join(TARGET, "release", "examples", "flash_randread"))
 MEMCACHED = os.environ.get("MEMCACHED", "memcached")
 RESULTS = os.environ.get("RESULTS", os.path.join(ROOT, "bench", "RESULTS.md"))
 
@@ -43,6 +44,46 @@ def build(tag):
     log(tag, "building tiercache and tiercache-bench (release)")
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "tiercache-server",
                     "-p", "tiercache-bench"], cwd=ROOT, check=True)
+
+
+def build_reader(tag):
+    """The flash read path alone (crates/engine/examples/flash_randread.rs)."""
+    if "READER" in os.environ:
+        return
+    log(tag, "building flash_randread (release)")
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "tiercache-engine",
+                    "--example", "flash_randread"], cwd=ROOT, check=True)
+
+
+def reader(path, size, threads, qd, runtime_s):
+    """4 KiB random reads of `path` through tiercache's io_uring reader with no
+    network in the way: `threads` rings, `qd` reads in flight in all."""
+    cmd = [READER, path, str(size), str(threads), str(qd), str(runtime_s)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"flash_randread failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    out = json.loads(r.stdout)
+    out["cmd"] = " ".join(cmd)
+    return out
+
+
+@contextlib.contextmanager
+def spinning_cpu():
+    """One busy loop on the machine while the block runs (a CPU taken, as a
+    server and its client take CPUs beside their device reads)."""
+    p = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        yield
+    finally:
+        p.kill()
+        p.wait()
+
+
+def size_bytes(s):
+    """'2G' / '512M' / '1.5GB' / '4096' as bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    s = s.strip().upper().rstrip("B")
+    return int(float(s[:-1]) * units[s[-1]]) if s[-1] in units else int(s)
 
 
 def need_fio(tag):
