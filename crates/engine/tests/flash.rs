@@ -310,22 +310,24 @@ fn failed_writes_drop_items_and_degrade_to_ram() {
     let f = e.flash().unwrap();
     assert!(f.stats.write_errors.load(Ordering::Relaxed) >= 3);
     assert!(f.degraded());
-    let mut present = 0;
-    for i in 0..30_000u64 {
-        if let Some(v) = get(&e, format!("w{i}").as_bytes()) {
-            assert!(v == value_of(i, 700), "w{i} wrong");
-            present += 1;
+    let served = || {
+        let mut present = 0;
+        for i in 0..30_000u64 {
+            if let Some(v) = get(&e, format!("w{i}").as_bytes()) {
+                assert!(v == value_of(i, 700), "w{i} wrong");
+                present += 1;
+            }
         }
-    }
-    assert!(present > 1000, "RAM still serves ({present})");
-    // The item count may be off by a few here: under failing writes it has
-    // been seen 2 below the items served (an accounting race not found yet;
-    // it is a counter, never served data).
+        present
+    };
+    let first = served();
+    assert!(first > 1000, "RAM still serves ({first})");
+    // Exact accounting: a second pass serves the same items, and the item
+    // count is the number served.
+    let present = served();
+    assert_eq!(present, first, "items served, first and second pass");
     let counted = e.stats(NOW).shard.curr_items as usize;
-    assert!(
-        counted.abs_diff(present) <= 8,
-        "{counted} counted, {present} served"
-    );
+    assert_eq!(counted, present, "items counted, items served");
 }
 
 #[test]
