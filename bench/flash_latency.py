@@ -33,8 +33,10 @@ CC = K.CLIENT_CONNS or max(1, QD // CT)
 
 def one(srv, load, rate):
     a = srv.stats()
+    ta = fl.cpu_ticks()
     r = fl.bench(PORT, [str(x) for x in load] + ["--mode", "latency", "--rate", f"{rate:.0f}", "--get-ratio", 1,
                                "-d", f"{DURATION}s", "--no-stats"], TAG)["runs"][0]
+    steal = fl.steal_share(ta, fl.cpu_ticks())
     b = srv.stats()
     g = r["latency"].get("get_hit") or r["latency"]["all"]
     delta = {k: b.get(k, 0) - a.get(k, 0) for k in ("cmd_get", "get_hits", "flash_hits")}
@@ -42,7 +44,8 @@ def one(srv, load, rate):
             "p999": g["p999_us"], "max": g["max_us"],
             "flash_frac": delta["flash_hits"] / max(1, delta["get_hits"]),
             "hit_ratio": r["hit_ratio"],  # the client's (see flash_fio.py)
-            "lag_p99": (r.get("send_lag") or {}).get("p99_us"),
+            "lag_p99": (r.get("send_lag") or {}).get("p99_us") or 0,
+            "steal": steal,
             "unanswered": r["unanswered"]}
 
 
@@ -102,12 +105,14 @@ def main():
         t, f = tcs[r], fios[r]
         frac = f"{r / dev_iops:.2f} x device" if not K.RATE else "fixed"
         rows.append(f"| {r:,.0f} ({frac}) | tiercache get | {m('achieved', t):,.0f} | {m('p50', t):,.0f} | "
-                    f"{m('p99', t):,.0f} | {m('p999', t):,.0f} | {fl.fmt_runs([x['p99'] for x in t])} |")
+                    f"{m('p99', t):,.0f} | {m('p999', t):,.0f} | {fl.fmt_runs([x['p99'] for x in t])} | "
+                    f"{m('lag_p99', t):,.0f} | {m('steal', t):.1%} |")
         c = rams[r]
         rows.append(f"| | tiercache get, RAM hits (control) | {m('achieved', c):,.0f} | {m('p50', c):,.0f} | "
-                    f"{m('p99', c):,.0f} | {m('p999', c):,.0f} | {fl.fmt_runs([x['p99'] for x in c])} |")
+                    f"{m('p99', c):,.0f} | {m('p999', c):,.0f} | {fl.fmt_runs([x['p99'] for x in c])} | "
+                    f"{m('lag_p99', c):,.0f} | {m('steal', c):.1%} |")
         rows.append(f"| | fio (device) | {m('iops', f):,.0f} | {m('p50_us', f):,.0f} | {m('p99_us', f):,.0f} | n/a | "
-                    f"{fl.fmt_runs([x['p99_us'] for x in f])} |")
+                    f"{fl.fmt_runs([x['p99_us'] for x in f])} | | |")
     table = "\n".join(rows)
     all_t = [x for r in rates for x in tcs[r]]
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_latency.py`
@@ -116,11 +121,12 @@ def main():
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}
 - load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
 
-| rate /s | what | achieved /s | p50 us | p99 us | p99.9 us | runs p99 us |
-| --- | --- | ---: | ---: | ---: | ---: | --- |
+| rate /s | what | achieved /s | p50 us | p99 us | p99.9 us | runs p99 us | client send lag p99 us | CPU stolen by the host |
+| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |
 {table}
 
-Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 ms: **{verdict}**). RAM-hit control p99 at that rate: {m('p99', rams[rate]):,.0f} us. Flash hits were {m('flash_frac', all_t):.1%} of get hits (get hit ratio {m('hit_ratio', all_t):.4f}); unanswered {sum(t['unanswered'] for t in all_t)}.
+Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 ms: **{verdict}**). RAM-hit control p99 at that rate: {m('p99', rams[rate]):,.0f} us.
+The client's send lag is how late the load generator sent its requests (it is part of the latency, as it must be in an open loop); "CPU stolen" is /proc/stat's steal share during the run: time the hypervisor ran something else, such as this virtual disk's emulation, on the machine's CPUs. Flash hits were {m('flash_frac', all_t):.1%} of get hits (get hit ratio {m('hit_ratio', all_t):.4f}); unanswered {sum(t['unanswered'] for t in all_t)}.
 """
     print(body)
     fl.write_results("Flash-hit latency at half of the device's IOPS", body, TAG)

@@ -86,6 +86,20 @@ def size_bytes(s):
     return int(float(s[:-1]) * units[s[-1]]) if s[-1] in units else int(s)
 
 
+def cpu_ticks():
+    """The machine's CPU time so far (/proc/stat "cpu" line): user, nice,
+    system, idle, iowait, irq, softirq, steal, in ticks."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def steal_share(a, b):
+    """Share of CPU time the hypervisor took from this machine between two
+    `cpu_ticks()` samples (steal / all)."""
+    d = [y - x for x, y in zip(a, b)]
+    return d[7] / max(1, sum(d))
+
+
 def need_fio(tag):
     if shutil.which("fio"):
         return
