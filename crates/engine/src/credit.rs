@@ -16,8 +16,8 @@ pub struct Credit {
 }
 
 impl Credit {
-    /// Lowest score: this many wasted tries in a row are forgotten after
-    /// as many paying ones.
+    /// Lowest score: however long a run of wasted tries, paying outcomes
+    /// worth this much in all bring the work back.
     pub const FLOOR: i32 = -256;
     /// Highest score: a run of paying tries buys this much patience.
     pub const CEILING: i32 = 64;
