@@ -34,9 +34,16 @@ pub struct Ctx<'a> {
     /// Set when a request changed nothing because the flash tier is behind
     /// (back-pressure): the connection drops its reply and runs it again later.
     pub retry: Cell<bool>,
-    /// Set when a get missed in RAM but its key may be on flash: the
-    /// connection drops the reply, reads the records and runs it again.
+    /// Set when a get missed in RAM but its key may be on flash, or a plain
+    /// set wants its tag's flash records read first: the connection drops
+    /// the reply, reads the records and runs the request again.
     pub need_flash: Cell<bool>,
+    /// Set by the connection for a plain set's first run (see
+    /// `prefetch::verifies_first`): a set whose key has flash entries under
+    /// its tag, while reading them has been paying, asks for the reads
+    /// (`need_flash`) instead of storing. Found in the store's own lock hold,
+    /// so a set with nothing on flash locks its shard once.
+    pub verify_first: Cell<bool>,
     /// The worker's flash reader, when there is a flash tier.
     pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
 }
@@ -274,14 +281,20 @@ fn mode_of(m: StoreMode) -> Mode {
 
 /// Runs a store. `fetched` may hold the flash records under the key's tag
 /// (read by `prefetch`): those of other keys are kept.
-fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>, fetched: &Fetched) -> StoreResult {
+/// Stores, or returns None when a plain set's first run finds same-tag
+/// entries on flash worth reading first (`Ctx::verify_first`).
+fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>, fetched: &Fetched) -> Option<StoreResult> {
     let mut s = ctx.engine().lock(a.hash, ctx.now);
+    if ctx.verify_first.get() && fetched.is_empty() && s.worth_verifying(a.hash) {
+        ctx.need_flash.set(true);
+        return None;
+    }
     let keep = s.other_keys_on_flash(a.key, a.hash, fetched);
     let r = ops::store_keeping(&mut s, a, ctx.now, &keep);
     drop(s);
     if r == StoreResult::Busy {
         ctx.retry.set(true);
-        return r;
+        return Some(r);
     }
     bump(&ctx.stats.cmd_set);
     if a.mode == Mode::Cas {
@@ -297,7 +310,7 @@ fn run_store(a: &StoreArgs<'_>, ctx: &Ctx<'_>, fetched: &Fetched) -> StoreResult
         StoreResult::NoMemory => bump(&ctx.stats.store_no_memory),
         _ => {}
     }
-    r
+    Some(r)
 }
 
 fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
@@ -313,7 +326,10 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
         set_stale: false,
         binary_key: false,
     };
-    let line: &[u8] = match run_store(&a, ctx, fetched) {
+    let Some(r) = run_store(&a, ctx, fetched) else {
+        return;
+    };
+    let line: &[u8] = match r {
         StoreResult::Stored { .. } => b"STORED",
         StoreResult::NotStored => b"NOT_STORED",
         StoreResult::Exists => b"EXISTS",
@@ -506,7 +522,6 @@ fn meta_set(
     ctx: &Ctx<'_>,
     fetched: &Fetched,
 ) {
-    bump(&ctx.stats.cmd_meta);
     let mut mode = match flags.mode.map(|m| m.to_ascii_uppercase()) {
         Some(b'E') => Mode::Add,
         Some(b'A') => Mode::Append,
@@ -529,7 +544,10 @@ fn meta_set(
         set_stale: flags.invalidate && mode == Mode::Cas,
         binary_key: flags.base64_key,
     };
-    let r = run_store(&a, ctx, fetched);
+    let Some(r) = run_store(&a, ctx, fetched) else {
+        return;
+    };
+    bump(&ctx.stats.cmd_meta);
     let code: &[u8] = match r {
         StoreResult::Stored { .. } => {
             if flags.quiet {

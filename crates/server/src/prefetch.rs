@@ -30,18 +30,45 @@ enum Need {
     Read,
     /// Read them and copy the key's item back to RAM (changes).
     Promote,
-    /// A plain set: read the records under the key's tag only when that
-    /// has been paying (`Shard::worth_verifying`), so that the set keeps
-    /// other keys' records instead of dropping them with the key's own.
+    /// A plain set ([`verifies_first`]): its first run stores at once,
+    /// unless its key has entries under its tag on flash and reading them
+    /// has been paying (`Shard::worth_verifying`, asked in the store's own
+    /// lock hold); then the records are read and the set runs again,
+    /// keeping other keys' records instead of dropping them with the key's.
     Verify,
 }
 
-/// The keys a request touches and what it needs of them. Plain gets are
-/// run first and probed only when a key missed in RAM (`optimistic_get`),
-/// so RAM hits cost nothing extra.
-fn keys_of<'a>(req: &'a Request<'a>, optimistic_get: bool) -> (Vec<Cow<'a, [u8]>>, Need) {
+/// Whether a request is a plain set (`set`, or `ms` without a CAS, a mode
+/// other than set or invalidation): it replaces the key's item whatever it
+/// was, so it need not promote it, only keep other keys' flash records.
+pub fn verifies_first(req: &Request<'_>) -> bool {
     match req {
-        Request::Get(g) if g.touch.is_none() && optimistic_get => (Vec::new(), Need::Read),
+        Request::Store(s) => s.mode == StoreMode::Set,
+        Request::MetaSet { flags, .. } => {
+            matches!(flags.mode, None | Some(b'S') | Some(b's'))
+                && flags.compare_cas.is_none()
+                && !flags.invalidate
+        }
+        _ => false,
+    }
+}
+
+/// The keys a request touches and what it needs of them. Plain gets and
+/// plain sets run first (`first_run`) and are probed only when the run asks
+/// for it (a get missed in RAM, a set found its tag on flash), so requests
+/// on keys that are not on flash cost nothing extra.
+fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> (Vec<Cow<'a, [u8]>>, Need) {
+    if verifies_first(req) {
+        let keys = match req {
+            _ if first_run => Vec::new(),
+            Request::Store(s) => vec![Cow::Borrowed(s.key)],
+            Request::MetaSet { key, .. } => vec![Cow::Borrowed(&key[..])],
+            _ => Vec::new(),
+        };
+        return (keys, Need::Verify);
+    }
+    match req {
+        Request::Get(g) if g.touch.is_none() && first_run => (Vec::new(), Need::Read),
         Request::Get(g) => (
             g.keys().map(Cow::Borrowed).collect(),
             if g.touch.is_some() {
@@ -50,20 +77,13 @@ fn keys_of<'a>(req: &'a Request<'a>, optimistic_get: bool) -> (Vec<Cow<'a, [u8]>
                 Need::Read
             },
         ),
-        Request::Store(s) if s.mode == StoreMode::Set => (vec![Cow::Borrowed(s.key)], Need::Verify),
         Request::Store(s) => (vec![Cow::Borrowed(s.key)], Need::Promote),
         Request::Delete { key, .. } => (vec![Cow::Borrowed(*key)], Need::Read),
         Request::Arith { key, .. } | Request::Touch { key, .. } => {
             (vec![Cow::Borrowed(*key)], Need::Promote)
         }
-        Request::MetaSet { key, flags, .. } => {
-            let plain = matches!(flags.mode, None | Some(b'S') | Some(b's'))
-                && flags.compare_cas.is_none()
-                && !flags.invalidate;
-            let need = if plain { Need::Verify } else { Need::Promote };
-            (vec![Cow::Borrowed(&key[..])], need)
-        }
-        Request::MetaGet { key, .. }
+        Request::MetaSet { key, .. }
+        | Request::MetaGet { key, .. }
         | Request::MetaDelete { key, .. }
         | Request::MetaArith { key, .. }
         | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], Need::Promote),
@@ -72,7 +92,8 @@ fn keys_of<'a>(req: &'a Request<'a>, optimistic_get: bool) -> (Vec<Cow<'a, [u8]>
 }
 
 /// Probes the request's keys; adds the reads it must wait for to `reads`.
-/// `after_miss`: a plain get ran and missed in RAM; probe its keys now.
+/// `after_miss`: a plain get or set ran and asked for its keys' flash
+/// records (`Ctx::need_flash`); probe them now.
 pub fn prepare(
     req: &Request<'_>,
     ctx: &Ctx<'_>,
@@ -92,10 +113,6 @@ pub fn prepare(
     for key in &keys {
         let hash = Engine::hash(key);
         let mut s = engine.lock(hash, ctx.now);
-        if need == Need::Verify && !s.worth_verifying(hash) {
-            // Read only while reading has been paying.
-            continue;
-        }
         if let Probe::Flash(loc) = s.probe(key, hash, ctx.now, fetched, reads) {
             if need == Need::Promote {
                 let item = fetched.item(loc).expect("probed").to_vec();

@@ -143,6 +143,7 @@ pub fn run(
             now: unix_now(),
             retry: Cell::new(false),
             need_flash: Cell::new(false),
+            verify_first: Cell::new(false),
             reader: reader.as_ref(),
         };
         let mut woken = events.is_empty() || any_busy;
