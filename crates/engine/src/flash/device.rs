@@ -173,7 +173,14 @@ fn reserve_file(file: &File, name: &str, size: u64) -> Result<(), DeviceError> {
     if have >= size {
         return Ok(());
     }
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size) {
+    let r = rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size);
+    if matches!(&r, Err(e) if *e != rustix::io::Errno::OPNOTSUPP) {
+        // A failed fallocate may keep what it allocated before it failed
+        // (ext4 does): give it back, or the refused flash file would hold
+        // the rest of the disk.
+        let _ = file.set_len(have);
+    }
+    match r {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::NOSPC) => {
             let free = rustix::fs::fstatvfs(file)

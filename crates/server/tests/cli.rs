@@ -1,0 +1,51 @@
+//! The binary's start-up errors: a clear message on stderr and the exit
+//! code that says which kind of error, also when stderr cannot be written
+//! (a full disk under the log file): never a panic (exit code 101).
+
+use std::fs::File;
+use std::process::{Command, Output, Stdio};
+
+fn tiercache(args: &[&str], stderr: Stdio) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .output()
+        .expect("run tiercache")
+}
+
+fn full() -> Stdio {
+    Stdio::from(File::create("/dev/full").expect("/dev/full"))
+}
+
+#[test]
+fn a_bad_option_exits_64_with_a_message_even_when_stderr_is_full() {
+    let args = ["-o", "no_such_option=1"];
+    let out = tiercache(&args, Stdio::piped());
+    assert_eq!(out.status.code(), Some(64));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.starts_with("tiercache: ") && msg.contains("no_such_option"),
+        "{msg}"
+    );
+    assert_eq!(tiercache(&args, full()).status.code(), Some(64));
+}
+
+#[test]
+fn a_flash_file_that_cannot_be_made_exits_71_even_when_stderr_is_full() {
+    let port = (24000 + std::process::id() % 2000).to_string();
+    let args = [
+        "-p",
+        &port,
+        "-l",
+        "127.0.0.1",
+        "-o",
+        "ext_path=/nonexistent-tiercache-dir/flash:16M",
+    ];
+    let out = tiercache(&args, Stdio::piped());
+    assert_eq!(out.status.code(), Some(71));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("does not exist"), "{msg}");
+    assert_eq!(tiercache(&args, full()).status.code(), Some(71));
+}
