@@ -125,7 +125,7 @@ impl ReadPool {
                 .name(format!("flash-read-{i}"))
                 .spawn(move || {
                     for job in rx.iter() {
-                        let mut buf = AlignedBuf::new(job.op.len);
+                        let mut buf = AlignedBuf::for_read(job.op.len);
                         let result = devices[job.op.dev]
                             .read_at(buf.as_mut_slice(), job.op.offset)
                             .map(|n| (buf, n));

@@ -112,7 +112,7 @@ impl UringReader {
         let Some(idx) = self.free.pop() else {
             return false;
         };
-        let mut buf = AlignedBuf::new(op.len);
+        let mut buf = AlignedBuf::for_read(op.len);
         let len = buf.len() as u32;
         let ptr = buf.as_mut_slice().as_mut_ptr();
         let sqe = opcode::Read::new(types::Fd(self.fds[op.dev]), ptr, len)
