@@ -36,7 +36,8 @@ impl Credit {
     }
 
     /// Whether the work is done every time (the score is not negative).
-    pub fn paying(&self) -> bool {
+    #[cfg(test)]
+    fn paying(&self) -> bool {
         self.score >= 0
     }
 }

@@ -323,14 +323,11 @@ impl Conn {
                         // A get may miss in RAM for keys on flash, and a plain
                         // set may want its tag's flash records first: keep a
                         // copy to run it again once the records are here.
-                        let first_set = ctx.reader.is_some()
-                            && !after_miss
-                            && crate::prefetch::verifies_first(&req);
+                        let first_run = ctx.reader.is_some() && !after_miss;
+                        let first_set = first_run && crate::prefetch::verifies_first(&req);
                         ctx.verify_first.set(first_set);
                         let again = (first_set
-                            || ctx.reader.is_some()
-                                && !after_miss
-                                && matches!(req, tiercache_proto::Request::Get(_)))
+                            || first_run && matches!(req, tiercache_proto::Request::Get(_)))
                         .then(|| req.clone());
                         let mark = self.wbuf.len();
                         let outcome = match ctx.reader {

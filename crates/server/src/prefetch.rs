@@ -38,19 +38,27 @@ enum Need {
     Verify,
 }
 
-/// Whether a request is a plain set (`set`, or `ms` without a CAS, a mode
-/// other than set or invalidation): it replaces the key's item whatever it
-/// was, so it need not promote it, only keep other keys' flash records.
-pub fn verifies_first(req: &Request<'_>) -> bool {
+/// The key of a plain set (`set`, or `ms` without a CAS, a mode other than
+/// set or invalidation): it replaces the key's item whatever it was, so it
+/// need not promote it, only keep other keys' flash records.
+fn plain_set_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {
     match req {
-        Request::Store(s) => s.mode == StoreMode::Set,
-        Request::MetaSet { flags, .. } => {
-            matches!(flags.mode, None | Some(b'S') | Some(b's'))
+        Request::Store(s) if s.mode == StoreMode::Set => Some(s.key),
+        Request::MetaSet { key, flags, .. }
+            if matches!(flags.mode, None | Some(b'S') | Some(b's'))
                 && flags.compare_cas.is_none()
-                && !flags.invalidate
+                && !flags.invalidate =>
+        {
+            Some(&key[..])
         }
-        _ => false,
+        _ => None,
     }
+}
+
+/// Whether a request is a plain set ([`plain_set_key`]), whose first run
+/// may ask for its tag's flash records (`Ctx::verify_first`).
+pub fn verifies_first(req: &Request<'_>) -> bool {
+    plain_set_key(req).is_some()
 }
 
 /// The keys a request touches and what it needs of them. Plain gets and
@@ -58,12 +66,11 @@ pub fn verifies_first(req: &Request<'_>) -> bool {
 /// for it (a get missed in RAM, a set found its tag on flash), so requests
 /// on keys that are not on flash cost nothing extra.
 fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> (Vec<Cow<'a, [u8]>>, Need) {
-    if verifies_first(req) {
-        let keys = match req {
-            _ if first_run => Vec::new(),
-            Request::Store(s) => vec![Cow::Borrowed(s.key)],
-            Request::MetaSet { key, .. } => vec![Cow::Borrowed(&key[..])],
-            _ => Vec::new(),
+    if let Some(key) = plain_set_key(req) {
+        let keys = if first_run {
+            Vec::new()
+        } else {
+            vec![Cow::Borrowed(key)]
         };
         return (keys, Need::Verify);
     }
