@@ -146,7 +146,7 @@ fn delete(e: &Engine, key: &[u8]) -> bool {
             let mut buf = tiercache_engine::flash::aligned::AlignedBuf::new(r.len);
             let res = flash.devices()[r.dev]
                 .read_at(buf.as_mut_slice(), r.offset)
-                .map(|n| &buf.as_slice()[..n]);
+                .map(|n| (buf, n));
             assert!(fetched
                 .complete(r.slot, res, 8 << 20, &flash.stats)
                 .is_none());

@@ -404,13 +404,9 @@ impl Conn {
         let Some(flash) = ctx.shared.engine.flash() else {
             return;
         };
-        let data = match &result {
-            Ok((b, n)) => Ok(&b.as_slice()[..*n]),
-            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-        };
         match flight
             .fetched
-            .complete(slot, data, flash.segment_size(), &flash.stats)
+            .complete(slot, result, flash.segment_size(), &flash.stats)
         {
             Some(more) => {
                 if let Some(r) = ctx.reader {

@@ -122,8 +122,8 @@ pub fn prepare(
         let mut s = engine.lock(hash, ctx.now);
         if let Probe::Flash(loc) = s.probe(key, hash, ctx.now, fetched, reads) {
             if need == Need::Promote {
-                let item = fetched.item(loc).expect("probed").to_vec();
-                if s.promote(hash, loc, &item) == Err(InsertError::Busy) {
+                let item = fetched.item(loc).expect("probed");
+                if s.promote(hash, loc, item) == Err(InsertError::Busy) {
                     return Prep::Busy;
                 }
             }

@@ -137,7 +137,7 @@ fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) 
         let mut buf = AlignedBuf::new(r.len);
         let res = flash.devices()[r.dev]
             .read_at(buf.as_mut_slice(), r.offset)
-            .map(|n| &buf.as_slice()[..n]);
+            .map(|n| (buf, n));
         if let Some(more) = fetched.complete(r.slot, res, MAX_READ, &flash.stats) {
             reads.push(more);
         }

@@ -1,12 +1,15 @@
 //! Flash records a request needs before it can run. A connection collects
 //! them while probing the request's keys, reads them all at once, and runs
 //! the request when every read has completed; the records are verified here
-//! (sequence number and CRC-32C) before anyone looks at them.
+//! (sequence number and CRC-32C) before anyone looks at them. A verified
+//! record stays in the buffer the device read it into, and the reply is
+//! copied straight from there.
 
-use super::aligned::{round_up, BLOCK};
+use super::aligned::{round_up, AlignedBuf, BLOCK};
 use super::format::{self, RecordError};
 use super::tier::TierStats;
 use crate::index::Loc;
+use std::ops::{Deref, Range};
 use std::sync::atomic::Ordering;
 
 /// A device read to issue.
@@ -19,11 +22,38 @@ pub struct ReadReq {
     pub len: usize,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+/// A verified item's bytes (RAM layout: header, key, value), where they
+/// already are: in the buffer a device read filled, or copied out of a
+/// write buffer.
+#[derive(Debug)]
+pub struct ItemBytes {
+    held: Held,
+    range: Range<usize>,
+}
+
+#[derive(Debug)]
+enum Held {
+    Read(AlignedBuf),
+    Copied(Vec<u8>),
+}
+
+impl Deref for ItemBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        let all = match &self.held {
+            Held::Read(b) => b.as_slice(),
+            Held::Copied(v) => v,
+        };
+        &all[self.range.clone()]
+    }
+}
+
+#[derive(Debug)]
 pub enum FetchState {
     Pending,
-    /// The verified item (RAM layout: header, key, value).
-    Item(Vec<u8>),
+    /// The verified item.
+    Item(ItemBytes),
     /// Unreadable or not what the index expected: a miss.
     Bad,
 }
@@ -66,7 +96,7 @@ impl Fetched {
     pub fn item_seq(&self, loc: Loc) -> Option<(&[u8], u64)> {
         let e = self.entries.iter().find(|e| e.loc == loc)?;
         match &e.state {
-            FetchState::Item(b) => Some((b, e.seq)),
+            FetchState::Item(b) => Some((&b[..], e.seq)),
             _ => None,
         }
     }
@@ -79,7 +109,10 @@ impl Fetched {
             dev: 0,
             offset: 0,
             skew: 0,
-            state: FetchState::Item(item),
+            state: FetchState::Item(ItemBytes {
+                range: 0..item.len(),
+                held: Held::Copied(item),
+            }),
         });
     }
 
@@ -108,19 +141,20 @@ impl Fetched {
         }
     }
 
-    /// A read finished with `data` (or failed). Returns a longer read to
-    /// issue when the record turned out larger than what was read.
+    /// A read finished: its buffer and the bytes read into it (or it
+    /// failed). Returns a longer read to issue when the record turned out
+    /// larger than what was read.
     pub fn complete(
         &mut self,
         slot: usize,
-        data: std::io::Result<&[u8]>,
+        result: std::io::Result<(AlignedBuf, usize)>,
         max_record: usize,
         stats: &TierStats,
     ) -> Option<ReadReq> {
         let e = self.entries.get_mut(slot)?;
         stats.reads_in_flight.fetch_sub(1, Ordering::Relaxed);
-        let data = match data {
-            Ok(d) => d,
+        let (buf, n) = match result {
+            Ok(r) => r,
             Err(err) => {
                 stats.read_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %err, offset = e.offset, "flash read failed; served as a miss");
@@ -129,13 +163,19 @@ impl Fetched {
             }
         };
         stats.objects_read.fetch_add(1, Ordering::Relaxed);
+        let data = buf.as_slice().get(..n).unwrap_or(&[]);
         stats
             .bytes_read
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         let rec = data.get(e.skew..).unwrap_or(&[]);
         match format::check_record(rec, e.seq, max_record) {
             Ok(item) => {
-                e.state = FetchState::Item(item.to_vec());
+                let start = e.skew + format::RECORD_PREFIX;
+                let range = start..start + item.len();
+                e.state = FetchState::Item(ItemBytes {
+                    held: Held::Read(buf),
+                    range,
+                });
                 None
             }
             Err(RecordError::Truncated { need }) if data.len() < round_up(e.skew + need, BLOCK) => {
