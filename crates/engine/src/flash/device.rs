@@ -88,14 +88,45 @@ impl FileDevice {
                 )));
             }
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(!is_block)
-            .truncate(false)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)
-            .map_err(|e| open_error(&name, e))?;
+        let open = |create_new: bool| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(create_new)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+        };
+        // A file this call creates is removed again if it is refused, so
+        // that a failed start leaves nothing behind.
+        let (file, created) = match open(!is_block) {
+            Ok(f) => (f, !is_block),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                (open(false).map_err(|e| open_error(&name, e))?, false)
+            }
+            Err(e) => {
+                // O_CREAT | O_EXCL created the file before the file system
+                // refused O_DIRECT (EINVAL): it is this call's to remove.
+                if !is_block && e.raw_os_error() == Some(libc::EINVAL) {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(open_error(&name, e));
+            }
+        };
+        let dev = FileDevice::set_up(file, path, name, size, is_block);
+        if dev.is_err() && created {
+            let _ = std::fs::remove_file(path);
+        }
+        dev
+    }
+
+    /// Locks, sizes and probes a freshly opened device.
+    fn set_up(
+        file: File,
+        path: &Path,
+        name: String,
+        size: u64,
+        is_block: bool,
+    ) -> Result<FileDevice, DeviceError> {
         rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
             |e| {
                 DeviceError(format!(
@@ -267,6 +298,24 @@ mod tests {
         assert!(e.0.contains("does not exist"), "{e}");
         let e = FileDevice::open(&path, 0).err().expect("no size");
         assert!(e.0.contains("no size"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_refused_new_file_is_removed_and_an_existing_one_kept() {
+        let dir = std::env::temp_dir().join(format!("tc-dev-refused-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("flash");
+        // Larger than any file system allows a file to be: fallocate fails
+        // at once (EFBIG on ext4), or the open itself does (no O_DIRECT).
+        let huge = (i64::MAX as u64) & !(BLOCK as u64 - 1);
+        let e = FileDevice::open(&path, huge).err().expect("too large");
+        assert!(e.0.contains("flash"), "{e}");
+        assert!(!path.exists(), "a refused new flash file stays behind");
+        // A file that was there before is the operator's: kept as it was.
+        std::fs::write(&path, vec![7u8; 3 * BLOCK]).unwrap();
+        assert!(FileDevice::open(&path, huge).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), vec![7u8; 3 * BLOCK]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
