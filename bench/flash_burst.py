@@ -17,17 +17,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "flash_burst"
-env = os.environ.get
-ITEMS = int(env("ITEMS", "300000"))
-VALUE = int(env("VALUE", "4000"))
-MEM = int(env("MEM", "64"))
-FLASH_SIZE = env("FLASH_SIZE", "4G")
-RUNS = int(env("RUNS", "3"))
-MC_EXT = [o for o in env("MC_EXT_OPTS", "").split(",") if o]
+K = fl.knobs(ITEMS=300000, VALUE=4000, MEM=64, FLASH_SIZE="4G", RUNS=3, MC_EXT_OPTS="", TC_EXT_OPTS="")
+ITEMS, VALUE, MEM, FLASH_SIZE, RUNS = K.ITEMS, K.VALUE, K.MEM, K.FLASH_SIZE, K.RUNS
+MC_EXT = [o for o in K.MC_EXT_OPTS.split(",") if o]
 # -m covers tiercache's index, which is sized for a full device of items of
 # ext_avg_item_size (default 1 KiB: 32 MiB for 4G, too much for -m 64); size it
 # for the burst's 4000-byte items, as an operator would
-TC_EXT = [o for o in env("TC_EXT_OPTS", f"ext_avg_item_size={VALUE}").split(",") if o]
+TC_EXT = [o for o in (K.TC_EXT_OPTS if "TC_EXT_OPTS" in os.environ else f"ext_avg_item_size={VALUE}").split(",")
+          if o]
 
 
 def one(name, cmd_fn, port):
@@ -64,8 +61,7 @@ def main():
     m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
     tc_kept = m("kept", tcs)
     verdict = "met" if tc_kept == ITEMS else "not met"
-    envs = " ".join(f"{k}={os.environ[k]}" for k in ("ITEMS", "VALUE", "MEM", "FLASH_SIZE", "RUNS",
-                                                      "MC_EXT_OPTS", "TC_EXT_OPTS") if k in os.environ)
+    envs = K.shown
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_burst.py`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - burst: {ITEMS:,} items of {VALUE} B (`key:0` .. `key:{ITEMS - 1}`, {ITEMS * VALUE / 1e9:.2f} GB, {fits} of it fits on the {FLASH_SIZE} flash file) written by `tiercache-bench --threads 2 --conns 4 --pipeline 32 --preload` (64 sets in flight), then every key read back with 100-key multigets; {RUNS} runs per server, alternating, medians

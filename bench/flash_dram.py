@@ -31,14 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "flash_dram"
-env = os.environ.get
-SMALL = env("SMALL", "256M")
-LARGE = env("LARGE", "1G")
-MEM = int(env("MEM", "64"))
-VALUE = int(env("VALUE", "100"))
-RUNS = int(env("RUNS", "3"))
-OVERFILL = float(env("OVERFILL", "1.2"))
-PORT = int(env("PORT", "21441"))
+K = fl.knobs(SMALL="256M", LARGE="1G", MEM=64, VALUE=100, RUNS=3, OVERFILL=1.2, PORT=21441)
+SMALL, LARGE, MEM, VALUE, RUNS, OVERFILL, PORT = K.SMALL, K.LARGE, K.MEM, K.VALUE, K.RUNS, K.OVERFILL, K.PORT
 BLOCK = 4096
 
 
@@ -129,8 +123,7 @@ def main():
     m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
     p = fl.median(per)
     verdict = "met" if p <= 8 else "not met"
-    envs = " ".join(f"{k}={os.environ[k]}" for k in ("SMALL", "LARGE", "MEM", "VALUE", "RUNS", "OVERFILL")
-                    if k in os.environ)
+    envs = K.shown
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_dram.py`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - servers: `{larges[0]['cmd']}` and `{smalls[0]['cmd']}` (-m = {MEM} MiB for the RAM tier + the index, which -m covers and which is allocated for the full device at start: the RAM tiers are the same size, {m('segs', smalls):.0f} and {m('segs', larges):.0f} segments allocated at the end); items of a {klen}-byte key and a {VALUE}-byte value ({rec} B records, {avg:.1f} B each on flash with block padding, hence `ext_avg_item_size={avg_i}`)

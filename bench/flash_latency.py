@@ -7,6 +7,11 @@
    in latency mode (open loop, latency from the intended send time) at RATE
    gets/s of VALUE-byte values that are on flash, and fio at the same rate
    (--rate_iops, Poisson arrivals) for the device's own latency at that load.
+3. Two controls per rate and run, with the same server and client: gets of
+   keys in RAM at the same rate (the machine's floor), and the same RAM gets
+   while fio reads the device at the same rate beside them (no flash read of
+   tiercache's own): what the device's reads alone do to a RAM-only server's
+   tail on this machine.
 
 Environment: QD=32 CLIENT_CONNS=QD/2 (x 2 threads) FRACTION=0.5
              EXTRA_FRACTIONS=0.25,0.1 (lower rates, for context) RUNS=3 CAL_RUNS=3 DURATION=10 KEYS=200000
@@ -15,6 +20,8 @@ Environment: QD=32 CLIENT_CONNS=QD/2 (x 2 threads) FRACTION=0.5
 """
 import os
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
@@ -49,6 +56,22 @@ def one(srv, load, rate):
             "unanswered": r["unanswered"]}
 
 
+def beside_fio(fio_file, rate, run):
+    """Runs `run()` while fio reads the device at `rate` IOPS in another
+    thread (started first, stopped after); returns run()'s result and fio's."""
+    out = {}
+
+    def go():
+        out["fio"] = fl.fio(fio_file, FLASH_SIZE, QD, DURATION + 3, rate_iops=rate)
+
+    t = threading.Thread(target=go)
+    t.start()
+    time.sleep(1)
+    r = run()
+    t.join()
+    return r, out["fio"]
+
+
 def main():
     fl.build(TAG)
     fl.need_fio(TAG)
@@ -81,6 +104,8 @@ def main():
         tcs = {r: [] for r in rates}
         rams = {r: [] for r in rates}
         fios = {r: [] for r in rates}
+        beside = {r: [] for r in rates}
+        beside_dev = {r: [] for r in rates}
         for run in range(RUNS):
             for rate in rates:
                 t = one(srv, load, rate)
@@ -89,10 +114,14 @@ def main():
                 fios[rate].append(f)
                 c = one(srv, ram_load, rate)
                 rams[rate].append(c)
+                b, bf = beside_fio(fio_file, rate, lambda: one(srv, ram_load, rate))
+                beside[rate].append(b)
+                beside_dev[rate].append(bf)
                 fl.log(TAG, f"run {run + 1} at {rate:,.0f}/s: tiercache {t['achieved']:,.0f}/s p50 {t['p50']:.0f} "
                        f"p99 {t['p99']:.0f} p99.9 {t['p999']:.0f} us (flash {t['flash_frac']:.1%} of hits, hit "
                        f"ratio {t['hit_ratio']:.4f}); fio at the same rate p50 {f['p50_us']:.0f} p99 {f['p99_us']:.0f} us; "
-                       f"RAM hits p50 {c['p50']:.0f} p99 {c['p99']:.0f} us")
+                       f"RAM hits p50 {c['p50']:.0f} p99 {c['p99']:.0f} us; RAM hits while fio reads at the same rate "
+                       f"p50 {b['p50']:.0f} p99 {b['p99']:.0f} us (fio's p99 then {bf['p99_us']:.0f} us)")
     finally:
         srv.stop()
     m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
@@ -111,6 +140,10 @@ def main():
         rows.append(f"| | tiercache get, RAM hits (control) | {m('achieved', c):,.0f} | {m('p50', c):,.0f} | "
                     f"{m('p99', c):,.0f} | {m('p999', c):,.0f} | {fl.fmt_runs([x['p99'] for x in c])} | "
                     f"{m('lag_p99', c):,.0f} | {m('steal', c):.1%} |")
+        b = beside[r]
+        rows.append(f"| | tiercache get, RAM hits, while fio reads at this rate (control) | {m('achieved', b):,.0f} | "
+                    f"{m('p50', b):,.0f} | {m('p99', b):,.0f} | {m('p999', b):,.0f} | "
+                    f"{fl.fmt_runs([x['p99'] for x in b])} | {m('lag_p99', b):,.0f} | {m('steal', b):.1%} |")
         rows.append(f"| | fio (device) | {m('iops', f):,.0f} | {m('p50_us', f):,.0f} | {m('p99_us', f):,.0f} | n/a | "
                     f"{fl.fmt_runs([x['p99_us'] for x in f])} | | |")
     table = "\n".join(rows)
@@ -119,13 +152,13 @@ def main():
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
 - device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fl.fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}
-- load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
+- load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client, and the same RAM run while fio reads the device at the same rate in parallel shows what the device's reads alone do to it; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
 
 | rate /s | what | achieved /s | p50 us | p99 us | p99.9 us | runs p99 us | client send lag p99 us | CPU stolen by the host |
 | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |
 {table}
 
-Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 ms: **{verdict}**). RAM-hit control p99 at that rate: {m('p99', rams[rate]):,.0f} us.
+Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 ms: **{verdict}**). RAM-hit control p99 at that rate: {m('p99', rams[rate]):,.0f} us; the same RAM hits while fio reads the device at that rate beside them: {m('p99', beside[rate]):,.0f} us (fio's own p99 then {m('p99_us', beside_dev[rate]):,.0f} us, alone {m('p99_us', fios[rate]):,.0f} us).
 The client's send lag is how late the load generator sent its requests (it is part of the latency, as it must be in an open loop); "CPU stolen" is /proc/stat's steal share during the run: time the hypervisor ran something else, such as this virtual disk's emulation, on the machine's CPUs. Flash hits were {m('flash_frac', all_t):.1%} of get hits (get hit ratio {m('hit_ratio', all_t):.4f}); unanswered {sum(t['unanswered'] for t in all_t)}.
 """
     print(body)

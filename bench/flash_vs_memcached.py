@@ -24,21 +24,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "flash_vs_memcached"
-env = os.environ.get
-LIMIT = int(env("LIMIT", "256"))
-MEM = int(env("MEM", "192"))
-KEYS = int(env("KEYS", "300000"))
-VALUE = int(env("VALUE", "4000"))
-SKEW = env("SKEW", "0.99")
-FLASH_SIZE = env("FLASH_SIZE", "4G")
-RUNS = int(env("RUNS", "3"))
-DURATION = int(env("DURATION", "10"))
-PIPELINE = int(env("PIPELINE", "2"))
-CONNS = int(env("CONNS", "16"))
-PRELOAD_MBS = float(env("PRELOAD_MBS", "50"))
-LAT_FRACTION = float(env("LAT_FRACTION", "0.5"))
-MC_EXT = [o for o in env("MC_EXT_OPTS", "").split(",") if o]
-TC_EXT = [o for o in env("TC_EXT_OPTS", "").split(",") if o]
+K = fl.knobs(LIMIT=256, MEM=192, KEYS=300000, VALUE=4000, SKEW="0.99", FLASH_SIZE="4G", RUNS=3, DURATION=10,
+             PIPELINE=2, CONNS=16, PRELOAD_MBS=50.0, LAT_FRACTION=0.5, RATE=0.0, MC_EXT_OPTS="", TC_EXT_OPTS="")
+LIMIT, MEM, KEYS, VALUE, SKEW, FLASH_SIZE = K.LIMIT, K.MEM, K.KEYS, K.VALUE, K.SKEW, K.FLASH_SIZE
+RUNS, DURATION, PIPELINE, CONNS = K.RUNS, K.DURATION, K.PIPELINE, K.CONNS
+PRELOAD_MBS, LAT_FRACTION = K.PRELOAD_MBS, K.LAT_FRACTION
+MC_EXT = [o for o in K.MC_EXT_OPTS.split(",") if o]
+TC_EXT = [o for o in K.TC_EXT_OPTS.split(",") if o]
 MC_PORT, TC_PORT = 21431, 21432
 
 
@@ -95,7 +87,7 @@ def main():
                        f"RSS {r['rss'] >> 20} MiB, cgroup {r['cg'] >> 20} MiB")
         m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
         rate = LAT_FRACTION * min(m("ops", tp["memcached"]), m("ops", tp["tiercache"]))
-        rate = float(env("RATE") or rate)
+        rate = K.RATE or rate
         lat = {"memcached": [], "tiercache": []}
         lat_args = ["--threads", 2, "--conns", CONNS, "--mode", "latency", "--rate", f"{rate:.0f}",
                     "-d", f"{DURATION}s", "--no-stats"]
@@ -125,9 +117,7 @@ def main():
     ratio = m("ops", tt) / m("ops", mt)
     p99_ok = m("p99", tl) < m("p99", ml)
     verdict = "met" if ratio >= 2 and p99_ok else "not met"
-    envs = " ".join(f"{k}={os.environ[k]}" for k in ("LIMIT", "MEM", "KEYS", "VALUE", "SKEW", "RUNS", "DURATION",
-                                                      "CONNS", "PIPELINE", "PRELOAD_MBS", "LAT_FRACTION", "RATE",
-                                                      "MC_EXT_OPTS", "TC_EXT_OPTS") if k in os.environ)
+    envs = K.shown
 
     def row(name, t, lt):
         return (f"| {name} | {m('ops', t):,.0f} | {fl.fmt_runs([x['ops'] for x in t])} | {m('hit_ratio', t):.4f} | "
@@ -157,7 +147,7 @@ cgroup limit hits (failcnt) memcached {cg['memcached']['failcnt']}, tiercache {c
 """
     print(body)
     fl.write_results("tiercache vs memcached extstore at the same memory budget", body, TAG)
-    if env("KEEP") is None:
+    if os.environ.get("KEEP") is None:
         import shutil
         shutil.rmtree(d, ignore_errors=True)
 

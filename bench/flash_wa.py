@@ -23,15 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "flash_wa"
-env = os.environ.get
-MEM = int(env("MEM", "64"))
-FLASH_SIZE = env("FLASH_SIZE", "1G")
-KEYS = int(env("KEYS", "400000"))
-VALUES = env("VALUES", "list:100:0.3,1000:0.5,4000:0.2")
-WARMUP = int(env("WARMUP", "10"))
-DURATION = int(env("DURATION", "15"))
-RUNS = int(env("RUNS", "3"))
-PORT = int(env("PORT", "21451"))
+K = fl.knobs(MEM=64, FLASH_SIZE="1G", KEYS=400000, VALUES="list:100:0.3,1000:0.5,4000:0.2", WARMUP=10,
+             DURATION=15, RUNS=3, PORT=21451)
+MEM, FLASH_SIZE, KEYS, VALUES, PORT = K.MEM, K.FLASH_SIZE, K.KEYS, K.VALUES, K.PORT
+WARMUP, DURATION, RUNS = K.WARMUP, K.DURATION, K.RUNS
 SETS = ["--get-ratio", 0, "--dist", "uniform"]
 # (name, values, load, flash size)
 WORKLOADS = [
@@ -89,8 +84,7 @@ def main():
                     f"{m('reclaims', xs):,.0f} | {m('reinserted', xs):,.0f} | {m('seg_fill', xs):.0%} |")
     main_wa = m("wa", results[WORKLOADS[0][0]])
     verdict = "met" if main_wa <= 1.2 else "not met"
-    envs = " ".join(f"{k}={os.environ[k]}" for k in ("MEM", "FLASH_SIZE", "KEYS", "VALUES", "WARMUP", "DURATION",
-                                                      "RUNS") if k in os.environ)
+    envs = K.shown
     table = "\n".join(rows)
     first = results[WORKLOADS[0][0]][0]
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_wa.py`
