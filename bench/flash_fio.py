@@ -13,17 +13,22 @@ sizes the pread pool if that backend is used; EXT_OPTS adds options such as
 ext_io=pool or ext_promote=never. Reports medians and tiercache's flash
 reads/s / fio IOPS.
 
-Two more measurements per run put the ratio in context:
+Three more measurements per run put the ratio in context:
 - tiercache's read path alone (crates/engine/examples/flash_randread.rs: the
   server's io_uring reader, SERVER_THREADS rings, QD reads in flight in all)
   on fio's file, with no network: how close the reader itself comes to fio;
 - fio again while one CPU spins: on a virtual machine the device's emulation
   may share the host CPUs with the guest's, so a guest that keeps CPUs busy
-  (as a server and its load generator do) gets fewer IOPS from its disk.
+  (as a server and its load generator do) gets fewer IOPS from its disk;
+- fio again while tiercache serves gets of RAM_KEYS keys that are in RAM
+  (written last) at the rate it just served flash hits, open loop: the same
+  network and client work beside the device, without flash reads of
+  tiercache's own; what the device gives while the machine does that work.
 
 Environment (all optional):
   QD=32 RUNS=3 DURATION=10  queue depth, runs, seconds per run
   KEYS=200000 VALUE=4000    dataset (KEYS x VALUE bytes; -m is MEM MiB)
+  RAM_KEYS=2000             keys for the RAM-hit load beside fio
   MEM=64 SERVER_THREADS=2 FLASH_SIZE=2G
   CLIENT_THREADS=2 PIPELINE=8 CLIENT_CONNS=QD/(CLIENT_THREADS x PIPELINE)
   EXT_OPTS=  extra -o options for tiercache (comma-separated)
@@ -38,7 +43,7 @@ import flashlib as fl  # noqa: E402
 
 TAG = "flash_fio"
 K = fl.knobs(QD=32, RUNS=3, DURATION=10, KEYS=200000, VALUE=4000, MEM=64, SERVER_THREADS=2, FLASH_SIZE="2G",
-             CLIENT_THREADS=2, PIPELINE=8, CLIENT_CONNS=0, EXT_OPTS="", PORT=21411)
+             CLIENT_THREADS=2, PIPELINE=8, CLIENT_CONNS=0, EXT_OPTS="", PORT=21411, RAM_KEYS=2000)
 QD, RUNS, DURATION, KEYS, VALUE, MEM = K.QD, K.RUNS, K.DURATION, K.KEYS, K.VALUE, K.MEM
 CT, PIPELINE = K.CLIENT_THREADS, K.PIPELINE
 FLASH_SIZE, SERVER_THREADS = K.FLASH_SIZE, K.SERVER_THREADS
@@ -103,9 +108,13 @@ def main():
                f"on flash {st.get('extstore_objects_used')}")
         if st.get("extstore_objects_used", 0) < KEYS * 0.8:
             fl.log(TAG, "WARNING: fewer than 80% of the keys are on flash")
+        # written last, so in RAM: the load beside fio in the third context row
+        ram_load = ["--threads", CT, "--conns", 16, "--keys", K.RAM_KEYS, "--key-prefix", "ram:",
+                    "--value-size", VALUE]
+        fl.bench(PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s", "--no-stats"], TAG)
         # lay out fio's file once (not timed)
         fl.fio(fio_file, FLASH_SIZE, 1, 1)
-        fio_runs, tc_runs, reader_runs, busy_runs = [], [], [], []
+        fio_runs, tc_runs, reader_runs, busy_runs, loaded_runs = [], [], [], [], []
         for run in range(RUNS):
             f = fl.fio(fio_file, FLASH_SIZE, QD, DURATION)
             fio_runs.append(f)
@@ -144,6 +153,18 @@ def main():
             fl.log(TAG, f"run {run + 1}: tiercache {t['gets']:,.0f} gets/s, {t['flash_reads']:,.0f} flash reads/s "
                    f"(flash hits {t['flash_hit_frac']:.1%} of hits, hit ratio {t['hit_ratio']:.4f}, "
                    f"ratio to fio {t['flash_reads'] / f['iops']:.2f}, device queue depth {qd_mean:.1f})")
+            a = srv.stats()
+            lf, lr = fl.beside(
+                lambda: fl.bench(PORT, ram_load + ["--mode", "latency", "--rate", f"{t['gets']:.0f}", "--get-ratio", 1,
+                                                   "-d", f"{DURATION + 3}s", "--no-stats"], TAG)["runs"][0],
+                lambda: fl.fio(fio_file, FLASH_SIZE, QD, DURATION))
+            b = srv.stats()
+            lf["ram_gets"] = lr["ops_per_sec"]
+            lf["ram_flash_frac"] = (b.get("flash_hits", 0) - a.get("flash_hits", 0)) / max(
+                1, b.get("get_hits", 0) - a.get("get_hits", 0))
+            loaded_runs.append(lf)
+            fl.log(TAG, f"run {run + 1}: fio while tiercache serves {lr['ops_per_sec']:,.0f} RAM-hit gets/s "
+                   f"(flash {lf['ram_flash_frac']:.1%} of those hits): {lf['iops']:,.0f} IOPS")
         end = srv.stats()
     finally:
         srv.stop()
@@ -153,6 +174,8 @@ def main():
     ratio = fl.median(ratios)
     reader_ratio = fl.median([r["iops"] / f["iops"] for r, f in zip(reader_runs, fio_runs)])
     busy_ratio = fl.median([b["iops"] / f["iops"] for b, f in zip(busy_runs, fio_runs)])
+    loaded_ratio = fl.median([x["iops"] / f["iops"] for x, f in zip(loaded_runs, fio_runs)])
+    vs_loaded = fl.median([t["flash_reads"] / x["iops"] for t, x in zip(tc_runs, loaded_runs)])
     verdict = "met" if ratio >= 0.8 else "not met"
     cmd = "python3 bench/flash_fio.py"
     envs = K.shown
@@ -176,6 +199,7 @@ Flash reads / fio IOPS per run: {fl.fmt_runs(ratios, '{:.2f}')}; median **{ratio
 Context, same runs (medians; ratios to fio alone in the same run):
 - tiercache's read path alone, no network (`{reader_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat').replace(fl.READER, 'flash_randread')}`): {m('iops', reader_runs):,.0f} reads/s ({fl.fmt_runs([r['iops'] for r in reader_runs])}), **{reader_ratio:.2f}** x fio; errors + short reads {sum(r['errors'] + r['short'] for r in reader_runs)}
 - fio while one CPU spins (`sh -c 'while :; do :; done'`): {m('iops', busy_runs):,.0f} IOPS ({fl.fmt_runs([b['iops'] for b in busy_runs])}), **{busy_ratio:.2f}** x fio alone
+- fio while tiercache serves RAM hits ({K.RAM_KEYS:,} other keys, `--key-prefix ram:`, open loop) at the rate it served flash hits in that run ({fl.fmt_runs([x['ram_gets'] for x in loaded_runs])} gets/s; flash hits {m('ram_flash_frac', loaded_runs):.1%} of those hits): {m('iops', loaded_runs):,.0f} IOPS ({fl.fmt_runs([x['iops'] for x in loaded_runs])}), **{loaded_ratio:.2f}** x fio alone; tiercache's flash reads / this: **{vs_loaded:.2f}**
 
 Flash hits were {fl.median([t['flash_hit_frac'] for t in tc_runs]):.1%} of get hits, get hit ratio {fl.median([t['hit_ratio'] for t in tc_runs]):.4f}, read errors + verify failures {sum(t['errors'] for t in tc_runs)}.
 """

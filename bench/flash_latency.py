@@ -20,8 +20,6 @@ Environment: QD=32 CLIENT_CONNS=QD/2 (x 2 threads) FRACTION=0.5
 """
 import os
 import sys
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
@@ -54,22 +52,6 @@ def one(srv, load, rate):
             "lag_p99": (r.get("send_lag") or {}).get("p99_us") or 0,
             "steal": steal,
             "unanswered": r["unanswered"]}
-
-
-def beside_fio(fio_file, rate, run):
-    """Runs `run()` while fio reads the device at `rate` IOPS in another
-    thread (started first, stopped after); returns run()'s result and fio's."""
-    out = {}
-
-    def go():
-        out["fio"] = fl.fio(fio_file, FLASH_SIZE, QD, DURATION + 3, rate_iops=rate)
-
-    t = threading.Thread(target=go)
-    t.start()
-    time.sleep(1)
-    r = run()
-    t.join()
-    return r, out["fio"]
 
 
 def main():
@@ -114,7 +96,8 @@ def main():
                 fios[rate].append(f)
                 c = one(srv, ram_load, rate)
                 rams[rate].append(c)
-                b, bf = beside_fio(fio_file, rate, lambda: one(srv, ram_load, rate))
+                b, bf = fl.beside(lambda: fl.fio(fio_file, FLASH_SIZE, QD, DURATION + 3, rate_iops=rate),
+                                  lambda: one(srv, ram_load, rate))
                 beside[rate].append(b)
                 beside_dev[rate].append(bf)
                 fl.log(TAG, f"run {run + 1} at {rate:,.0f}/s: tiercache {t['achieved']:,.0f}/s p50 {t['p50']:.0f} "

@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 
@@ -77,6 +78,23 @@ def spinning_cpu():
     finally:
         p.kill()
         p.wait()
+
+
+def beside(background, foreground, lead_s=1.0):
+    """Runs `foreground()` while `background()` runs in another thread
+    (started `lead_s` earlier; it must outlast the foreground); returns
+    (foreground's result, background's)."""
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("bg", background()))
+    t.start()
+    time.sleep(lead_s)
+    try:
+        fg = foreground()
+    finally:
+        t.join()
+    if "bg" not in out:
+        raise RuntimeError("the background measurement failed (see above)")
+    return fg, out["bg"]
 
 
 def size_bytes(s):
