@@ -29,8 +29,8 @@ def knobs(**defaults):
     """A script's environment variables, each with its default: a namespace of
     the values (converted to the default's type) whose `shown` is the
     `NAME=value ...` of those set in the environment, for the command in
-    RESULTS.md."""
-    ns = types.SimpleNamespace(**{k: type(v)(os.environ.get(k, v)) for k, v in defaults.items()})
+    RESULTS.md. A variable set to the empty string takes its default."""
+    ns = types.SimpleNamespace(**{k: type(v)(os.environ.get(k) or v) for k, v in defaults.items()})
     ns.shown = " ".join(f"{k}={os.environ[k]}" for k in defaults if k in os.environ)
     return ns
 
@@ -85,15 +85,24 @@ def beside(background, foreground, lead_s=1.0):
     (started `lead_s` earlier; it must outlast the foreground); returns
     (foreground's result, background's)."""
     out = {}
-    t = threading.Thread(target=lambda: out.setdefault("bg", background()))
+
+    def bg():
+        out["bg"] = background()
+        out["bg_end"] = time.monotonic()
+
+    t = threading.Thread(target=bg)
     t.start()
     time.sleep(lead_s)
     try:
         fg = foreground()
+        fg_end = time.monotonic()
     finally:
         t.join()
     if "bg" not in out:
         raise RuntimeError("the background measurement failed (see above)")
+    if out["bg_end"] < fg_end:
+        raise RuntimeError(f"the background measurement ended {fg_end - out['bg_end']:.1f} s before the "
+                           "foreground one: it did not run beside all of it")
     return fg, out["bg"]
 
 

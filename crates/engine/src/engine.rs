@@ -181,15 +181,32 @@ impl Drop for Engine {
 
 impl Engine {
     /// Builds the engine, opening the configured flash devices.
+    /// A start that fails removes the flash files it created and gives
+    /// files that were there their old length back (while it still holds
+    /// their locks).
     pub fn new(config: EngineConfig) -> Result<Engine, ConfigError> {
         let mut devices: Vec<Arc<dyn BlockDevice>> = Vec::new();
+        let mut undo = Vec::new();
+        let mut opened = Ok(());
         if let Some(fc) = &config.flash {
             for (path, size) in &fc.paths {
-                let d = FileDevice::open(path, *size).map_err(|e| ConfigError(e.0))?;
-                devices.push(Arc::new(d));
+                match FileDevice::open(path, *size) {
+                    Ok(d) => {
+                        undo.extend(d.undo().ok());
+                        devices.push(Arc::new(d));
+                    }
+                    Err(e) => {
+                        opened = Err(ConfigError(e.0));
+                        break;
+                    }
+                }
             }
         }
-        Engine::with_devices(config, devices)
+        let engine = opened.and_then(|()| Engine::with_devices(config, devices));
+        if engine.is_err() {
+            undo.into_iter().for_each(|u| u.run());
+        }
+        engine
     }
 
     /// Builds the engine on the given flash devices (tests pass in-memory or

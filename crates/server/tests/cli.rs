@@ -49,3 +49,31 @@ fn a_flash_file_that_cannot_be_made_exits_71_even_when_stderr_is_full() {
     assert!(msg.contains("does not exist"), "{msg}");
     assert_eq!(tiercache(&args, full()).status.code(), Some(71));
 }
+
+#[test]
+fn a_refused_start_removes_the_flash_files_it_created_and_keeps_the_others() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let made = dir.join("made.flash");
+    let kept = dir.join("kept.flash");
+    std::fs::write(&kept, vec![9u8; 4096]).unwrap();
+    let port = (26000 + std::process::id() % 2000).to_string();
+    // The third device cannot be made: the start fails after the first two
+    // were opened (the first created, the second there before).
+    let ext = format!(
+        "ext_path={}:16M,ext_path={}:16M,ext_path=/nonexistent-tiercache-dir/flash:16M",
+        made.display(),
+        kept.display()
+    );
+    let out = tiercache(
+        &["-p", &port, "-l", "127.0.0.1", "-o", &ext],
+        Stdio::piped(),
+    );
+    assert_eq!(out.status.code(), Some(71));
+    assert!(!made.exists(), "the created flash file was left behind");
+    // The operator's file is as it was (the start had grown it to 16 MiB).
+    let k = std::fs::read(&kept).unwrap();
+    assert!(k == vec![9u8; 4096], "{} bytes", k.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

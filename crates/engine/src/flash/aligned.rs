@@ -3,10 +3,12 @@
 //! first aligned byte inside it. A boxed slice never moves its heap memory, so
 //! the alignment holds for the buffer's whole life.
 //!
-//! One-block buffers are recycled per thread: a flash read's buffer lives
-//! from its submission to its completion on the same worker, so the worker's
-//! next read takes the one it just dropped ([`AlignedBuf::for_read`])
-//! instead of allocating and zeroing a new one.
+//! One-block buffers are recycled per thread: with io_uring a flash read's
+//! buffer is taken and given back on the same worker (at completion, or once
+//! the record served from it is done with), so the worker's next read takes
+//! one it dropped ([`AlignedBuf::for_read`]) instead of allocating and
+//! zeroing a new one. (With the pread pool, buffers are made on the pool's
+//! threads and dropped on the workers: they are not recycled.)
 
 use std::cell::RefCell;
 

@@ -61,6 +61,8 @@ pub struct FileDevice {
     dsync: File,
     size: u64,
     name: String,
+    path: PathBuf,
+    was: Was,
 }
 
 impl FileDevice {
@@ -88,45 +90,35 @@ impl FileDevice {
                 )));
             }
         }
-        let open = |create_new: bool| {
+        let open = |create: bool, new: bool| {
             OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create_new(create_new)
+                .create(create)
+                .create_new(new)
                 .custom_flags(libc::O_DIRECT)
                 .open(path)
         };
         // A file this call creates is removed again if it is refused, so
-        // that a failed start leaves nothing behind.
-        let (file, created) = match open(!is_block) {
+        // that a failed start leaves nothing behind; one that was there
+        // before (or a symlink, which O_EXCL never follows: its target is
+        // opened, created if missing) is the operator's and is never removed.
+        let (file, created) = match open(!is_block, !is_block) {
             Ok(f) => (f, !is_block),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                (open(false).map_err(|e| open_error(&name, e))?, false)
+                (open(true, false).map_err(|e| open_error(&name, e))?, false)
             }
             Err(e) => {
                 // O_CREAT | O_EXCL created the file before the file system
-                // refused O_DIRECT (EINVAL): it is this call's to remove.
+                // refused O_DIRECT (EINVAL): it is this call's to remove (no
+                // server can be using a file it cannot open).
                 if !is_block && e.raw_os_error() == Some(libc::EINVAL) {
                     let _ = std::fs::remove_file(path);
                 }
                 return Err(open_error(&name, e));
             }
         };
-        let dev = FileDevice::set_up(file, path, name, size, is_block);
-        if dev.is_err() && created {
-            let _ = std::fs::remove_file(path);
-        }
-        dev
-    }
-
-    /// Locks, sizes and probes a freshly opened device.
-    fn set_up(
-        file: File,
-        path: &Path,
-        name: String,
-        size: u64,
-        is_block: bool,
-    ) -> Result<FileDevice, DeviceError> {
+        // A refused lock removes nothing: the file is another server's.
         rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
             |e| {
                 DeviceError(format!(
@@ -134,8 +126,59 @@ impl FileDevice {
                 ))
             },
         )?;
+        if !is_block && !names_file(path, &file) {
+            return Err(DeviceError(format!(
+                "flash file {name} was removed or replaced while it was being opened (another server starting on the same path?); start again"
+            )));
+        }
+        let was = match (is_block, created) {
+            (true, _) => Was::Device,
+            (false, true) => Was::Absent,
+            (false, false) => Was::File(file.metadata().map(|m| m.len()).unwrap_or(u64::MAX)),
+        };
+        match FileDevice::set_up(&file, path, &name, size, is_block) {
+            Ok((size, dsync)) => Ok(FileDevice {
+                file,
+                dsync,
+                size,
+                name,
+                path: path.to_path_buf(),
+                was,
+            }),
+            Err(e) => {
+                // Still locked by `file`: no other server has it.
+                Undo {
+                    path: path.to_path_buf(),
+                    file,
+                    was,
+                }
+                .run();
+                Err(e)
+            }
+        }
+    }
+
+    /// What undoes this open if the start it is part of fails: it holds
+    /// the device's lock until it is run or dropped.
+    pub fn undo(&self) -> io::Result<Undo> {
+        Ok(Undo {
+            path: self.path.clone(),
+            file: self.file.try_clone()?,
+            was: self.was,
+        })
+    }
+
+    /// Sizes and probes a freshly opened and locked device; returns its
+    /// usable size and its O_DSYNC descriptor.
+    fn set_up(
+        file: &File,
+        path: &Path,
+        name: &str,
+        size: u64,
+        is_block: bool,
+    ) -> Result<(u64, File), DeviceError> {
         let size = if is_block {
-            let mut f = &file;
+            let mut f = file;
             let dev = f
                 .seek(SeekFrom::End(0))
                 .map_err(|e| DeviceError(format!("flash device {name}: cannot size it: {e}")))?;
@@ -151,7 +194,7 @@ impl FileDevice {
                 size
             }
         } else {
-            reserve_file(&file, &name, size)?;
+            reserve_file(file, name, size)?;
             size
         };
         let size = size / BLOCK as u64 * BLOCK as u64;
@@ -159,27 +202,85 @@ impl FileDevice {
             .write(true)
             .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
             .open(path)
-            .map_err(|e| open_error(&name, e))?;
-        let dev = FileDevice {
-            file,
-            dsync,
-            size,
-            name,
-        };
-        dev.probe()?;
-        Ok(dev)
+            .map_err(|e| open_error(name, e))?;
+        probe(file, name)?;
+        #[cfg(test)]
+        if tests::REFUSE.with(|r| r.get()) {
+            return Err(DeviceError(format!(
+                "flash device {name}: refused by the test"
+            )));
+        }
+        Ok((size, dsync))
     }
+}
 
-    /// One aligned read of the first block proves that O_DIRECT I/O works.
-    fn probe(&self) -> Result<(), DeviceError> {
-        let mut b = AlignedBuf::new(BLOCK);
-        self.read_at(b.as_mut_slice(), 0).map_err(|e| {
-            DeviceError(format!(
-                "flash device {}: a direct (O_DIRECT) read failed: {e}; the file system may not support direct I/O",
-                self.name
-            ))
-        })?;
-        Ok(())
+/// One aligned read of the first block proves that O_DIRECT I/O works.
+fn probe(file: &File, name: &str) -> Result<(), DeviceError> {
+    let mut b = AlignedBuf::new(BLOCK);
+    pread(file, b.as_mut_slice(), 0).map_err(|e| {
+        DeviceError(format!(
+            "flash device {name}: a direct (O_DIRECT) read failed: {e}; the file system may not support direct I/O"
+        ))
+    })?;
+    Ok(())
+}
+
+/// `read_at`, retried when a signal interrupts it.
+fn pread(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    loop {
+        match file.read_at(buf, off) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// What was at a device's path before [`FileDevice::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Was {
+    /// A block device: nothing to undo.
+    Device,
+    /// Nothing: the open created the file.
+    Absent,
+    /// A file of this many bytes (the open may have grown it).
+    File(u64),
+}
+
+/// Undoes what [`FileDevice::open`] did to a path when the start fails: a
+/// file it created is removed, one that was there is given back the length
+/// it had. Holds the device's lock (a descriptor of its open file) so that
+/// no other server can be using the file meanwhile.
+pub struct Undo {
+    path: PathBuf,
+    file: File,
+    was: Was,
+}
+
+impl Undo {
+    pub fn run(self) {
+        if !names_file(&self.path, &self.file) {
+            return;
+        }
+        match self.was {
+            Was::Device => {}
+            Was::Absent => {
+                let _ = std::fs::remove_file(&self.path);
+            }
+            Was::File(len) => {
+                if self.file.metadata().is_ok_and(|m| m.len() > len) {
+                    let _ = self.file.set_len(len);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `path` names the open `file` (the same inode on the same device).
+fn names_file(path: &Path, file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(path), file.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 
@@ -244,12 +345,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
-        loop {
-            match self.file.read_at(buf, off) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
-            }
-        }
+        pread(&self.file, buf, off)
     }
 
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
@@ -273,12 +369,25 @@ impl BlockDevice for FileDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    /// A fresh directory for a test and the flash file path in it.
+    fn scratch(tag: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("flash");
+        (dir, path)
+    }
+
+    thread_local! {
+        /// Makes `FileDevice::set_up` refuse the device once it is opened,
+        /// sized and probed (a test's own thread only).
+        pub(super) static REFUSE: Cell<bool> = const { Cell::new(false) };
+    }
 
     #[test]
     fn open_write_read_and_errors() {
-        let dir = std::env::temp_dir().join(format!("tc-dev-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("flash");
+        let (dir, path) = scratch("tc-dev");
         match FileDevice::open(&path, 1 << 20) {
             Ok(dev) => {
                 assert_eq!(dev.size(), 1 << 20);
@@ -303,19 +412,48 @@ mod tests {
 
     #[test]
     fn a_refused_new_file_is_removed_and_an_existing_one_kept() {
-        let dir = std::env::temp_dir().join(format!("tc-dev-refused-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("flash");
-        // Larger than any file system allows a file to be: fallocate fails
-        // at once (EFBIG on ext4), or the open itself does (no O_DIRECT).
-        let huge = (i64::MAX as u64) & !(BLOCK as u64 - 1);
-        let e = FileDevice::open(&path, huge).err().expect("too large");
+        let (dir, path) = scratch("tc-dev-refused");
+        REFUSE.with(|r| r.set(true));
+        let e = FileDevice::open(&path, 1 << 20).err().expect("refused");
         assert!(e.0.contains("flash"), "{e}");
         assert!(!path.exists(), "a refused new flash file stays behind");
-        // A file that was there before is the operator's: kept as it was.
+        // A file that was there before is the operator's: kept as it was,
+        // at its length (the open had grown it to 1 MiB).
         std::fs::write(&path, vec![7u8; 3 * BLOCK]).unwrap();
-        assert!(FileDevice::open(&path, huge).is_err());
-        assert_eq!(std::fs::read(&path).unwrap(), vec![7u8; 3 * BLOCK]);
+        assert!(FileDevice::open(&path, 1 << 20).is_err());
+        REFUSE.with(|r| r.set(false));
+        let kept = std::fs::read(&path).unwrap();
+        assert!(kept == vec![7u8; 3 * BLOCK], "{} bytes", kept.len());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_in_use_is_refused_and_never_removed() {
+        let (dir, path) = scratch("tc-dev-in-use");
+        let first = match FileDevice::open(&path, 1 << 20) {
+            Ok(d) => d,
+            // tmpfs without O_DIRECT: nothing to lock here.
+            Err(e) if e.0.contains("O_DIRECT") => return,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(first.was, Was::Absent);
+        let e = FileDevice::open(&path, 1 << 20).err().expect("in use");
+        assert!(e.0.contains("in use"), "{e}");
+        assert!(
+            path.exists(),
+            "a refused lock removed the other server's file"
+        );
+        let mut w = AlignedBuf::new(BLOCK);
+        w.as_mut_slice().fill(3);
+        first.write_at(w.as_slice(), 0).unwrap();
+        drop(first);
+        // Free again, and not created this time.
+        let again = FileDevice::open(&path, 1 << 20).unwrap();
+        assert_eq!(again.was, Was::File(1 << 20));
+        let mut r = AlignedBuf::new(BLOCK);
+        again.read_at(r.as_mut_slice(), 0).unwrap();
+        assert_eq!(r.as_slice(), w.as_slice());
+        drop(again);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -12,6 +12,10 @@ use crate::index::Loc;
 use std::ops::{Deref, Range};
 use std::sync::atomic::Ordering;
 
+/// Items at least this large are served from the buffer they were read
+/// into; smaller ones are copied out of it.
+const KEEP_BUFFER_FROM: usize = BLOCK / 2;
+
 /// A device read to issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadReq {
@@ -163,12 +167,23 @@ impl Fetched {
             }
         };
         stats.objects_read.fetch_add(1, Ordering::Relaxed);
+        let cap = buf.len();
         let data = buf.as_slice().get(..n).unwrap_or(&[]);
         stats
             .bytes_read
             .fetch_add(data.len() as u64, Ordering::Relaxed);
         let rec = data.get(e.skew..).unwrap_or(&[]);
         match format::check_record(rec, e.seq, max_record) {
+            Ok(item) if item.len() < KEEP_BUFFER_FROM => {
+                // Small: a copy, and the read buffer goes back for the next
+                // read at once (a request waiting behind a slow client keeps
+                // what it fetched).
+                e.state = FetchState::Item(ItemBytes {
+                    range: 0..item.len(),
+                    held: Held::Copied(item.to_vec()),
+                });
+                None
+            }
             Ok(item) => {
                 let start = e.skew + format::RECORD_PREFIX;
                 let range = start..start + item.len();
@@ -178,8 +193,10 @@ impl Fetched {
                 });
                 None
             }
-            Err(RecordError::Truncated { need }) if data.len() < round_up(e.skew + need, BLOCK) => {
-                // Larger than one block (or a short read): read all of it.
+            Err(RecordError::Truncated { need }) if cap < round_up(e.skew + need, BLOCK) => {
+                // Larger than what was read: read all of it. (A short read
+                // into a buffer that was large enough is an error below,
+                // not a read to repeat.)
                 stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
                 Some(ReadReq {
                     slot,
@@ -205,5 +222,76 @@ impl Fetched {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::{Header, HEADER};
+
+    /// A block holding, at `skew`, the record of `key` with a value of
+    /// `vlen` bytes, segment sequence `seq`.
+    fn block_with(skew: usize, key: &[u8], vlen: usize, seq: u64) -> (AlignedBuf, usize) {
+        let value = vec![b'v'; vlen];
+        let mut it = vec![0u8; HEADER + key.len() + vlen];
+        Header {
+            klen: key.len() as u8,
+            vlen: vlen as u32,
+            ..Header::default()
+        }
+        .write(&mut it);
+        it[HEADER..HEADER + key.len()].copy_from_slice(key);
+        it[HEADER + key.len()..].copy_from_slice(&value);
+        let size = format::record_size(key.len(), vlen);
+        let mut buf = AlignedBuf::new(round_up(skew + size, BLOCK));
+        format::write_record(&mut buf.as_mut_slice()[skew..skew + size], &it, seq);
+        (buf, size)
+    }
+
+    fn loc(off: u32) -> Loc {
+        Loc { seg: 1, off }
+    }
+
+    #[test]
+    fn small_items_are_copied_and_large_ones_served_from_the_read_buffer() {
+        let stats = TierStats::default();
+        let mut f = Fetched::default();
+        for (i, (skew, vlen)) in [(24, 100), (8, 3000)].into_iter().enumerate() {
+            let r = f.add_read(loc(i as u32), 0, 0, skew, 7);
+            let (buf, _) = block_with(skew, b"k", vlen, 7);
+            let n = buf.len();
+            assert_eq!(f.complete(r.slot, Ok((buf, n)), 1 << 20, &stats), None);
+            let item = f.item(loc(i as u32)).expect("verified");
+            assert_eq!(Header::read(item).vlen as usize, vlen);
+            assert_eq!(&item[HEADER..HEADER + 1], b"k");
+            assert!(item[HEADER + 1..].iter().all(|&b| b == b'v'));
+        }
+        let held = |i: usize| matches!(&f.entries[i].state, FetchState::Item(b) if matches!(b.held, Held::Read(_)));
+        assert!(!held(0), "a 100-byte item keeps its 4 KiB read buffer");
+        assert!(held(1), "a 3000-byte item is copied");
+    }
+
+    #[test]
+    fn a_record_larger_than_the_read_is_read_again_whole_but_a_short_read_is_an_error() {
+        let stats = TierStats::default();
+        let mut f = Fetched::default();
+        // 6000 bytes at 512: the one-block read asks for the rest.
+        let r = f.add_read(loc(0), 0, 0, 512, 3);
+        let (whole, size) = block_with(512, b"big", 6000, 3);
+        let mut first = AlignedBuf::new(BLOCK);
+        first
+            .as_mut_slice()
+            .copy_from_slice(&whole.as_slice()[..BLOCK]);
+        let more = f
+            .complete(r.slot, Ok((first, BLOCK)), 1 << 20, &stats)
+            .expect("a longer read");
+        assert_eq!(more.len, round_up(512 + size, BLOCK));
+        // That read comes back short (the file was truncated, say): a miss
+        // and a read error, not the same read again and again.
+        let n = whole.len() - BLOCK;
+        assert_eq!(f.complete(more.slot, Ok((whole, n)), 1 << 20, &stats), None);
+        assert!(matches!(f.state(loc(0)), Some(FetchState::Bad)));
+        assert_eq!(stats.read_errors.load(Ordering::Relaxed), 1);
     }
 }
