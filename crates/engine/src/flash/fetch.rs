@@ -41,6 +41,15 @@ enum Held {
     Copied(Vec<u8>),
 }
 
+impl ItemBytes {
+    fn copied(item: Vec<u8>) -> ItemBytes {
+        ItemBytes {
+            range: 0..item.len(),
+            held: Held::Copied(item),
+        }
+    }
+}
+
 impl Deref for ItemBytes {
     type Target = [u8];
 
@@ -113,10 +122,7 @@ impl Fetched {
             dev: 0,
             offset: 0,
             skew: 0,
-            state: FetchState::Item(ItemBytes {
-                range: 0..item.len(),
-                held: Held::Copied(item),
-            }),
+            state: FetchState::Item(ItemBytes::copied(item)),
         });
     }
 
@@ -178,10 +184,7 @@ impl Fetched {
                 // Small: a copy, and the read buffer goes back for the next
                 // read at once (a request waiting behind a slow client keeps
                 // what it fetched).
-                e.state = FetchState::Item(ItemBytes {
-                    range: 0..item.len(),
-                    held: Held::Copied(item.to_vec()),
-                });
+                e.state = FetchState::Item(ItemBytes::copied(item.to_vec()));
                 None
             }
             Ok(item) => {
