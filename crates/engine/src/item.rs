@@ -83,6 +83,13 @@ impl Header {
     }
 }
 
+/// The key of an item in the RAM layout (header, key, value), in RAM or
+/// fetched from flash.
+#[inline]
+pub fn key_of(item: &[u8]) -> &[u8] {
+    &item[HEADER..HEADER + item[20] as usize]
+}
+
 // Field offsets for in-place updates.
 pub const OFF_CAS: usize = 0;
 pub const OFF_EXPTIME: usize = 8;

@@ -233,8 +233,7 @@ impl Shard {
 
     #[inline]
     pub fn key(&self, loc: Loc) -> &[u8] {
-        let b = self.bytes_at(loc);
-        &b[HEADER..HEADER + b[20] as usize]
+        item::key_of(self.bytes_at(loc))
     }
 
     #[inline]
@@ -857,15 +856,14 @@ impl Shard {
                     if !self.still_valid(&flash, loc, fetched) {
                         continue;
                     }
-                    let h = Header::read(item);
-                    if &item[HEADER..HEADER + h.klen as usize] != key {
+                    if item::key_of(item) != key {
                         flash
                             .stats
                             .tag_misses
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         continue;
                     }
-                    if h.expired(now) {
+                    if Header::read(item).expired(now) {
                         self.unlink_flash(hash, loc);
                         self.stats.reclaimed += 1;
                         continue;
@@ -891,9 +889,8 @@ impl Shard {
         let flash = self.flash.as_ref()?;
         self.flash_candidates(hash).into_iter().find(|&loc| {
             fetched.item(loc).is_some_and(|item| {
-                let h = Header::read(item);
-                &item[HEADER..HEADER + h.klen as usize] == key
-                    && !h.expired(now)
+                item::key_of(item) == key
+                    && !Header::read(item).expired(now)
                     && self.still_valid(flash, loc, fetched)
             })
         })
@@ -917,8 +914,7 @@ impl Shard {
             if !self.still_valid(&flash, loc, fetched) {
                 continue;
             }
-            let h = Header::read(item);
-            if &item[HEADER..HEADER + h.klen as usize] == key {
+            if item::key_of(item) == key {
                 same += 1;
             } else {
                 keep.push(loc);
@@ -950,10 +946,7 @@ impl Shard {
             return false;
         };
         match flash.locate(loc) {
-            crate::flash::tier::Where::Resident(item, _) => {
-                let h = Header::read(&item);
-                item[HEADER..HEADER + h.klen as usize] != *key
-            }
+            crate::flash::tier::Where::Resident(item, _) => item::key_of(&item) != key,
             _ => false,
         }
     }

@@ -1211,8 +1211,7 @@ impl FlashTier {
                         bytes.fetch_add(len as u64, Ordering::Relaxed);
                         let mut kept = 0u32;
                         self.for_each_record(buf, seq, slot, |loc, item| {
-                            let hd = Header::read(item);
-                            let key = &item[crate::item::HEADER..][..hd.klen as usize];
+                            let key = crate::item::key_of(item);
                             let hash = crate::shard::hash_key(key);
                             if rec.is_dead(hash, seq) {
                                 dead.fetch_add(1, Ordering::Relaxed);
