@@ -456,16 +456,30 @@ impl Engine {
         };
         let started = std::time::Instant::now();
         let shards = &self.shards;
-        let r = f.recover(|loc, _item, hash| {
-            shards.of(hash).lock().recover_flash(hash, loc);
+        let shared_tags = Mutex::new(Vec::new());
+        let mut r = f.recover(|loc, _item, hash| {
+            if shards.of(hash).lock().recover_flash(hash, loc) {
+                shared_tags.lock().push(hash);
+            }
             true
         });
+        // A key may have left more than one record (see
+        // Shard::recover_flash): keep only its newest.
+        let mut shared_tags = shared_tags.into_inner();
+        shared_tags.sort_unstable();
+        shared_tags.dedup();
+        for hash in shared_tags {
+            let dropped = shards.of(hash).lock().dedupe_recovered(hash);
+            r.items -= dropped;
+            r.duplicates += dropped;
+        }
         let secs = started.elapsed().as_secs_f64();
         if r.segments > 0 || r.untrusted_segments > 0 {
             tracing::info!(
                 items = r.items,
                 flash_segments = r.segments,
                 dropped_by_tombstones = r.dead,
+                older_copies_dropped = r.duplicates,
                 untrusted_segments = r.untrusted_segments,
                 bytes_read = r.bytes_read,
                 seconds = format!("{secs:.3}"),

@@ -820,29 +820,11 @@ impl Shard {
             return Probe::Absent;
         };
         let mut need = false;
+        let mut best: Option<(Loc, u64)> = None;
         for loc in self.flash_candidates(hash) {
-            if fetched.state(loc).is_none() {
-                match flash.locate(loc) {
-                    crate::flash::tier::Where::Resident(item, seq) => {
-                        fetched.insert_resident(loc, item, seq)
-                    }
-                    crate::flash::tier::Where::Device {
-                        dev,
-                        offset,
-                        skew,
-                        seq,
-                    } => {
-                        reads.push(fetched.add_read(loc, dev, offset, skew, seq));
-                        flash
-                            .stats
-                            .reads_in_flight
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    crate::flash::tier::Where::Gone => {
-                        self.unlink_flash(hash, loc);
-                        continue;
-                    }
-                }
+            if fetched.state(loc).is_none() && !flash.fetch(loc, fetched, reads) {
+                self.unlink_flash(hash, loc);
+                continue;
             }
             match fetched.state(loc) {
                 Some(FetchState::Pending) => need = true,
@@ -868,10 +850,26 @@ impl Shard {
                         self.stats.reclaimed += 1;
                         continue;
                     }
-                    return Probe::Flash(loc);
+                    // At most one entry per key is the rule (recovery
+                    // dedupes); should two match, the newest record wins
+                    // and the older entry goes (a record of the key older
+                    // than one that is indexed is covered by whatever covers
+                    // the newer one: its tombstone horizon or the floor).
+                    let seq = fetched.item_seq(loc).map_or(0, |(_, s)| s);
+                    match best {
+                        Some((_, best_seq)) if best_seq >= seq => self.unlink_flash(hash, loc),
+                        Some((old, _)) => {
+                            self.unlink_flash(hash, old);
+                            best = Some((loc, seq));
+                        }
+                        None => best = Some((loc, seq)),
+                    }
                 }
                 None => {}
             }
+        }
+        if let Some((loc, _)) = best {
+            return Probe::Flash(loc);
         }
         if need {
             Probe::Need
@@ -887,13 +885,17 @@ impl Shard {
             return None;
         }
         let flash = self.flash.as_ref()?;
-        self.flash_candidates(hash).into_iter().find(|&loc| {
-            fetched.item(loc).is_some_and(|item| {
-                item::key_of(item) == key
+        self.flash_candidates(hash)
+            .into_iter()
+            .filter_map(|loc| {
+                let (item, seq) = fetched.item_seq(loc)?;
+                (item::key_of(item) == key
                     && !Header::read(item).expired(now)
-                    && self.still_valid(flash, loc, fetched)
+                    && self.still_valid(flash, loc, fetched))
+                .then_some((seq, loc))
             })
-        })
+            .max_by_key(|&(seq, _)| seq)
+            .map(|(_, loc)| loc)
     }
 
     /// The flash entries under `key`'s tag whose fetched records are other
@@ -1146,13 +1148,69 @@ impl Shard {
         self.tombs_prune_mark = j.last_ticket();
     }
 
-    /// Crash recovery: indexes a record found on flash.
-    pub fn recover_flash(&mut self, hash: u64, loc: Loc) {
+    /// Crash recovery: indexes a record found on flash. Returns true when
+    /// other flash entries already sit under the key's tag: one of them may
+    /// be another record of the same key (a copy promoted to RAM and later
+    /// written to flash again leaves its first record on the device, with
+    /// the same value), so [`dedupe_recovered`](Self::dedupe_recovered)
+    /// must run for `hash` once every record is indexed.
+    pub fn recover_flash(&mut self, hash: u64, loc: Loc) -> bool {
+        let shared_tag = !self.flash_candidates(hash).is_empty();
         self.index.insert(hash, loc);
         self.stats.curr_items += 1;
         self.stats.flash_items += 1;
         self.stats.total_items += 1;
         self.account_index();
+        shared_tag
+    }
+
+    /// After crash recovery, for a tag that [`recover_flash`]
+    /// (Self::recover_flash) reported shared: reads the records under it
+    /// (blocking; recovery runs before any request) and keeps, of each key,
+    /// only the record of the newest segment, so that the index again holds
+    /// at most one entry per key: a delete or change then removes the key's
+    /// only entry instead of leaving an older one to be served. A record that
+    /// cannot be read back is dropped behind a tombstone (it may read fine
+    /// after another restart). Returns the entries dropped.
+    pub fn dedupe_recovered(&mut self, hash: u64) -> u64 {
+        let Some(flash) = self.flash.clone() else {
+            return 0;
+        };
+        let locs = self.flash_candidates(hash);
+        if locs.len() < 2 {
+            return 0;
+        }
+        let mut fetched = Fetched::default();
+        let mut reads = Vec::new();
+        for &loc in &locs {
+            flash.fetch(loc, &mut fetched, &mut reads);
+        }
+        flash.read_blocking(&mut fetched, &mut reads);
+        // (key, newest seq, its entry) of each key found under the tag.
+        let mut newest: Vec<(&[u8], u64, Loc)> = Vec::new();
+        let mut stale = Vec::new();
+        for &loc in &locs {
+            let Some((item, seq)) = fetched.item_seq(loc) else {
+                stale.push(loc);
+                continue;
+            };
+            let key = item::key_of(item);
+            match newest.iter_mut().find(|(k, _, _)| *k == key) {
+                None => newest.push((key, seq, loc)),
+                Some(best) if best.1 < seq => {
+                    stale.push(best.2);
+                    *best = (key, seq, loc);
+                }
+                Some(_) => stale.push(loc),
+            }
+        }
+        if stale.iter().any(|&l| fetched.item(l).is_none()) {
+            self.tombstone(hash);
+        }
+        for &loc in &stale {
+            self.unlink_flash(hash, loc);
+        }
+        stale.len() as u64
     }
 }
 

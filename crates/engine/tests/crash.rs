@@ -39,6 +39,21 @@ fn value(i: u64, v: u64) -> Vec<u8> {
     b
 }
 
+/// Whether key `i` is on flash (not in RAM) now.
+fn on_flash(e: &Engine, i: u64) -> bool {
+    with_item(e, &key(i), |_, _, _, p| Some(matches!(p, Probe::Flash(_))))
+}
+
+/// Seals the open write buffer and waits until every segment is written.
+fn flush_to_device(e: &Engine) {
+    let f = e.flash().unwrap();
+    f.seal_open();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while f.usage().queued > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A deterministic pseudo-random sequence (xorshift).
 struct Rng(u64);
 impl Rng {
@@ -194,8 +209,6 @@ fn a_crash_with_everything_written_keeps_every_untouched_flash_item() {
     for i in 0..KEYS {
         set(&e, &key(i), &value(i, 0));
     }
-    let on_flash =
-        |e: &Engine, i: u64| with_item(e, &key(i), |_, _, _, p| Some(matches!(p, Probe::Flash(_))));
     let flash_keys: Vec<u64> = (0..KEYS).filter(|&i| on_flash(&e, i)).collect();
     assert!(flash_keys.len() > 1000, "{} on flash", flash_keys.len());
     // Change some of them: overwrite a fifth, delete a fifth; promote some.
@@ -219,12 +232,8 @@ fn a_crash_with_everything_written_keeps_every_untouched_flash_item() {
             _ => {}
         }
     }
+    flush_to_device(&e);
     let f = e.flash().unwrap().clone();
-    f.seal_open();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while f.usage().queued > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
     let geometry = f.journal().geometry();
     let reclaimed = f
         .stats
@@ -280,14 +289,7 @@ fn a_device_used_without_the_journal_is_never_recovered_from() {
         c.flash.as_mut().unwrap().params.crash_journal = on;
         Engine::with_devices(c, vec![dev.clone()]).unwrap()
     };
-    let flush = |e: &Engine| {
-        let f = e.flash().unwrap();
-        f.seal_open();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while f.usage().queued > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    };
+    let flush = flush_to_device;
     // Without the journal: deletes of flash items leave no tombstone.
     let e = with_journal(false);
     for i in 0..KEYS {
@@ -319,4 +321,53 @@ fn a_device_used_without_the_journal_is_never_recovered_from() {
         .filter(|&i| get(&e, &b(i), false).is_some_and(|v| v == value(i, 1)))
         .count();
     assert!(back > 1000, "{back}");
+}
+
+/// The reproduction: items on flash are read twice (promoted to
+/// RAM, their flash records left on the device), then pushed back to flash
+/// by new items, so each has two records with the same value. After a crash
+/// recovery must keep one entry per key: a delete then leaves nothing to
+/// serve (before the fix, the older record was served after the delete).
+#[test]
+fn a_promoted_item_written_to_flash_again_is_one_entry_after_a_crash() {
+    let mem = Arc::new(MemDevice::new(48 << 20));
+    let dev: Arc<dyn BlockDevice> = mem.clone();
+    let e = Engine::with_devices(config(), vec![dev.clone()]).unwrap();
+    for i in 0..KEYS {
+        set(&e, &key(i), &value(i, 0));
+    }
+    let first: Vec<u64> = (0..KEYS / 2).filter(|&i| on_flash(&e, i)).collect();
+    assert!(first.len() > 1000, "{} on flash", first.len());
+    for &i in &first {
+        get(&e, &key(i), true);
+        get(&e, &key(i), true);
+    }
+    let promoted = e.stats(NOW).shard.promoted;
+    assert!(promoted > 500, "{promoted} promoted");
+    // New items push the promoted copies out of RAM, to flash again.
+    let other = |i: u64| format!("other-{i}").into_bytes();
+    for i in 0..KEYS {
+        set(&e, &other(i), &value(i, 2));
+    }
+    let again = first.iter().filter(|&&i| on_flash(&e, i)).count();
+    assert!(
+        again > 500,
+        "only {again} promoted items went back to flash"
+    );
+    flush_to_device(&e);
+    drop(e); // kill -9
+    let e = Engine::with_devices(config(), vec![dev]).unwrap();
+    let rec = e.last_recovery().unwrap();
+    assert!(rec.duplicates > 0, "{rec:?}");
+    let mut served = 0;
+    for &i in &first {
+        let was = get(&e, &key(i), false);
+        assert!(was.is_none() || was == Some(value(i, 0)));
+        delete(&e, &key(i));
+        if get(&e, &key(i), false).is_some() {
+            served += 1;
+        }
+    }
+    assert_eq!(served, 0, "keys served after their delete");
+    std::mem::drop(mem);
 }

@@ -289,6 +289,7 @@ impl Conn {
                         self.wbuf.truncate(self.wpos);
                     }
                     let mut after_miss = false;
+                    let mut runs = 0u32;
                     let mut request = Some(request);
                     let head = self.pos;
                     let outcome = loop {
@@ -326,8 +327,12 @@ impl Conn {
                         let first_run = ctx.reader.is_some() && !after_miss;
                         let first_set = first_run && crate::prefetch::verifies_first(&req);
                         ctx.verify_first.set(first_set);
+                        let delete = matches!(req, tiercache_proto::Request::Delete { .. });
+                        runs += 1;
+                        ctx.refetch.set(delete && ctx.reader.is_some() && runs < 4);
                         let again = (first_set
-                            || first_run && matches!(req, tiercache_proto::Request::Get(_)))
+                            || first_run && matches!(req, tiercache_proto::Request::Get(_))
+                            || ctx.refetch.get())
                         .then(|| req.clone());
                         let mark = self.wbuf.len();
                         let outcome = match ctx.reader {

@@ -44,6 +44,11 @@ pub struct Ctx<'a> {
     /// (`need_flash`) instead of storing. Found in the store's own lock hold,
     /// so a set with nothing on flash locks its shard once.
     pub verify_first: Cell<bool>,
+    /// Set by the connection while a delete that missed may still have its
+    /// key's flash records read again (its key moved to flash between the
+    /// reads and the run); after a few such runs the delete drops every
+    /// entry under the key's tag instead of reading again.
+    pub refetch: Cell<bool>,
     /// The worker's flash reader, when there is a flash tier.
     pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
 }
@@ -76,14 +81,26 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
                 if !gate(&mut s, key, hash, ctx) {
                     return Outcome::Continue;
                 }
-                s.remove_key(key, hash, ctx.now)
+                let found = s.remove_key(key, hash, ctx.now)
                     || match s.flash_lookup(key, hash, ctx.now, fetched) {
                         Some(loc) => {
                             s.unlink_flash(hash, loc);
                             true
                         }
                         None => false,
+                    };
+                if !found && s.needs_fetch(hash, fetched) {
+                    // The key moved to flash since its records were read:
+                    // read them again before answering NOT_FOUND, or (after
+                    // a few tries) drop every entry under its tag: they were
+                    // covered by the gate's tombstone, and one may be the key.
+                    if ctx.refetch.get() {
+                        ctx.need_flash.set(true);
+                        return Outcome::Continue;
                     }
+                    s.purge_flash(hash);
+                }
+                found
             };
             if found {
                 bump(&ctx.stats.delete_hits);

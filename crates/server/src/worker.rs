@@ -144,6 +144,7 @@ pub fn run(
             retry: Cell::new(false),
             need_flash: Cell::new(false),
             verify_first: Cell::new(false),
+            refetch: Cell::new(false),
             reader: reader.as_ref(),
         };
         let mut woken = events.is_empty() || any_busy;

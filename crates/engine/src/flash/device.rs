@@ -10,6 +10,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A device the flash tier reads and writes. Offsets and lengths are
 /// multiples of 4 KiB and buffers are 4 KiB aligned.
@@ -69,6 +70,16 @@ impl FileDevice {
     /// Opens (creating a regular file if needed) `path` with `size` usable
     /// bytes; `size` 0 on a block device means the whole device.
     pub fn open(path: &Path, size: u64) -> Result<FileDevice, DeviceError> {
+        Self::open_waiting(path, size, LOCK_WAIT)
+    }
+
+    /// [`open`](Self::open), waiting up to `lock_wait` for another process's
+    /// lock on the device to go.
+    pub fn open_waiting(
+        path: &Path,
+        size: u64,
+        lock_wait: Duration,
+    ) -> Result<FileDevice, DeviceError> {
         let name = path.display().to_string();
         let is_block = std::fs::metadata(path)
             .map(|m| m.file_type().is_block_device())
@@ -119,13 +130,7 @@ impl FileDevice {
             }
         };
         // A refused lock removes nothing: the file is another server's.
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-            |e| {
-                DeviceError(format!(
-                    "flash device {name} is in use by another process (another tiercache?): {e}; give each server its own ext_path"
-                ))
-            },
-        )?;
+        lock_waiting(&file, &name, lock_wait)?;
         if !is_block && !names_file(path, &file) {
             return Err(DeviceError(format!(
                 "flash file {name} was removed or replaced while it was being opened (another server starting on the same path?); start again"
@@ -284,6 +289,45 @@ fn names_file(path: &Path, file: &File) -> bool {
     }
 }
 
+/// How long a start waits for another process's lock on a flash device.
+/// A server killed with SIGKILL keeps its lock until the kernel has torn
+/// down its io_uring ring and closed its files, which can take a moment
+/// after the process is gone: a restart right away waits for that instead
+/// of being refused.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Takes the exclusive lock on an opened device, retrying for `wait`.
+fn lock_waiting(file: &File, name: &str, wait: Duration) -> Result<(), DeviceError> {
+    let deadline = Instant::now() + wait;
+    let mut logged = false;
+    loop {
+        match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                if logged {
+                    tracing::info!(device = name, "got the flash device's lock");
+                }
+                return Ok(());
+            }
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK && Instant::now() < deadline => {
+                if !logged {
+                    logged = true;
+                    tracing::warn!(
+                        device = name,
+                        seconds = wait.as_secs_f64(),
+                        "flash device locked by another process (a server that is still exiting?); waiting"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(DeviceError(format!(
+                    "flash device {name} is in use by another process (another tiercache?): {e}; give each server its own ext_path"
+                )))
+            }
+        }
+    }
+}
+
 fn open_error(name: &str, e: io::Error) -> DeviceError {
     let what = match e.raw_os_error() {
         Some(libc::EINVAL) => "the file system does not support O_DIRECT (tmpfs and some overlay file systems do not); put the flash file on ext4, xfs or a block device".to_string(),
@@ -428,6 +472,29 @@ mod tests {
     }
 
     #[test]
+    fn a_lock_that_goes_while_the_start_waits_is_taken() {
+        let (dir, path) = scratch("tc-dev-lock-wait");
+        let first = match FileDevice::open(&path, 1 << 20) {
+            Ok(d) => d,
+            Err(e) if e.0.contains("O_DIRECT") => return,
+            Err(e) => panic!("{e}"),
+        };
+        // The previous holder exits 400 ms into the wait (as a killed
+        // server's files close only once the kernel has torn it down).
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            drop(first);
+        });
+        let t = Instant::now();
+        let second = FileDevice::open_waiting(&path, 1 << 20, Duration::from_secs(10))
+            .expect("the lock is taken once it goes");
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        holder.join().unwrap();
+        drop(second);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_file_in_use_is_refused_and_never_removed() {
         let (dir, path) = scratch("tc-dev-in-use");
         let first = match FileDevice::open(&path, 1 << 20) {
@@ -437,8 +504,12 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         assert_eq!(first.was, Was::Absent);
-        let e = FileDevice::open(&path, 1 << 20).err().expect("in use");
+        let t = Instant::now();
+        let e = FileDevice::open_waiting(&path, 1 << 20, Duration::from_millis(300))
+            .err()
+            .expect("in use");
         assert!(e.0.contains("in use"), "{e}");
+        assert!(t.elapsed() >= Duration::from_millis(300), "did not wait");
         assert!(
             path.exists(),
             "a refused lock removed the other server's file"

@@ -17,6 +17,7 @@
 
 use super::aligned::{round_up, AlignedBuf, BLOCK};
 use super::device::{BlockDevice, DeviceError};
+use super::fetch::{Fetched, ReadReq};
 use super::format::{self, DeviceContents, SegmentHeader, Superblock};
 use super::journal::Journal;
 use crate::index::Loc;
@@ -742,6 +743,42 @@ impl FlashTier {
         }
     }
 
+    /// Starts fetching the record at `loc` into `fetched`: copied at once
+    /// from a write buffer, or a device read pushed to `reads`. False when
+    /// the entry points nowhere any more (its segment was reclaimed).
+    pub fn fetch(&self, loc: Loc, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) -> bool {
+        match self.locate(loc) {
+            Where::Resident(item, seq) => fetched.insert_resident(loc, item, seq),
+            Where::Device {
+                dev,
+                offset,
+                skew,
+                seq,
+            } => {
+                reads.push(fetched.add_read(loc, dev, offset, skew, seq));
+                self.stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
+            }
+            Where::Gone => return false,
+        }
+        true
+    }
+
+    /// Performs `reads` (and any longer read a record turns out to need)
+    /// synchronously on the calling thread, completing them in `fetched`.
+    /// For crash recovery and tests; requests use the asynchronous reader.
+    pub fn read_blocking(&self, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
+        while let Some(r) = reads.pop() {
+            let mut buf = AlignedBuf::new(r.len);
+            let res = self.devices[r.dev]
+                .read_at(buf.as_mut_slice(), r.offset)
+                .map(|n| (buf, n));
+            if let Some(more) = fetched.complete(r.slot, res, self.params.segment_size, &self.stats)
+            {
+                reads.push(more);
+            }
+        }
+    }
+
     /// The sequence number of the segment `loc` points into, while it holds
     /// data (a fetched record is only good if the segment was not reused).
     pub fn seq_of(&self, loc: Loc) -> Option<u64> {
@@ -1113,6 +1150,8 @@ pub struct Recovery {
     pub items: u64,
     /// Records dropped by a tombstone.
     pub dead: u64,
+    /// Older records of keys that had a newer one (dropped after the scan).
+    pub duplicates: u64,
     /// Segments with a valid header below the floor (not trusted).
     pub untrusted_segments: u64,
     pub bytes_read: u64,

@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
-use tiercache_engine::flash::aligned::AlignedBuf;
 use tiercache_engine::flash::TierParams;
 use tiercache_engine::flash::{Fetched, FlashTier, ReadReq};
 use tiercache_engine::item::{Header, HEADER};
@@ -42,15 +41,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
 
 /// Reads every pending record (and any longer follow-up read) synchronously.
 pub fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
-    while let Some(r) = reads.pop() {
-        let mut buf = AlignedBuf::new(r.len);
-        let res = flash.devices()[r.dev]
-            .read_at(buf.as_mut_slice(), r.offset)
-            .map(|n| (buf, n));
-        if let Some(more) = fetched.complete(r.slot, res, 8 << 20, &flash.stats) {
-            reads.push(more);
-        }
-    }
+    flash.read_blocking(fetched, reads);
 }
 
 /// Runs `change` on the key's shard once the crash journal allows it,

@@ -1,0 +1,491 @@
+//! Randomized crash test, end to end: four connections run a random mix of
+//! set, ms, delete, md, get, mg, gat, touch and incr over keys larger in
+//! total than RAM (so items go to flash, are promoted back and demoted
+//! again), the server is killed with SIGKILL at random points (sometimes
+//! again while it recovers), restarted on the same flash file, and every
+//! key is read back. docs/CRASH.md's promise is checked for each key: it is
+//! absent, or holds its last acknowledged value (never an older one, never
+//! one deleted or overwritten before the kill, never one past the expiry
+//! that its last acknowledged set or touch gave it), or the result of the
+//! request that was in flight at the kill. The count of violations must be 0.
+//!
+//! Cost: about 60-120 s on 2 cores (`TC_CRASH_CYCLES`, default 8 kill cycles
+//! of `TC_CRASH_SECS`, default 4 s of load each).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 24_000;
+const THREADS: usize = 4;
+/// Clock granularity of memcached's expiry (seconds) plus scheduling slack.
+const EXPIRY_SLACK: Duration = Duration::from_millis(2500);
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// xorshift64*: reproducible from the printed seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// What a key may hold: a value and when it expires (None: never).
+#[derive(Clone, Debug, PartialEq)]
+struct Val {
+    data: Vec<u8>,
+    deadline: Option<Instant>,
+}
+
+/// The model of one key: its last acknowledged state, and the outcome of a
+/// change that was sent but not answered when the server died.
+#[derive(Clone, Debug, Default)]
+struct KeyState {
+    acked: Option<Val>,
+    in_flight: Option<Option<Val>>,
+}
+
+fn key(i: usize) -> String {
+    format!("crk{i}")
+}
+
+/// Keys below this are counters (incr); the others hold versioned strings.
+const COUNTERS: usize = 1_000;
+
+fn value_for(i: usize, version: u64, rng: &mut Rng) -> Vec<u8> {
+    if i < COUNTERS {
+        return format!("{}", version * 1000).into_bytes();
+    }
+    let len = 200 + rng.below(2800) as usize;
+    let stamp = format!("{}:{version}:", key(i));
+    stamp.bytes().cycle().take(len).collect()
+}
+
+struct Conn {
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+}
+
+type Io<T> = std::io::Result<T>;
+
+impl Conn {
+    fn connect(port: u16, deadline: Duration) -> Option<Conn> {
+        let until = Instant::now() + deadline;
+        loop {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                s.set_nodelay(true).unwrap();
+                let r = BufReader::new(s.try_clone().unwrap());
+                return Some(Conn { w: s, r });
+            }
+            if Instant::now() > until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn line(&mut self) -> Io<String> {
+        let mut l = String::new();
+        if self.r.read_line(&mut l)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(l.trim_end().to_string())
+    }
+
+    fn data(&mut self, n: usize) -> Io<Vec<u8>> {
+        let mut v = vec![0u8; n + 2];
+        self.r.read_exact(&mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    fn send(&mut self, b: &[u8]) -> Io<()> {
+        self.w.write_all(b)
+    }
+
+    /// `mg key v t`: the value and its remaining TTL (-1: none).
+    fn mg(&mut self, k: &str) -> Io<Option<(Vec<u8>, i64)>> {
+        self.send(format!("mg {k} v t\r\n").as_bytes())?;
+        let l = self.line()?;
+        if l == "EN" {
+            return Ok(None);
+        }
+        let parts: Vec<&str> = l.split(' ').collect();
+        assert_eq!(parts[0], "VA", "mg reply {l:?}");
+        let n: usize = parts[1].parse().unwrap();
+        let ttl = parts
+            .iter()
+            .find_map(|p| p.strip_prefix('t'))
+            .map(|t| t.parse().unwrap())
+            .unwrap();
+        Ok(Some((self.data(n)?, ttl)))
+    }
+
+    /// Classic `get`.
+    fn get(&mut self, k: &str) -> Io<Option<Vec<u8>>> {
+        self.send(format!("get {k}\r\n").as_bytes())?;
+        let l = self.line()?;
+        if l == "END" {
+            return Ok(None);
+        }
+        let n: usize = l.rsplit(' ').next().unwrap().parse().unwrap();
+        let v = self.data(n)?;
+        assert_eq!(self.line()?, "END");
+        Ok(Some(v))
+    }
+}
+
+fn deadline_of(ttl: u64) -> Option<Instant> {
+    (ttl > 0).then(|| Instant::now() + Duration::from_secs(ttl))
+}
+
+/// Checks a value read back (at `now`) against the key's model; returns a
+/// description of the violation, if any.
+fn check(k: usize, st: &KeyState, got: &Option<Vec<u8>>, now: Instant) -> Option<String> {
+    let Some(data) = got else {
+        return None; // absent: always allowed (a cache may lose items)
+    };
+    let fresh = |v: &Val| v.deadline.is_none_or(|d| now < d + EXPIRY_SLACK);
+    let matches = |v: &Option<Val>| v.as_ref().is_some_and(|v| &v.data == data && fresh(v));
+    if matches(&st.acked) || st.in_flight.as_ref().is_some_and(matches) {
+        return None;
+    }
+    let what = match &st.acked {
+        Some(v) if &v.data == data => "an expired value".to_string(),
+        Some(_) => "a value other than the last acknowledged one".to_string(),
+        None => "a value after its delete (or flush)".to_string(),
+    };
+    Some(format!(
+        "{}: served {what}: {:?}",
+        key(k),
+        String::from_utf8_lossy(&data[..data.len().min(40)])
+    ))
+}
+
+struct Shared {
+    model: Vec<Mutex<KeyState>>,
+    violations: Mutex<Vec<String>>,
+    stop: AtomicBool,
+}
+
+/// One connection's random requests over its own keys (`k % THREADS ==
+/// t`), until the server dies or `stop`. Keeps the model exact: a key is
+/// changed only by this thread, and a change is recorded as in flight
+/// before it is sent, as acknowledged when its reply is read.
+fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
+    let Some(mut c) = Conn::connect(port, Duration::from_secs(5)) else {
+        return;
+    };
+    let mut rng = Rng(seed | 1);
+    while !sh.stop.load(Ordering::Relaxed) {
+        let k = (rng.below((KEYS / THREADS) as u64) as usize) * THREADS + t;
+        let ks = key(k);
+        let r = rng.below(100);
+        let res: Io<()> = (|| {
+            if r < 40 {
+                // Reads: served values must match the model (eviction may
+                // make any key absent).
+                let got = if r < 20 {
+                    c.get(&ks)?
+                } else {
+                    c.mg(&ks)?.map(|(v, _)| v)
+                };
+                let st = sh.model[k].lock().unwrap().clone();
+                if let Some(v) = check(k, &st, &got, Instant::now()) {
+                    sh.violations.lock().unwrap().push(format!("live: {v}"));
+                }
+                return Ok(());
+            }
+            if r < 70 || (k < COUNTERS && r < 80) {
+                // set / ms, sometimes with a short TTL.
+                versions[k] += 1;
+                let data = value_for(k, versions[k], &mut rng);
+                let ttl = if rng.below(8) == 0 {
+                    2 + rng.below(4)
+                } else {
+                    0
+                };
+                let new = Val {
+                    data: data.clone(),
+                    deadline: deadline_of(ttl),
+                };
+                sh.model[k].lock().unwrap().in_flight = Some(Some(new.clone()));
+                let ok = if r.is_multiple_of(2) {
+                    c.send(format!("set {ks} 0 {ttl} {}\r\n", data.len()).as_bytes())?;
+                    c.send(&data)?;
+                    c.send(b"\r\n")?;
+                    c.line()? == "STORED"
+                } else {
+                    c.send(format!("ms {ks} {} T{ttl}\r\n", data.len()).as_bytes())?;
+                    c.send(&data)?;
+                    c.send(b"\r\n")?;
+                    c.line()? == "HD"
+                };
+                let mut st = sh.model[k].lock().unwrap();
+                st.in_flight = None;
+                if ok {
+                    st.acked = Some(new);
+                }
+                return Ok(());
+            }
+            if r < 82 {
+                sh.model[k].lock().unwrap().in_flight = Some(None);
+                let l = if r.is_multiple_of(2) {
+                    c.send(format!("delete {ks}\r\n").as_bytes())?;
+                    c.line()?
+                } else {
+                    c.send(format!("md {ks}\r\n").as_bytes())?;
+                    c.line()?
+                };
+                assert!(
+                    ["DELETED", "NOT_FOUND", "HD", "NF"].contains(&l.as_str()),
+                    "{l}"
+                );
+                let mut st = sh.model[k].lock().unwrap();
+                st.in_flight = None;
+                st.acked = None;
+                return Ok(());
+            }
+            if r < 92 {
+                // touch / gat to a new TTL (short or none).
+                let ttl = if rng.below(2) == 0 { 2 } else { 0 };
+                let before = sh.model[k].lock().unwrap().acked.clone();
+                let after = before.clone().map(|v| Val {
+                    deadline: deadline_of(ttl),
+                    ..v
+                });
+                sh.model[k].lock().unwrap().in_flight = Some(after.clone());
+                let hit = if r.is_multiple_of(2) {
+                    c.send(format!("touch {ks} {ttl}\r\n").as_bytes())?;
+                    c.line()? == "TOUCHED"
+                } else {
+                    c.send(format!("gat {ttl} {ks}\r\n").as_bytes())?;
+                    let l = c.line()?;
+                    if l == "END" {
+                        false
+                    } else {
+                        let n: usize = l.rsplit(' ').next().unwrap().parse().unwrap();
+                        let v = c.data(n)?;
+                        assert_eq!(c.line()?, "END");
+                        let st = sh.model[k].lock().unwrap().clone();
+                        let st = KeyState {
+                            in_flight: None,
+                            ..st
+                        };
+                        if let Some(x) = check(k, &st, &Some(v), Instant::now()) {
+                            sh.violations.lock().unwrap().push(format!("live gat: {x}"));
+                        }
+                        true
+                    }
+                };
+                let mut st = sh.model[k].lock().unwrap();
+                st.in_flight = None;
+                if hit {
+                    st.acked = after;
+                }
+                return Ok(());
+            }
+            // incr on counters, or a get of two keys on the others.
+            if k < COUNTERS {
+                let before = sh.model[k].lock().unwrap().acked.clone();
+                let after = before.clone().and_then(|v| {
+                    let n: u64 = String::from_utf8_lossy(&v.data).trim().parse().ok()?;
+                    let s = (n + 1).to_string().into_bytes();
+                    // memcached pads a shorter result with spaces in place.
+                    let mut d = s.clone();
+                    if d.len() < v.data.len() {
+                        d.resize(v.data.len(), b' ');
+                    }
+                    Some(Val { data: d, ..v })
+                });
+                sh.model[k].lock().unwrap().in_flight = Some(after.clone());
+                c.send(format!("incr {ks} 1\r\n").as_bytes())?;
+                let l = c.line()?;
+                let mut st = sh.model[k].lock().unwrap();
+                st.in_flight = None;
+                if l == "NOT_FOUND" {
+                    // Evicted (or expired): it may still come back after a
+                    // crash with the acknowledged value.
+                } else {
+                    match &after {
+                        Some(a) if String::from_utf8_lossy(&a.data).trim() == l => {
+                            st.acked = after;
+                        }
+                        _ => {
+                            sh.violations.lock().unwrap().push(format!(
+                                "live incr: {ks} returned {l}, model {:?}",
+                                before.map(|v| String::from_utf8_lossy(&v.data).into_owned())
+                            ));
+                            // Resynchronise the model with what is there.
+                            st.acked = Some(Val {
+                                data: l.into_bytes(),
+                                deadline: None,
+                            });
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if res.is_err() {
+            return; // the server died: whatever was in flight stays so
+        }
+    }
+}
+
+fn spawn(port: u16, flash: &str) -> Child {
+    // TC_CRASH_BIN runs the same test against another build.
+    let bin = std::env::var("TC_CRASH_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
+    Command::new(bin)
+        .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
+        .arg(format!("ext_path={flash}:128M"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn kill(mut c: Child) {
+    // Child::kill sends SIGKILL.
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// Reads every key back after a restart, checks it, and makes the model
+/// what the server now holds.
+fn verify_all(sh: &Shared, port: u16, cycle: u64) -> usize {
+    let mut c = Conn::connect(port, Duration::from_secs(60)).expect("server restarts");
+    let mut back = 0;
+    for k in 0..KEYS {
+        let got = c.mg(&key(k)).expect("mg after restart");
+        let now = Instant::now();
+        let mut st = sh.model[k].lock().unwrap();
+        if let Some(v) = check(k, &st, &got.as_ref().map(|g| g.0.clone()), now) {
+            sh.violations
+                .lock()
+                .unwrap()
+                .push(format!("after kill {cycle}: {v}"));
+        }
+        if got.is_some() {
+            back += 1;
+        }
+        st.in_flight = None;
+        st.acked = got.map(|(data, ttl)| Val {
+            data,
+            deadline: (ttl >= 0).then(|| now + Duration::from_secs(ttl as u64)),
+        });
+    }
+    back
+}
+
+#[test]
+fn random_changes_across_kill_9_never_come_back_stale() {
+    let cycles = env_num("TC_CRASH_CYCLES", 8);
+    let secs = env_num("TC_CRASH_SECS", 4);
+    let seed = env_num("TC_CRASH_SEED", {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
+    eprintln!("seed {seed} (TC_CRASH_SEED={seed} repeats this run)");
+    let dir = std::env::temp_dir().join(format!("tc-crash-random-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let flash = dir.join("flash").display().to_string();
+    let port = 25000 + (std::process::id() % 3000) as u16;
+    let sh = Arc::new(Shared {
+        model: (0..KEYS).map(|_| Mutex::new(KeyState::default())).collect(),
+        violations: Mutex::new(Vec::new()),
+        stop: AtomicBool::new(false),
+    });
+    let mut rng = Rng(seed | 1);
+    let mut versions: Vec<Vec<u64>> = vec![vec![0; KEYS]; THREADS];
+    let mut child = spawn(port, &flash);
+    for cycle in 0..cycles {
+        // Load for a while, then kill at a random moment.
+        sh.stop.store(false, Ordering::Relaxed);
+        let run_for = Duration::from_millis(secs * 500 + rng.below(secs * 1000));
+        let handles: Vec<_> = versions
+            .iter_mut()
+            .enumerate()
+            .map(|(t, v)| {
+                let sh = sh.clone();
+                let s = rng.next();
+                let mut v = std::mem::take(v);
+                std::thread::spawn(move || {
+                    worker(&sh, port, t, s, &mut v);
+                    v
+                })
+            })
+            .collect();
+        if cycle % 3 == 2 {
+            // A flush_all in the middle of the load, from another
+            // connection: every key is absent after its OK, except changes
+            // made after it (the workers keep going, so keys they change
+            // afterwards are modelled by them).
+            std::thread::sleep(run_for / 2);
+            let mut c = Conn::connect(port, Duration::from_secs(5)).unwrap();
+            // Stop the workers first so the flush's effect is exact.
+            sh.stop.store(true, Ordering::Relaxed);
+            let vs: Vec<Vec<u64>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            versions = vs;
+            for m in &sh.model {
+                m.lock().unwrap().in_flight = Some(None);
+            }
+            c.send(b"flush_all\r\n").unwrap();
+            assert_eq!(c.line().unwrap(), "OK");
+            for m in &sh.model {
+                let mut st = m.lock().unwrap();
+                st.in_flight = None;
+                st.acked = None;
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(500)));
+            kill(child);
+        } else {
+            std::thread::sleep(run_for);
+            kill(child);
+            sh.stop.store(true, Ordering::Relaxed);
+            versions = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        }
+        // Sometimes kill it again while it recovers.
+        if rng.below(3) == 0 {
+            let c = spawn(port, &flash);
+            std::thread::sleep(Duration::from_millis(rng.below(400)));
+            kill(c);
+        }
+        child = spawn(port, &flash);
+        let back = verify_all(&sh, port, cycle);
+        eprintln!(
+            "kill {cycle}: {back} of {KEYS} keys back, {} violations so far",
+            sh.violations.lock().unwrap().len()
+        );
+    }
+    kill(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    let v = sh.violations.lock().unwrap();
+    for line in v.iter().take(20) {
+        eprintln!("{line}");
+    }
+    assert!(
+        v.is_empty(),
+        "{} violations of the crash promise (seed {seed})",
+        v.len()
+    );
+}
