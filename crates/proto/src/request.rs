@@ -109,9 +109,13 @@ pub enum Request<'a> {
         key: Cow<'a, [u8]>,
     },
     /// A retrieval with a key over 250 bytes: memcached answers
-    /// `CLIENT_ERROR bad command line format` and drops every reply of the
-    /// connection not yet sent.
+    /// `CLIENT_ERROR bad command line format` and drops the replies of the
+    /// connection that are not yet due (see [`Request::drops_pending`]).
     GetKeyTooLong,
+    /// An unknown command whose last word starts with `HTTP/` (`GET /
+    /// HTTP/1.0`): memcached hangs up at once, without a reply, dropping
+    /// the replies that are not yet due.
+    HttpHangup,
     /// A storage request whose data block is refused (too large): the data is
     /// swallowed, and an existing item under the key is removed so that a
     /// stale value does not outlive a failed overwrite, as memcached does.
@@ -127,6 +131,24 @@ pub enum Request<'a> {
         reply: ErrorReply,
         noreply: bool,
     },
+}
+
+impl Request<'_> {
+    /// Whether memcached writes out every reply so far once this request
+    /// has run: it does after a classic retrieval (`get`, `gets`, `gat`,
+    /// `gats`, `bget`) and after `mn`, and whenever its input holds no
+    /// complete request. Replies not yet written out at that point are
+    /// "not yet due".
+    pub fn makes_replies_due(&self) -> bool {
+        matches!(self, Request::Get(_) | Request::MetaNoop)
+    }
+
+    /// Whether memcached drops the connection's replies that are not yet
+    /// due (see [`Request::makes_replies_due`]) before it handles this
+    /// request; replies already due are written all the same.
+    pub fn drops_pending(&self) -> bool {
+        matches!(self, Request::GetKeyTooLong | Request::HttpHangup)
+    }
 }
 
 /// Error lines memcached sends, byte for byte (without `\r\n`).

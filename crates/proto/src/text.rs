@@ -229,8 +229,25 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
                 None => error(ErrorReply::Error, noreply, consumed),
             }
         }),
+        _ if http_hangup(cmd, tokens.words[tokens.len - 1]) => done(Request::HttpHangup, consumed),
         _ => error(ErrorReply::Error, false, consumed),
     }
+}
+
+/// memcached 1.6's `process_command_ascii` hangs up on an unknown command
+/// whose last word starts with `HTTP/` (an HTTP request line), but only
+/// after every branch it knows: command words starting with `g s a c i d t`
+/// (and two-letter `m` words) answer `ERROR` whatever they end with, and a
+/// few commands tiercache does not have answer their own errors.
+fn http_hangup(cmd: &[u8], last: &[u8]) -> bool {
+    const OWN_REPLY: [&[u8]; 5] = [
+        b"lru_crawler",
+        b"watch",
+        b"lru",
+        b"extstore",
+        b"refresh_certs",
+    ];
+    last.starts_with(b"HTTP/") && !b"gsacidt".contains(&cmd[0]) && !OWN_REPLY.contains(&cmd)
 }
 
 /// No newline yet: wait, or hang up on a long line that is not a multiget.

@@ -90,6 +90,31 @@ fn token_count_errors() {
 }
 
 #[test]
+fn http_request_lines_hang_up_where_memcached_does() {
+    for line in [
+        &b"GET / HTTP/1.0\r\n"[..],
+        b"HEAD / HTTP/1.1\r\n",
+        b"mfoo HTTP/\r\n",
+        b"foo HTTP/1.1\0x\r\n",
+    ] {
+        assert_eq!(req(line).0, Request::HttpHangup, "{line:?}");
+    }
+    // memcached's branches for these first letters, and commands with
+    // replies of their own, come before its HTTP check.
+    for line in [
+        &b"gfoo HTTP/1.1\r\n"[..],
+        b"tfoo HTTP/1.1\r\n",
+        b"mx HTTP/1.1\r\n",
+        b"lru_crawler HTTP/1.1\r\n",
+        b"foo HTTP\r\n",
+        b"foo HTTP/1.1 x\r\n",
+    ] {
+        assert_eq!(err_line(line), b"ERROR", "{line:?}");
+    }
+    assert!(matches!(req(b"get HTTP/1.1\r\n").0, Request::Get(_)));
+}
+
+#[test]
 fn key_and_number_errors() {
     let long = format!("get {}\r\n", "a".repeat(251));
     assert_eq!(req(long.as_bytes()).0, Request::GetKeyTooLong);

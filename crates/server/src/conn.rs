@@ -39,6 +39,10 @@ pub struct Conn {
     drained: bool,
     wbuf: Vec<u8>,
     wpos: usize,
+    /// `wbuf[..due]` is due: replies memcached would have written out
+    /// already (`Request::makes_replies_due`), which a request that drops
+    /// pending replies (`Request::drops_pending`) must keep.
+    due: usize,
     /// Bytes of a refused data block still to discard.
     swallow: usize,
     /// Buffer length the current partial request needs.
@@ -95,6 +99,7 @@ impl Conn {
             drained: false,
             wbuf: Vec::with_capacity(4096),
             wpos: 0,
+            due: 0,
             swallow: 0,
             need: 0,
             eof: false,
@@ -257,6 +262,8 @@ impl Conn {
     /// None when nothing was executed.
     fn process(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> Option<Outcome> {
         let mut last = None;
+        // memcached writes out its replies whenever its input runs out.
+        self.due = self.wbuf.len();
         'requests: while !self.closing && self.pending_output() < max_pending && !self.busy {
             if self.flights.head_waiting(self.pos) > 0 {
                 // New input may have come in behind the waiting head.
@@ -285,9 +292,10 @@ impl Conn {
                     break;
                 }
                 Parsed::Request { request, consumed } => {
-                    if request == tiercache_proto::Request::GetKeyTooLong {
-                        self.wbuf.truncate(self.wpos);
+                    if request.drops_pending() {
+                        self.wbuf.truncate(self.wpos.max(self.due));
                     }
+                    let makes_due = request.makes_replies_due();
                     let mut after_miss = false;
                     let mut runs = 0u32;
                     let mut request = Some(request);
@@ -366,6 +374,9 @@ impl Conn {
                     self.flights.done(head);
                     self.consume(consumed);
                     self.need = 0;
+                    if makes_due {
+                        self.due = self.wbuf.len();
+                    }
                     last = Some(outcome);
                     match outcome {
                         Outcome::Continue => {}
@@ -441,6 +452,7 @@ impl Conn {
         if self.wpos == self.wbuf.len() {
             self.wbuf.clear();
             self.wpos = 0;
+            self.due = 0;
             if self.wbuf.capacity() > 1 << 20 {
                 self.wbuf.shrink_to(64 * 1024);
             }

@@ -203,6 +203,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
         }
         Request::Error { reply: r, noreply } => reply(out, noreply, r.line()),
         Request::GetKeyTooLong => resp::line(out, errors::BAD_FORMAT.as_bytes()),
+        Request::HttpHangup => return Outcome::Close,
     }
     Outcome::Continue
 }

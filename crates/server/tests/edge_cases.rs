@@ -1,0 +1,124 @@
+//! Protocol edge cases where tiercache must answer as memcached 1.6.18 does,
+//! byte for byte (issue 19, section 4), end to end over real sockets. Each
+//! expectation was checked against a real memcached 1.6.18 with the same
+//! bytes; tests/interop/cases/17-edge-cases.case compares them directly.
+
+mod common;
+
+use common::{server, Client};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Sends `bytes` in one write and reads until the server closes the
+/// connection (true) or stays silent for a while (false).
+fn send_and_read(h: &tiercache_server::server::ServerHandle, bytes: &[u8]) -> (Vec<u8>, bool) {
+    let mut s = TcpStream::connect(h.addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(bytes).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return (got, false)
+            }
+            // A reset after the server closed with unread input.
+            Err(_) => return (got, true),
+        }
+    }
+}
+
+fn version_line() -> String {
+    format!("VERSION {}\r\n", tiercache_server::VERSION)
+}
+
+#[test]
+fn an_http_request_line_closes_the_connection() {
+    let h = server();
+    let mut c = Client::new(&h);
+    assert_eq!(c.tx_str(b"set a 0 0 1\r\nx\r\n"), "STORED\r\n");
+
+    for line in [
+        &b"GET / HTTP/1.0\r\n"[..],
+        b"POST /x HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"foo HTTP/\r\n",
+        b"mfoo HTTP/1.1\r\n",
+        b"Delete HTTP/1.1\r\n",
+        b"foo HTTP/1.1\n",
+        b"foo HTTP/1.1\0 x\r\n",
+        // The 23rd word is the last one memcached looks at.
+        b"foo a b c d e f g h i j k l m n o p q r s t u HTTP/1 x\r\n",
+    ] {
+        let (got, closed) = send_and_read(&h, line);
+        assert_eq!(got, b"", "{:?}", String::from_utf8_lossy(line));
+        assert!(closed, "{:?} must close", String::from_utf8_lossy(line));
+    }
+    // Replies due before it (a get's, mn's) are written; later ones are not.
+    let (got, closed) = send_and_read(&h, b"get a\r\nversion\r\nGET / HTTP/1.0\r\nget a\r\n");
+    assert_eq!(got, b"VALUE a 0 1\r\nx\r\nEND\r\n");
+    assert!(closed);
+    let (got, closed) = send_and_read(&h, b"mn\r\nversion\r\nGET / HTTP/1.0\r\n");
+    assert_eq!(got, b"MN\r\n");
+    assert!(closed);
+
+    // Not an HTTP hang-up: known first letters, known commands, other words.
+    for (line, reply) in [
+        (&b"gxx HTTP/1.1\r\n"[..], "ERROR\r\n".to_string()),
+        (b"mx HTTP/1.1\r\n", "ERROR\r\n".into()),
+        (b"sfoo HTTP/1.1\r\n", "ERROR\r\n".into()),
+        (b"lru HTTP/1.1\r\n", "ERROR\r\n".into()),
+        (b"foo http/1.1\r\n", "ERROR\r\n".into()),
+        (b"foo HTTP\r\n", "ERROR\r\n".into()),
+        (b"foo HTTP/1.1 noreply\r\n", "ERROR\r\n".into()),
+        (b"H HTTP/1.1\r\n", "ERROR\r\n".into()),
+        (
+            b"foo a b c d e f g h i j k l m n o p q r s t u v HTTP/1 x\r\n",
+            "ERROR\r\n".into(),
+        ),
+        (b"get HTTP/1.1\r\n", "END\r\n".into()),
+        (b"version HTTP/1.1\r\n", version_line()),
+    ] {
+        assert_eq!(c.tx_str(line), reply, "{:?}", String::from_utf8_lossy(line));
+    }
+    // Nothing stored was lost.
+    assert_eq!(c.tx_str(b"get a\r\n"), "VALUE a 0 1\r\nx\r\nEND\r\n");
+    h.shutdown();
+}
+
+#[test]
+fn a_long_key_get_keeps_the_replies_already_due() {
+    let h = server();
+    let long = "k".repeat(251);
+    let bad = "CLIENT_ERROR bad command line format\r\n";
+    let mut c = Client::new(&h);
+    assert_eq!(c.tx_str(b"set a 0 0 1\r\nx\r\n"), "STORED\r\n");
+    // mn writes out everything before it.
+    let got = c.tx_str(format!("mn\r\nversion\r\nget {long}\r\nversion\r\n").as_bytes());
+    assert_eq!(got, format!("MN\r\n{bad}{}", version_line()));
+    let got = c
+        .tx_str(format!("set b 0 0 1\r\ny\r\nmn\r\nset c 0 0 1\r\nz\r\nget {long}\r\n").as_bytes());
+    assert_eq!(got, format!("STORED\r\nMN\r\n{bad}"));
+    // So does a get; the version after it is dropped.
+    let got = c.tx_str(format!("get a\r\nversion\r\nget {long}\r\n").as_bytes());
+    assert_eq!(got, format!("VALUE a 0 1\r\nx\r\nEND\r\n{bad}"));
+    // Without a flush point everything pending goes, as before.
+    let got = c.tx_str(format!("version\r\nget a {long}\r\nversion\r\n").as_bytes());
+    assert_eq!(got, format!("{bad}{}", version_line()));
+    // The stores went through all the same.
+    assert_eq!(
+        c.tx_str(b"get b c\r\n"),
+        "VALUE b 0 1\r\ny\r\nVALUE c 0 1\r\nz\r\nEND\r\n"
+    );
+    h.shutdown();
+}
