@@ -464,7 +464,9 @@ impl Shard {
             vlen: vlen as u32,
             klen: key.len() as u8,
             bits: new.bits & !(item::DEAD | item::FREQ_MASK),
-            atime: 0,
+            // Linking is an access (memcached sets the item's time then):
+            // `mg l` and `me`'s `la` count from here.
+            atime: self.clock_now as u16,
         };
         let o = loc.off as usize;
         let seg = self.seg_mut(loc.seg);
