@@ -22,8 +22,6 @@ pub struct MetaFlags<'a> {
     pub no_update: bool,
     /// `I`: invalidate (mark stale) instead of deleting / set stale with CAS.
     pub invalidate: bool,
-    /// `x`: md removes the value but keeps the item.
-    pub remove_value: bool,
     /// `T`: new TTL.
     pub ttl: Option<i32>,
     /// `N`: vivify on miss with this TTL.
@@ -34,8 +32,6 @@ pub struct MetaFlags<'a> {
     pub client_flags: u32,
     /// `C`: compare CAS.
     pub compare_cas: Option<u64>,
-    /// `E`: explicit new CAS value.
-    pub explicit_cas: Option<u64>,
     /// `M`: mode letter.
     pub mode: Option<u8>,
     /// `D`: ma delta (default 1).
@@ -61,6 +57,10 @@ pub type FlagError = &'static str;
 
 /// Parses flag tokens. `key` is replaced by its decoded form when `b` is given.
 /// Returns the error string memcached gives for the first problem found.
+///
+/// The flags are those memcached 1.6.18 knows. Later versions added `E`
+/// (explicit new CAS) and `x` (md: drop the value, keep the item); 1.6.18
+/// refuses both as unknown flags, and so does tiercache.
 pub fn parse_flags<'a>(
     tokens: &[&'a [u8]],
     key: &mut Cow<'a, [u8]>,
@@ -117,7 +117,6 @@ pub fn parse_flags<'a>(
             b'v' => f.value = true,
             b'u' => f.no_update = true,
             b'q' => f.quiet = true,
-            b'x' => f.remove_value = true,
             b'I' => f.invalidate = true,
             b'F' => match parse_u32(arg) {
                 Some(v) => f.client_flags = v,
@@ -127,12 +126,6 @@ pub fn parse_flags<'a>(
             },
             b'C' => match parse_u64(arg) {
                 Some(v) => f.compare_cas = Some(v),
-                None => {
-                    error.get_or_insert(bad_token);
-                }
-            },
-            b'E' => match parse_u64(arg) {
-                Some(v) => f.explicit_cas = Some(v),
                 None => {
                     error.get_or_insert(bad_token);
                 }
@@ -190,6 +183,9 @@ mod tests {
     fn errors_match_memcached() {
         assert_eq!(flags("v v").unwrap_err(), "CLIENT_ERROR duplicate flag");
         assert_eq!(flags("Z").unwrap_err(), "CLIENT_ERROR invalid flag");
+        // Not in memcached 1.6.18.
+        assert_eq!(flags("E5").unwrap_err(), "CLIENT_ERROR invalid flag");
+        assert_eq!(flags("x").unwrap_err(), "CLIENT_ERROR invalid flag");
         assert_eq!(
             flags("Tabc").unwrap_err(),
             "CLIENT_ERROR bad token in command line format"

@@ -558,7 +558,7 @@ fn meta_set(
         exptime: flags.ttl.map(|t| ctx.exptime(t)).unwrap_or(0),
         data,
         compare_cas: flags.compare_cas.unwrap_or(0),
-        new_cas: flags.explicit_cas.unwrap_or(0),
+        new_cas: 0,
         set_stale: flags.invalidate && mode == Mode::Cas,
         binary_key: flags.base64_key,
     };

@@ -122,3 +122,59 @@ fn a_long_key_get_keeps_the_replies_already_due() {
     );
     h.shutdown();
 }
+
+/// The number after ` <flag>` in a meta reply line.
+fn meta_num(reply: &str, flag: char) -> i64 {
+    let tok = reply
+        .split_whitespace()
+        .find(|t| t.starts_with(flag) && t[1..].parse::<i64>().is_ok())
+        .unwrap_or_else(|| panic!("no {flag} in {reply:?}"));
+    tok[1..].parse().unwrap()
+}
+
+#[test]
+fn mg_l_counts_seconds_since_the_last_access() {
+    let h = server();
+    let mut c = Client::new(&h);
+    // l and h are as before this access; t is the TTL left.
+    let r = c.tx_str(b"set k 0 100 1\r\nx\r\nmg k l h t\r\n");
+    assert!(r.starts_with("STORED\r\nHD l"), "{r}");
+    assert!(meta_num(&r, 'l') <= 1, "just set: {r}");
+    assert_eq!(meta_num(&r, 'h'), 0, "{r}");
+    assert!((99..=100).contains(&meta_num(&r, 't')), "{r}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = c.tx_str(b"mg k l h\r\n");
+    assert!((1..=2).contains(&meta_num(&r, 'l')), "a second later: {r}");
+    assert_eq!(meta_num(&r, 'h'), 1, "{r}");
+    let r = c.tx_str(b"mg k l\r\n");
+    assert!(meta_num(&r, 'l') <= 1, "just read: {r}");
+    // An item stored a second ago, never read.
+    let r = c.tx_str(b"set n 0 0 1\r\ny\r\n");
+    assert_eq!(r, "STORED\r\n");
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = c.tx_str(b"mg n l h t\r\n");
+    assert!((1..=2).contains(&meta_num(&r, 'l')), "{r}");
+    assert!(r.ends_with(" h0 t-1\r\n"), "{r}");
+    h.shutdown();
+}
+
+#[test]
+fn meta_e_and_md_x_are_refused_as_memcached_1_6_18_does() {
+    let h = server();
+    let mut c = Client::new(&h);
+    assert_eq!(c.tx_str(b"set k 0 0 1\r\nx\r\n"), "STORED\r\n");
+    let invalid = "CLIENT_ERROR invalid flag\r\n";
+    let md_ma = "CLIENT_ERROR invalid or duplicate flag\r\n";
+    assert_eq!(c.tx_str(b"mg k E5 c\r\n"), invalid);
+    assert_eq!(c.tx_str(b"mg new N30 E5 c\r\n"), invalid);
+    // ms: the data block is swallowed, nothing is stored.
+    assert_eq!(c.tx_str(b"ms k 1 E12345 c\r\ny\r\n"), invalid);
+    assert_eq!(c.tx_str(b"md k E5\r\n"), md_ma);
+    assert_eq!(c.tx_str(b"md k x\r\n"), md_ma);
+    assert_eq!(c.tx_str(b"ma k E5\r\n"), md_ma);
+    assert_eq!(c.tx_str(b"mg k x\r\n"), invalid);
+    // Nothing changed: same value, same CAS (1), nothing created.
+    assert_eq!(c.tx_str(b"mg k v c\r\n"), "VA 1 c1\r\nx\r\n");
+    assert_eq!(c.tx_str(b"mg new\r\n"), "EN\r\n");
+    h.shutdown();
+}
