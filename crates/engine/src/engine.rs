@@ -31,6 +31,10 @@ pub struct FlashConfig {
     pub avg_item_size: usize,
     /// Where a graceful shutdown writes the snapshot the next start reads.
     pub snapshot: Option<PathBuf>,
+    /// Files that record a failed crash journal outside the devices (see
+    /// `flash::distrust`; `flash::distrust::default_files` gives the usual
+    /// ones). A start that finds one recovers nothing from the devices.
+    pub untrusted_marks: Vec<PathBuf>,
 }
 
 /// Engine settings.
@@ -395,6 +399,12 @@ impl Engine {
             journal_writer,
             last_recovery: Mutex::new(None),
         };
+        if let (Some(f), Some(fc)) = (&engine.flash, &engine.config.flash) {
+            f.distrust.set_files(fc.untrusted_marks.clone());
+            if f.distrust.found_marks() && fc.params.wipe {
+                f.distrust.clear_files();
+            }
+        }
         engine.restore_if_any()?;
         if let Some(f) = &engine.flash {
             // A snapshot brings its own index: fingerprints follow the index.
@@ -548,6 +558,14 @@ impl Engine {
     /// once no request runs any more). Returns items saved and bytes written.
     pub fn persist(&self) -> std::io::Result<(u64, u64)> {
         use crate::persist::{SnapWriter, MAGIC, VERSION};
+        if let Some(f) = self.flash.as_ref().filter(|f| f.journal().failed()) {
+            if !f.record_journal_failure(true) {
+                tracing::error!(
+                    "the crash journal failed and neither the flash devices nor a mark file could record it: \
+                     start the next run with -o ext_wipe, or it may serve values deleted or overwritten in this run"
+                );
+            }
+        }
         let Some(path) = self.config.flash.as_ref().and_then(|f| f.snapshot.clone()) else {
             return Ok((0, 0));
         };

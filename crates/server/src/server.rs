@@ -90,6 +90,11 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
                 io: cfg.io_mode()?,
                 avg_item_size: cfg.flash.avg_item_size,
                 snapshot: cfg.snapshot_path()?,
+                untrusted_marks: cfg
+                    .flash_paths()?
+                    .first()
+                    .map(|(p, _)| tiercache_engine::flash::distrust::default_files(p))
+                    .unwrap_or_default(),
             })
         },
         ..ec

@@ -262,10 +262,18 @@ pub fn flash(out: &mut Vec<u8>, engine: &tiercache_engine::Engine, e: &EngineSta
         l(&j.stats.wrap_floor_raises),
     );
     stat(out, "flash_journal_failed", u8::from(j.failed()));
+    // 1 once a failed journal is recorded where the next start looks (the
+    // superblocks or a mark file): that start will not trust the devices.
+    stat(
+        out,
+        "flash_journal_failure_recorded",
+        u8::from(f.distrust.recorded()),
+    );
     if let Some(r) = engine.last_recovery() {
         stat(out, "flash_crash_recovered_items", r.items);
         stat(out, "flash_crash_recovered_segments", r.segments);
         stat(out, "flash_crash_dropped_by_tombstones", r.dead);
+        stat(out, "flash_crash_dropped_older_copies", r.duplicates);
         stat(out, "flash_crash_untrusted_segments", r.untrusted_segments);
     }
     if let Some(b) = engine.io_backend() {

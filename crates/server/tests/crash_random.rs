@@ -350,8 +350,8 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
 }
 
 fn spawn(port: u16, flash: &str) -> Child {
-    // TC_CRASH_BIN runs the same test against another build.
-    let bin = std::env::var("TC_CRASH_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
+    // TC_SERVER_BIN runs the same test against another build.
+    let bin = std::env::var("TC_SERVER_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
     Command::new(bin)
         .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
         .arg(format!("ext_path={flash}:128M"))

@@ -116,6 +116,7 @@ fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Eng
         io: Default::default(),
         avg_item_size,
         snapshot: None,
+        untrusted_marks: Vec::new(),
     });
     let config = EngineConfig {
         memory_limit: ram as usize,

@@ -9,11 +9,13 @@
 //! - [`tier`]: slots, write buffers, the flusher, reclaim.
 //! - [`fetch`]: records a request waits for, verified on arrival.
 //! - [`journal`]: tombstones and the trust floor that make crash recovery safe.
+//! - [`distrust`]: recording a failed journal so the next start trusts nothing.
 //! - [`io`]: per-worker asynchronous readers (thread-pool pread).
 //! - [`uring`]: the io_uring reader (one ring per worker).
 
 pub mod aligned;
 pub mod device;
+pub mod distrust;
 pub mod fault;
 pub mod fetch;
 pub mod format;

@@ -261,6 +261,8 @@ pub struct FlashTier {
     prev_journal_off: bool,
     /// Each device's superblock as stamped at start.
     superblocks: Mutex<Vec<Superblock>>,
+    /// A failed journal's record (and the previous run's).
+    pub distrust: super::distrust::Distrust,
     /// The highest segment sequence number handed out (a tombstone's horizon).
     max_seq: AtomicU64,
     params: TierParams,
@@ -389,6 +391,7 @@ impl FlashTier {
             kept,
             prev_journal_off,
             superblocks: Mutex::new(superblocks),
+            distrust: Default::default(),
             max_seq: AtomicU64::new(first_seq - 1),
             state: Mutex::new(State {
                 slots,
@@ -932,6 +935,9 @@ impl FlashTier {
         let mut last_append = (0u64, Instant::now());
         let mut last_expiry_scan = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
+            if self.journal.failed() {
+                self.record_journal_failure(false);
+            }
             let job = {
                 let mut st = self.state.lock();
                 loop {
@@ -1157,6 +1163,22 @@ pub struct Recovery {
     pub bytes_read: u64,
 }
 
+impl FlashTier {
+    /// The crash journal failed: marks the devices untrusted for the next
+    /// start (see [`super::distrust`]), retried by the flusher until it is
+    /// written. `now`: try at once (at shutdown). Returns whether the
+    /// failure is recorded where the next start looks.
+    pub fn record_journal_failure(&self, now: bool) -> bool {
+        self.distrust.record(
+            &self.devices,
+            &self.superblocks,
+            |d, sb| write_superblock(d, sb).map_err(|e| e.0),
+            now,
+        );
+        self.distrust.recorded()
+    }
+}
+
 /// Crash recovery: the segment table and the index from the devices.
 impl FlashTier {
     /// Rebuilds the segment table from the segment headers on the devices
@@ -1171,10 +1193,21 @@ impl FlashTier {
         let mut report = Recovery::default();
         let mut rec = self.journal.take_recovered().unwrap_or_default();
         if !self.kept || !self.params.crash_journal {
+            if !self.kept {
+                // Nothing of the earlier run is on the devices any more.
+                self.distrust.clear_files();
+            }
             return report;
         }
         if self.prev_journal_off {
-            rec.damaged = Some("the previous run kept no crash journal (ext_crash_safe=0)".into());
+            rec.damaged = Some(
+                "the previous run kept no crash journal (ext_crash_safe=0, or its journal failed)"
+                    .into(),
+            );
+        }
+        if self.distrust.previous_run() {
+            rec.damaged =
+                Some("an earlier run's crash journal failed (its mark file is there)".into());
         }
         let mut st = self.state.lock();
         let headers = self.read_headers(&st);
@@ -1319,7 +1352,7 @@ impl FlashTier {
     /// raises the floor over every segment on the devices, so that a crash
     /// from now on never trusts what that run wrote.
     pub fn after_restore(&self) {
-        if !self.params.crash_journal || !self.prev_journal_off {
+        if !self.params.crash_journal || !(self.prev_journal_off || self.distrust.previous_run()) {
             return;
         }
         let st = self.state.lock();
@@ -1338,6 +1371,9 @@ impl FlashTier {
     /// The floor covers everything written without the journal: clears the
     /// devices' "journal off" mark.
     fn covered(&self) {
+        if self.distrust.previous_run() {
+            self.distrust.clear_files();
+        }
         let mut sbs = self.superblocks.lock();
         for (d, sb) in self.devices.iter().zip(sbs.iter_mut()) {
             if sb.journal_off {

@@ -34,6 +34,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             read_threads: 1,
             avg_item_size: 1024,
             snapshot: None,
+            untrusted_marks: Vec::new(),
             io: Default::default(),
         }),
     }
