@@ -121,6 +121,9 @@ pub enum Request<'a> {
     /// stale value does not outlive a failed overwrite, as memcached does.
     StoreRefused {
         key: Cow<'a, [u8]>,
+        /// From a classic storage command (not `ms`): `stats detail`
+        /// counts it as a set, as memcached does.
+        classic: bool,
         remove_existing: bool,
         reply: ErrorReply,
         noreply: bool,

@@ -331,6 +331,7 @@ fn store<'a>(
         return Parsed::Swallow {
             request: Request::StoreRefused {
                 key: Cow::Borrowed(key),
+                classic: true,
                 remove_existing: mode == StoreMode::Set,
                 reply: ErrorReply::Server(errors::TOO_LARGE),
                 noreply,
@@ -539,6 +540,7 @@ fn parse_meta_set<'a>(
         let request = match key {
             Some(key) => Request::StoreRefused {
                 key,
+                classic: false,
                 remove_existing: true,
                 reply,
                 noreply: false,

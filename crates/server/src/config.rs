@@ -46,6 +46,9 @@ pub struct Args {
     /// User to run as (memcached -u); accepted and ignored.
     #[arg(short = 'u', long = "user")]
     pub user: Option<String>,
+    /// Key prefix delimiter for `stats detail`; also turns detail on (memcached -D).
+    #[arg(short = 'D')]
+    pub prefix_delimiter: Option<String>,
     /// Enable the `shutdown` command (memcached -A).
     #[arg(short = 'A', long = "enable-shutdown")]
     pub enable_shutdown: bool,
@@ -74,6 +77,10 @@ pub struct ServerConfig {
     pub max_get_line: usize,
     /// Pending output per connection after which its input is not read.
     pub max_pending_output: usize,
+    /// `stats detail` counts per key prefix from the start (`-D`).
+    pub detail_enabled: bool,
+    /// What ends a key's prefix for `stats detail` (`-D`, default `:`).
+    pub detail_delimiter: u8,
 }
 
 impl Default for ServerConfig {
@@ -87,6 +94,8 @@ impl Default for ServerConfig {
             enable_shutdown: false,
             max_get_line: 1 << 20,
             max_pending_output: 4 << 20,
+            detail_enabled: false,
+            detail_delimiter: b':',
         }
     }
 }
@@ -271,6 +280,14 @@ impl Config {
         }
         if args.enable_shutdown {
             s.enable_shutdown = true;
+        }
+        if let Some(d) = &args.prefix_delimiter {
+            // memcached takes the first byte of the argument.
+            match d.as_bytes().first() {
+                Some(&b) => s.detail_delimiter = b,
+                None => bail!("-D needs a delimiter character"),
+            }
+            s.detail_enabled = true;
         }
         if let Some(u) = args.udp_port {
             if u != 0 {
@@ -499,6 +516,17 @@ mod tests {
         assert!(load(&["-U", "11211"]).is_err());
         let e = load(&["-o", "ext_io=aio"]).unwrap_err().to_string();
         assert!(e.contains("ext_io=aio: choose auto, uring or pool"), "{e}");
+    }
+
+    #[test]
+    fn dash_d_sets_the_detail_delimiter() {
+        let c = load(&[]).unwrap();
+        assert!(!c.server.detail_enabled);
+        assert_eq!(c.server.detail_delimiter, b':');
+        let c = load(&["-D", "/"]).unwrap();
+        assert!(c.server.detail_enabled);
+        assert_eq!(c.server.detail_delimiter, b'/');
+        assert!(load(&["-D", ""]).is_err());
     }
 
     #[test]

@@ -102,6 +102,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
                 }
                 found
             };
+            ctx.shared.detail.record_delete(key);
             if found {
                 bump(&ctx.stats.delete_hits);
                 reply(out, noreply, b"DELETED");
@@ -185,10 +186,14 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
         Request::MetaDebug { key } => meta_debug(&key, out, ctx),
         Request::StoreRefused {
             key,
+            classic,
             remove_existing,
             reply: r,
             noreply,
         } => {
+            if classic {
+                ctx.shared.detail.record_set(&key);
+            }
             bump(&ctx.stats.store_too_large);
             if remove_existing {
                 let hash = Engine::hash(&key);
@@ -230,6 +235,9 @@ fn value_reply(out: &mut Vec<u8>, key: &[u8], h: &Header, value: &[u8], return_c
 fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     let touch = g.touch.map(|t| ctx.exptime(t));
     let (mut hits, mut misses) = (0u64, 0u64);
+    // For `stats detail`, counted once the get is not run again.
+    let detail = ctx.shared.detail.enabled();
+    let mut looked_up: Vec<(&[u8], bool)> = Vec::new();
     for key in g.keys() {
         let hash = Engine::hash(key);
         let mut s = ctx.engine().lock(hash, ctx.now);
@@ -244,6 +252,9 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
             let loc = s.hit(hash, loc, ctx.now);
             value_reply(out, key, &s.header(loc), s.value(loc), g.return_cas);
             hits += 1;
+            if detail {
+                looked_up.push((key, true));
+            }
             continue;
         }
         if touch.is_none() {
@@ -255,6 +266,9 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
                 let k = HEADER + h.klen as usize;
                 value_reply(out, key, &h, &item[k..k + h.vlen as usize], g.return_cas);
                 hits += 1;
+                if detail {
+                    looked_up.push((key, true));
+                }
                 continue;
             }
             if s.needs_fetch(hash, fetched) {
@@ -262,11 +276,17 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
             }
         }
         misses += 1;
+        if detail {
+            looked_up.push((key, false));
+        }
     }
     out.extend_from_slice(b"END\r\n");
     // A get that must read flash first runs again: count it once, then.
     if ctx.need_flash.get() {
         return;
+    }
+    for (key, hit) in looked_up {
+        ctx.shared.detail.record_get(key, hit);
     }
     let (cmd, hit, miss) = if touch.is_some() {
         (
@@ -347,6 +367,9 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     let Some(r) = run_store(&a, ctx, fetched) else {
         return;
     };
+    if r != StoreResult::Busy {
+        ctx.shared.detail.record_set(s.key);
+    }
     let line: &[u8] = match r {
         StoreResult::Stored { .. } => b"STORED",
         StoreResult::NotStored => b"NOT_STORED",

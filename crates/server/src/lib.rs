@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod conn;
+pub mod detail;
 pub mod execute;
 pub mod flights;
 pub mod prefetch;

@@ -118,6 +118,8 @@ pub fn start(config: Config) -> Result<ServerHandle> {
     let workers: Vec<Arc<WorkerStats>> = (0..config.server.threads)
         .map(|_| Arc::new(WorkerStats::default()))
         .collect();
+    let detail =
+        crate::detail::Detail::new(config.server.detail_delimiter, config.server.detail_enabled);
     let shared = Arc::new(Shared {
         engine,
         config,
@@ -126,6 +128,7 @@ pub fn start(config: Config) -> Result<ServerHandle> {
         started: Instant::now(),
         start_unix: u64::from(unix_now()),
         shutdown: Arc::new(AtomicBool::new(false)),
+        detail,
     });
     let polls = workers
         .iter()

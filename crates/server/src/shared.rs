@@ -18,6 +18,8 @@ pub struct Shared {
     pub started: Instant,
     pub start_unix: u64,
     pub shutdown: Arc<AtomicBool>,
+    /// `stats detail`: per key-prefix counts.
+    pub detail: crate::detail::Detail,
 }
 
 impl Shared {
@@ -55,6 +57,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 w.reset();
             }
             shared.engine.reset_stats();
+            shared.detail.clear();
             resp::line(out, b"RESET");
             return;
         }
@@ -67,8 +70,15 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
         Some(b"conns") => {}
         Some(b"detail") => {
             match words.next() {
-                Some(b"on") | Some(b"off") => resp::line(out, b"OK"),
-                Some(b"dump") => resp::line(out, b"END"),
+                Some(b"on") => {
+                    shared.detail.set_enabled(true);
+                    resp::line(out, b"OK")
+                }
+                Some(b"off") => {
+                    shared.detail.set_enabled(false);
+                    resp::line(out, b"OK")
+                }
+                Some(b"dump") => shared.detail.dump(out),
                 _ => resp::line(out, b"CLIENT_ERROR usage: stats detail on|off|dump"),
             }
             return;

@@ -178,3 +178,43 @@ fn meta_e_and_md_x_are_refused_as_memcached_1_6_18_does() {
     assert_eq!(c.tx_str(b"mg new\r\n"), "EN\r\n");
     h.shutdown();
 }
+
+#[test]
+fn stats_detail_dump_counts_by_key_prefix() {
+    let h = server();
+    let mut c = Client::new(&h);
+    assert_eq!(c.tx_str(b"stats detail dump\r\n"), "END\r\n");
+    assert_eq!(c.tx_str(b"stats detail on\r\n"), "OK\r\n");
+    c.tx(b"set a:1 0 0 1\r\nx\r\nget a:1 a:2 nodelim\r\ndelete a:1\r\nmg a:2 v\r\nincr a:3 1\r\n");
+    assert_eq!(
+        c.tx_str(b"stats detail dump\r\n"),
+        "PREFIX a get 2 hit 1 set 1 del 1\r\nEND\r\n"
+    );
+    // Two prefixes come in memcached's order (its hash table's), not by name.
+    c.tx(b"get b:1\r\n");
+    assert_eq!(
+        c.tx_str(b"stats detail dump\r\n"),
+        "PREFIX b get 1 hit 0 set 0 del 0\r\nPREFIX a get 2 hit 1 set 1 del 1\r\nEND\r\n"
+    );
+    assert_eq!(c.tx_str(b"stats detail off\r\n"), "OK\r\n");
+    c.tx(b"get a:1\r\n");
+    assert!(c
+        .tx_str(b"stats detail dump\r\n")
+        .contains("PREFIX a get 2 "));
+    assert_eq!(c.tx_str(b"stats reset\r\n"), "RESET\r\n");
+    assert_eq!(c.tx_str(b"stats detail dump\r\n"), "END\r\n");
+    h.shutdown();
+
+    // -D sets the delimiter and turns detail on from the start.
+    let h = common::server_with(|c| {
+        c.server.detail_enabled = true;
+        c.server.detail_delimiter = b'/';
+    });
+    let mut c = Client::new(&h);
+    c.tx(b"set x/1 0 0 1\r\nx\r\nget x/1 y:1\r\n");
+    assert_eq!(
+        c.tx_str(b"stats detail dump\r\n"),
+        "PREFIX x get 1 hit 1 set 1 del 0\r\nEND\r\n"
+    );
+    h.shutdown();
+}
