@@ -716,6 +716,8 @@ impl Engine {
             total.promote_declined += st.promote_declined;
             total.flash_hits += st.flash_hits;
             total.not_demoted += st.not_demoted;
+            total.get_expired += st.get_expired;
+            total.get_flushed += st.get_flushed;
         }
         EngineStats {
             shard: total,
@@ -738,6 +740,8 @@ impl Engine {
             g.stats.expired_unfetched = 0;
             g.stats.reclaimed = 0;
             g.stats.reinserted = 0;
+            g.stats.get_expired = 0;
+            g.stats.get_flushed = 0;
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod clock;
 pub mod credit;
 pub mod engine;
 pub mod flash;
+pub mod flushed;
 pub mod index;
 pub mod item;
 pub mod ops;

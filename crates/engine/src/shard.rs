@@ -63,6 +63,12 @@ pub struct ShardStats {
     pub flash_hits: u64,
     /// Evicted from RAM without going to flash (too small, refused, expired).
     pub not_demoted: u64,
+    /// Lookups that found their key's item expired (memcached's
+    /// `get_expired`: any command's lookup, as its `do_item_get`).
+    pub get_expired: u64,
+    /// Lookups of a key whose item flush_all dropped (`get_flushed`; see
+    /// [`crate::flushed`]).
+    pub get_flushed: u64,
 }
 
 /// A new item's metadata.
@@ -133,6 +139,8 @@ pub struct Shard {
     /// Gates [`Promote::Second`](crate::flash::tier::Promote::Second).
     promote_credit: Credit,
     pub stats: ShardStats,
+    /// RAM items the last flush_all dropped, until the next sweep.
+    flushed: crate::flushed::Flushed,
     /// Whether the index may grow: true when every indexed item's key is in
     /// DRAM, so its hash can be recomputed (turn off for a flash tier).
     pub can_grow: bool,
@@ -175,6 +183,7 @@ impl Shard {
             verify_credit: Credit::default(),
             promote_credit: Credit::default(),
             stats: ShardStats::default(),
+            flushed: crate::flushed::Flushed::default(),
             can_grow,
         }
     }
@@ -274,16 +283,19 @@ impl Shard {
             .copy_from_slice(value);
     }
 
-    /// Looks a key up, dropping it if it has expired.
+    /// Looks a key up, dropping it if it has expired. Counts `get_expired`
+    /// (or `get_flushed`) as memcached's lookup does.
     #[inline]
     pub fn find(&mut self, key: &[u8], hash: u64, now: u32) -> Option<Loc> {
-        let loc = self.find_any(key, hash)?;
+        let Some(loc) = self.find_any(key, hash) else {
+            if self.flushed.take(hash) {
+                self.stats.get_flushed += 1;
+            }
+            return None;
+        };
         let h = self.header(loc);
         if h.expired(now) {
-            if h.bits & item::FETCHED == 0 {
-                self.stats.expired_unfetched += 1;
-            }
-            self.stats.reclaimed += 1;
+            self.stats.get_expired += 1;
             self.unlink(hash, loc);
             return None;
         }
@@ -681,6 +693,7 @@ impl Shard {
 
     /// Drops every item, returning segments to the pool.
     pub fn flush(&mut self) {
+        self.remember_flushed();
         self.index.clear();
         self.account_index();
         for q in 0..2 {
@@ -694,11 +707,56 @@ impl Shard {
         self.stats.bytes = 0;
     }
 
+    /// Before a flush drops the RAM items: their hashes, up to a bound
+    /// (1/256 of the memory limit over the shards, 8 bytes each), for
+    /// `get_flushed`; the rest count as reclaimed now.
+    fn remember_flushed(&mut self) {
+        let left = self.flushed.drain();
+        self.stats.reclaimed += left.items;
+        self.stats.expired_unfetched += left.unfetched;
+        let cap = (self.shared.pool.limit() / 256 / 8 / self.shared.nshards.max(1)).max(64);
+        let ram_items = self.stats.curr_items - self.stats.flash_items;
+        let mut remembered = 0;
+        'segments: for q in 0..2 {
+            for i in 0..self.queues[q].len() {
+                let id = self.queues[q][i];
+                let end = self.seg(id).write;
+                let mut off = 0usize;
+                while off < end {
+                    let loc = Loc {
+                        seg: id,
+                        off: off as u32,
+                    };
+                    let h = self.header(loc);
+                    off += h.size();
+                    if h.bits & item::DEAD != 0 {
+                        continue;
+                    }
+                    let hash = hash_key(self.key(loc));
+                    if self.index.contains(hash, loc) {
+                        if !self
+                            .flushed
+                            .remember(hash, h.bits & item::FETCHED != 0, cap)
+                        {
+                            break 'segments;
+                        }
+                        remembered += 1;
+                    }
+                }
+            }
+        }
+        self.stats.reclaimed += ram_items.saturating_sub(remembered);
+    }
+
     /// Unlinks expired items and frees segments that hold nothing live.
     /// Returns the number of items reclaimed.
     pub fn sweep_expired(&mut self, now: u32) -> u64 {
         self.prune_tombs();
         let mut reclaimed = 0;
+        let left = self.flushed.sweep();
+        self.stats.reclaimed += left.items;
+        self.stats.expired_unfetched += left.unfetched;
+        reclaimed += left.items;
         let ids: Vec<u32> = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
         for id in ids {
             let end = self.seg(id).write;

@@ -136,7 +136,12 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         "rejected_connections",
         v.conns.rejected_connections.load(Ordering::Relaxed),
     );
-    v.totals.emit(out);
+    // Counted where the engine looks keys up (as memcached's item lookup
+    // counts them), whichever command asked.
+    let mut totals = v.totals;
+    totals.get_expired += e.shard.get_expired;
+    totals.get_flushed += e.shard.get_flushed;
+    totals.emit(out);
     stat(out, "limit_maxbytes", e.memory_limit);
     stat(out, "accepting_conns", 1);
     stat(out, "threads", v.threads);

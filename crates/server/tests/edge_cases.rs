@@ -218,3 +218,66 @@ fn stats_detail_dump_counts_by_key_prefix() {
     );
     h.shutdown();
 }
+
+fn stat(c: &mut Client, name: &str) -> u64 {
+    let out = c.tx_str(b"stats\r\n");
+    let prefix = format!("STAT {name} ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {name} in stats"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn get_expired_get_flushed_and_reclaimed_count_as_in_memcached() {
+    let h = server();
+    let mut c = Client::new(&h);
+    // A lookup that finds its item expired: get_expired, from get, mg, set,
+    // touch, delete and incr alike (memcached's lookup counts it). The
+    // once-a-second sweep may take an item first: then try again.
+    for (i, cmd) in [
+        "get k{}\r\n",
+        "mg k{} v\r\n",
+        "set k{} 0 0 1\r\ny\r\n",
+        "touch k{} 0\r\n",
+        "delete k{}\r\n",
+        "incr k{} 1\r\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let before = stat(&mut c, "get_expired");
+        let counted = (0..5).any(|try_| {
+            let key = format!("{i}x{try_}");
+            let set = format!("set k{key} 0 -1 1\r\n1\r\n");
+            c.tx(format!("{set}{}", cmd.replace("{}", &key)).as_bytes());
+            stat(&mut c, "get_expired") == before + 1
+        });
+        assert!(counted, "{cmd:?} counts get_expired");
+    }
+    assert_eq!(stat(&mut c, "get_flushed"), 0);
+
+    // Lookups of items flush_all dropped: get_flushed (get and set alike);
+    // the others are reclaimed by the sweep after next.
+    let reclaimed = stat(&mut c, "reclaimed");
+    let got = c.tx_str(
+        b"set f1 0 0 1\r\nx\r\nset f2 0 0 1\r\nx\r\nset f3 0 0 1\r\nx\r\nflush_all\r\nget f1\r\nset f2 0 0 1\r\nz\r\n",
+    );
+    assert_eq!(got, "STORED\r\nSTORED\r\nSTORED\r\nOK\r\nEND\r\nSTORED\r\n");
+    assert_eq!(stat(&mut c, "get_flushed"), 2);
+    std::thread::sleep(Duration::from_millis(2600));
+    assert!(
+        stat(&mut c, "reclaimed") > reclaimed,
+        "f3, never looked up, is reclaimed"
+    );
+    assert_eq!(
+        c.tx_str(b"get f1 f2 f3\r\n"),
+        "VALUE f2 0 1\r\nz\r\nEND\r\n"
+    );
+    assert_eq!(stat(&mut c, "get_flushed"), 2, "counted once");
+    assert_eq!(c.tx_str(b"stats reset\r\n"), "RESET\r\n");
+    assert_eq!(stat(&mut c, "get_expired"), 0);
+    assert_eq!(stat(&mut c, "get_flushed"), 0);
+    h.shutdown();
+}
