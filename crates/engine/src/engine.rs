@@ -219,6 +219,8 @@ impl Engine {
         mut config: EngineConfig,
         devices: Vec<Arc<dyn BlockDevice>>,
     ) -> Result<Engine, ConfigError> {
+        // As asked (shards and hash power 0 = from memory), for messages.
+        let asked = config.clone();
         let seg = config.segment_size;
         if !(64 * 1024..=crate::index::MAX_SEGMENT_BYTES).contains(&seg) {
             return Err(ConfigError(format!(
@@ -226,13 +228,9 @@ impl Engine {
             )));
         }
         let segments = config.memory_limit / seg;
+        let device_bytes: u64 = devices.iter().map(|d| d.size()).sum();
         if segments < 4 {
-            return Err(ConfigError(format!(
-                "memory limit of {} MiB is too small for {} KiB segments: need at least {} MiB",
-                config.memory_limit >> 20,
-                seg >> 10,
-                (4 * seg) >> 20
-            )));
+            return Err(too_small(&asked, device_bytes, String::new()));
         }
         if segments > crate::index::MAX_SEGMENTS as usize {
             return Err(ConfigError(format!(
@@ -244,12 +242,7 @@ impl Engine {
             )));
         }
         if config.shards == 0 {
-            let by_memory = (segments / MIN_SEGMENTS_PER_SHARD).max(1);
-            config.shards = by_memory.min(64).next_power_of_two();
-            if config.shards > by_memory {
-                config.shards /= 2;
-            }
-            config.shards = config.shards.max(1);
+            config.shards = shards_for(segments);
         }
         if !config.shards.is_power_of_two() {
             return Err(ConfigError("shard count must be a power of two".into()));
@@ -258,21 +251,8 @@ impl Engine {
         // given, else exactly what the expected items need (not rounded to a
         // power of two: a flash index is sized for the devices and is most
         // of the DRAM a flash item costs).
-        let per_shard_buckets = if config.hash_power == 0 {
-            let mut items = config.memory_limit / SIZING_ITEM_BYTES;
-            if let Some(fc) = &config.flash {
-                // Flash entries cannot be rehashed (their keys are not in
-                // DRAM): size the index for a full device up front.
-                let bytes: u64 = devices.iter().map(|d| d.size()).sum();
-                items += (bytes / fc.avg_item_size.max(64) as u64) as usize;
-            }
-            let buckets =
-                crate::index::Index::buckets_for(items).max(MIN_BUCKETS_PER_SHARD * config.shards);
-            config.hash_power = buckets.next_power_of_two().trailing_zeros();
-            buckets.div_ceil(config.shards)
-        } else {
-            ((1usize << config.hash_power) >> config.shards.trailing_zeros()).max(16)
-        };
+        let (per_shard_buckets, hash_power) = index_size(&config, device_bytes);
+        config.hash_power = hash_power;
         if segments / config.shards + 16 >= crate::flash::FLASH_SEG_BASE as usize {
             return Err(ConfigError(format!(
                 "{segments} segments of {} KiB over {} shards is more than the index can address per shard; use larger segments (-o segment_size) or more shards",
@@ -313,12 +293,15 @@ impl Engine {
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
             shared.pool.add_index_bytes(f.buffer_bytes() as isize);
-            if shared.pool.max_segments() < 2 * config.shards + 2 {
-                return Err(ConfigError(format!(
-                    "memory limit of {} MiB leaves too little RAM next to {} MiB of flash write buffers; raise -m or lower ext_wbuf_count",
-                    config.memory_limit >> 20,
-                    f.buffer_bytes() >> 20
-                )));
+            if shared.pool.max_segments() < min_segments(config.shards, true) {
+                return Err(too_small(
+                    &asked,
+                    device_bytes,
+                    format!(
+                        " next to {} MiB of flash write buffers",
+                        f.buffer_bytes() >> 20
+                    ),
+                ));
             }
         }
         let list = (0..config.shards)
@@ -336,23 +319,21 @@ impl Engine {
         // come out of -m: what is left must hold a working RAM tier.
         let index_mb =
             (shared.pool.index_bytes() - flash.as_ref().map_or(0, |f| f.buffer_bytes())) >> 20;
-        if shared.pool.max_segments() < 2 * config.shards + 2 {
-            return Err(ConfigError(format!(
-                "memory limit of {} MiB is too small: the index takes {index_mb} MiB{} and leaves room for only {} segments of {} KiB; raise -m{}",
-                config.memory_limit >> 20,
-                if flash.is_some() {
-                    " (sized for the flash devices full of items of ext_avg_item_size) plus the flash write buffers"
-                } else {
-                    ""
-                },
-                shared.pool.max_segments(),
-                seg >> 10,
-                if flash.is_some() {
-                    ", or raise -o ext_avg_item_size, or use less flash"
-                } else {
-                    ""
-                }
-            )));
+        if shared.pool.max_segments() < min_segments(config.shards, flash.is_some()) {
+            return Err(too_small(
+                &asked,
+                device_bytes,
+                format!(
+                    ": the index takes {index_mb} MiB{} and leaves room for only {} segments of {} KiB",
+                    if flash.is_some() {
+                        " (sized for the flash devices full of items of ext_avg_item_size) plus the flash write buffers"
+                    } else {
+                        ""
+                    },
+                    shared.pool.max_segments(),
+                    seg >> 10,
+                ),
+            ));
         }
         let shards = Arc::new(Shards {
             list,
@@ -744,6 +725,110 @@ impl Engine {
             g.stats.get_flushed = 0;
         }
     }
+}
+
+/// The fewest RAM segments (of the memory left after the index and the
+/// flash write buffers) a configuration starts with. Without a flash tier
+/// one shard runs on three (its spare and its two queue heads), so that
+/// `-m 4` works with 1 MiB segments next to its index; a running server
+/// already goes below that when the index grows for small items.
+fn min_segments(shards: usize, flash: bool) -> usize {
+    if flash {
+        2 * shards + 2
+    } else {
+        2 * shards + 1
+    }
+}
+
+/// Shards for a number of RAM segments (when not configured).
+fn shards_for(segments: usize) -> usize {
+    let by_memory = (segments / MIN_SEGMENTS_PER_SHARD).max(1);
+    let mut shards = by_memory.min(64).next_power_of_two();
+    if shards > by_memory {
+        shards /= 2;
+    }
+    shards.max(1)
+}
+
+/// Primary index buckets per shard and the hash power: 2^hashpower over the
+/// shards when given, else exactly what the expected items need (not
+/// rounded to a power of two: a flash index is sized for the devices and is
+/// most of the DRAM a flash item costs). `config.shards` must be set.
+fn index_size(config: &EngineConfig, device_bytes: u64) -> (usize, u32) {
+    if config.hash_power != 0 {
+        let per_shard = ((1usize << config.hash_power) >> config.shards.trailing_zeros()).max(16);
+        return (per_shard, config.hash_power);
+    }
+    let mut items = config.memory_limit / SIZING_ITEM_BYTES;
+    if let Some(fc) = &config.flash {
+        // Flash entries cannot be rehashed (their keys are not in DRAM):
+        // size the index for a full device up front.
+        items += (device_bytes / fc.avg_item_size.max(64) as u64) as usize;
+    }
+    let buckets =
+        crate::index::Index::buckets_for(items).max(MIN_BUCKETS_PER_SHARD * config.shards);
+    (
+        buckets.div_ceil(config.shards),
+        buckets.next_power_of_two().trailing_zeros(),
+    )
+}
+
+/// Whether `config` (its `memory_limit`) passes the start-up size checks:
+/// the same sizing as [`Engine::with_devices`].
+fn memory_fits(config: &EngineConfig, device_bytes: u64) -> bool {
+    let seg = config.segment_size;
+    let segments = config.memory_limit / seg;
+    if segments < 4 {
+        return false;
+    }
+    let mut c = config.clone();
+    if c.shards == 0 {
+        c.shards = shards_for(segments);
+    }
+    let (per_shard, _) = index_size(&c, device_bytes);
+    let index = c.shards * crate::index::Index::bytes_for_buckets(per_shard);
+    let buffers = c.flash.as_ref().map_or(0, |fc| {
+        fc.params.write_buffers.max(2) * fc.params.segment_size
+    });
+    let left = c.memory_limit.saturating_sub(index + buffers) / seg;
+    left >= min_segments(c.shards, c.flash.is_some())
+}
+
+/// The smallest memory limit, in MiB, this configuration starts with.
+pub fn min_memory_mb(config: &EngineConfig, device_bytes: u64) -> Option<usize> {
+    (1..=1 << 20).find(|&mb| {
+        let mut c = config.clone();
+        c.memory_limit = mb << 20;
+        memory_fits(&c, device_bytes)
+    })
+}
+
+/// The error for a memory limit below what the configuration needs: it
+/// names the real minimum, and for a flash tier what it costs and how to
+/// run without one.
+fn too_small(config: &EngineConfig, device_bytes: u64, why: String) -> ConfigError {
+    let mut msg = format!(
+        "memory limit of {} MiB is too small{why}",
+        config.memory_limit >> 20
+    );
+    match min_memory_mb(config, device_bytes) {
+        Some(min) => msg.push_str(&format!("; this configuration needs at least -m {min}")),
+        None => msg.push_str("; raise -m"),
+    }
+    if config.flash.is_some() {
+        let ram_only = EngineConfig {
+            flash: None,
+            ..config.clone()
+        };
+        msg.push_str(&format!(
+            " (the flash tier's write buffers and its index, sized for {} MiB of flash at ext_avg_item_size, come out of -m): raise -m, use less flash, lower ext_wbuf_count or raise ext_avg_item_size, or run RAM-only with -o ext_path=none",
+            device_bytes >> 20
+        ));
+        if let Some(min) = min_memory_mb(&ram_only, 0) {
+            msg.push_str(&format!(", which needs at least -m {min}"));
+        }
+    }
+    ConfigError(msg)
 }
 
 /// Engine-wide figures for `stats`.

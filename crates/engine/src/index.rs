@@ -252,6 +252,11 @@ impl Index {
     }
 
     /// Bytes of memory the index uses.
+    /// What [`Index::memory_bytes`] is for a new index of `buckets`.
+    pub fn bytes_for_buckets(buckets: usize) -> usize {
+        buckets.max(1) * std::mem::size_of::<Bucket>()
+    }
+
     pub fn memory_bytes(&self) -> usize {
         (self.buckets.main.capacity() + self.buckets.overflow.capacity())
             * std::mem::size_of::<Bucket>()

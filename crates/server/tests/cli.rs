@@ -77,3 +77,65 @@ fn a_refused_start_removes_the_flash_files_it_created_and_keeps_the_others() {
     assert!(k == vec![9u8; 4096], "{} bytes", k.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Starts the binary in `dir`; Ok once it listens (then it is killed), or
+/// Err with its exit code and stderr when it refuses to start.
+fn starts(dir: &std::path::Path, args: &[&str]) -> Result<(), (Option<i32>, String)> {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(["-p", "0", "-l", "127.0.0.1"])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tiercache");
+    let mut err = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap_or_default();
+        if line.contains("listening") {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return Ok(());
+        }
+        err.push_str(&line);
+        err.push('\n');
+    }
+    let status = child.wait().unwrap();
+    Err((status.code(), err))
+}
+
+#[test]
+fn the_memory_minimum_the_error_names_is_the_real_one() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-min-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // RAM only: 4 MiB runs (1 MiB segments and the index), 3 does not.
+    let (code, msg) = starts(&dir, &["-m", "3", "-o", "ext_path=none"]).unwrap_err();
+    assert_eq!(code, Some(71), "{msg}");
+    assert!(msg.contains("needs at least -m 4"), "{msg}");
+    starts(&dir, &["-m", "4", "-o", "ext_path=none"]).expect("-m 4 without flash");
+    // Larger items, larger segments, a larger minimum.
+    let (_, msg) = starts(&dir, &["-m", "7", "-I", "2m", "-o", "ext_path=none"]).unwrap_err();
+    assert!(msg.contains("needs at least -m 8"), "{msg}");
+    starts(&dir, &["-m", "8", "-I", "2m", "-o", "ext_path=none"]).expect("-m 8 -I 2m");
+    // With the default 1 GiB flash file: the write buffers and the index
+    // sized for it come out of -m; the message names the minimum and the
+    // RAM-only way out, and the minimum is the real one.
+    for m in ["3", "29"] {
+        let (code, msg) = starts(&dir, &["-m", m]).unwrap_err();
+        assert_eq!(code, Some(71), "{msg}");
+        assert!(
+            msg.contains("needs at least -m 30")
+                && msg.contains("-o ext_path=none, which needs at least -m 4"),
+            "-m {m}: {msg}"
+        );
+        assert!(
+            !dir.join("tiercache.flash").exists(),
+            "refused: file removed"
+        );
+    }
+    starts(&dir, &["-m", "30"]).expect("-m 30 with the default flash file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
