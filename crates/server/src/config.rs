@@ -75,7 +75,9 @@ pub struct ServerConfig {
     pub enable_shutdown: bool,
     /// Longest multiget line accepted, bytes.
     pub max_get_line: usize,
-    /// Pending output per connection after which its input is not read.
+    /// Pending output per connection after which its input is not read
+    /// nor its requests run until it drains to half (see `conn.rs` for the
+    /// whole per-connection memory bound).
     pub max_pending_output: usize,
     /// `stats detail` counts per key prefix from the start (`-D`).
     pub detail_enabled: bool,
@@ -93,7 +95,7 @@ impl Default for ServerConfig {
             verbosity: 0,
             enable_shutdown: false,
             max_get_line: 1 << 20,
-            max_pending_output: 4 << 20,
+            max_pending_output: 256 << 10,
             detail_enabled: false,
             detail_delimiter: b':',
         }

@@ -5,10 +5,32 @@
 //! their records read meanwhile (`flights`), so one connection keeps many
 //! device reads in flight.
 //!
-//! Bounds: the read buffer holds at most one request (a command line, or a
-//! line plus its data block up to the item size limit); the output buffer is
-//! not added to while more than `max_pending_output` bytes wait for a client
-//! that does not read, so such a client stalls itself, not the server.
+//! Memory bound per connection (issue 19: clients that do not read made the
+//! server hold 7 MiB of replies each). Let P be `max_pending_output`
+//! (default 256 KiB), I the item size limit (`-I`, default 1 MiB), L the
+//! longest multiget line (`max_get_line`, default 1 MiB) and R = 64 KiB:
+//!
+//! - output: no request is started, and no further key of a multiget is
+//!   answered, while P bytes or more wait to be written; once over P the
+//!   connection is stalled (`stats` `conn_output_stalls` counts each time)
+//!   until the client has taken it down to P/2, and neither its input is
+//!   read nor its requests parsed meanwhile. A multiget is answered
+//!   [`GET_CHUNK`] keys at a time ([`GET_CHUNK_FLASH`] with a flash tier,
+//!   whose reads go out together), so at most P + 1 key's reply (I)
+//!   waits, or P + 32 keys' with flash; the buffer holding it is
+//!   compacted as it is written, so it stays under twice that.
+//! - input: R, or the request at the head when it is longer (a data block
+//!   up to I plus its line, or a multiget line up to L + 1), and at most
+//!   twice that while it is moved to the front.
+//!
+//! So a connection holds at most about 2 (P + I) + 2 max(I, L) bytes of
+//! buffers (6.5 MiB at the defaults, and 2.5 MiB of it only while it sends a
+//! large item or multiget line); a client that pipelines gets and does not
+//! read holds about 2 (P + value size) + R (under 1 MiB for 100 KB values).
+//!
+//! A peer that closes, resets or half-closes mid-request is seen even when
+//! its FIN or RST came with the last bytes in one edge-triggered event: the
+//! socket is then read to the end instead of stopping at a short read.
 
 use crate::execute::{count_read, execute, Ctx, Outcome};
 use crate::flights::Flights;
@@ -19,9 +41,18 @@ use std::io::{self, Read, Write};
 use tiercache_engine::flash::aligned::AlignedBuf;
 use tiercache_engine::flash::io::ReadOp;
 use tiercache_engine::flash::{Fetched, ReadReq};
-use tiercache_proto::{parse, Limits, Parsed};
+use tiercache_proto::{parse, Get, Limits, Parsed, Request};
 
 const READ_CHUNK: usize = 64 * 1024;
+/// Keys of a multiget answered per step on a RAM-only server: one, so that
+/// the output bound holds to within one value.
+pub const GET_CHUNK: usize = 1;
+/// Keys of a multiget answered per step with a flash tier: their flash
+/// reads go to the device together.
+pub const GET_CHUNK_FLASH: usize = 32;
+/// Sent before closing a connection whose multiget line is longer than
+/// `max_get_line` (memcached 1.6.18 has no limit and keeps reading).
+const LINE_TOO_LONG: &[u8] = b"CLIENT_ERROR line too long\r\n";
 
 pub struct Conn {
     pub stream: TcpStream,
@@ -49,6 +80,13 @@ pub struct Conn {
     need: usize,
     /// Peer closed its side.
     eof: bool,
+    /// The last event said the peer closed or reset: read to the end, a
+    /// short read does not mean that nothing more will come.
+    hup: bool,
+    /// Output went over the bound and has not drained to half of it yet.
+    stalled: bool,
+    /// Offset in the head multiget's keys of the first key not answered.
+    get_at: usize,
     /// Close once output is flushed.
     pub closing: bool,
     /// Input stream offset of `rbuf[rpos]`: the request at the head.
@@ -103,6 +141,9 @@ impl Conn {
             swallow: 0,
             need: 0,
             eof: false,
+            hup: false,
+            stalled: false,
+            get_at: 0,
             closing: false,
             pos: 0,
             flights: Flights::default(),
@@ -117,24 +158,39 @@ impl Conn {
         self.wbuf.len() - self.wpos
     }
 
+    /// Whether more output may be made: under the bound, or, once over it,
+    /// back under half of it (so that a slow reader is not served, and its
+    /// request parsed again, a few bytes at a time).
+    fn may_produce(&self, max_pending: usize) -> bool {
+        let p = self.pending_output();
+        if self.stalled {
+            p <= max_pending / 2
+        } else {
+            p < max_pending
+        }
+    }
+
     /// Handles readiness: read, execute, write, until nothing more can be
     /// done. `readable`: a socket event came, so there may be new data;
     /// otherwise (flash reads completed, back-pressure lifted) the socket is
     /// read only if it was not drained, sparing a recv that finds nothing.
+    /// `hup`: the event said the peer closed its side or reset.
     pub fn drive(
         &mut self,
         ctx: &Ctx<'_>,
         limits: &Limits,
         max_pending: usize,
         readable: bool,
+        hup: bool,
     ) -> State {
         if readable {
             self.drained = false;
         }
+        self.hup |= hup;
         loop {
             let mut progress = false;
-            if !self.eof && !self.closing && !self.drained && self.pending_output() < max_pending {
-                match self.fill(ctx, limits) {
+            if !self.eof && !self.closing && !self.drained && self.may_produce(max_pending) {
+                match self.fill(ctx) {
                     Ok(n) => progress |= n > 0,
                     Err(_) => return State::Closed,
                 }
@@ -154,6 +210,14 @@ impl Conn {
                 }
                 Err(_) => return State::Closed,
             }
+            let p = self.pending_output();
+            if p >= max_pending && !self.stalled {
+                self.stalled = true;
+                add(&ctx.stats.conn_output_stalls, 1);
+            } else if self.stalled && p <= max_pending / 2 {
+                self.stalled = false;
+                progress = true;
+            }
             if (self.closing || self.eof) && self.pending_output() == 0 {
                 return State::Closed;
             }
@@ -163,22 +227,24 @@ impl Conn {
         }
     }
 
-    /// Reads what the socket has, up to the buffer bound, and stops after a
-    /// short read (as memcached does) rather than reading again until
-    /// EAGAIN. Returns bytes read.
-    fn fill(&mut self, ctx: &Ctx<'_>, limits: &Limits) -> io::Result<usize> {
-        let cap = self
-            .need
-            .max(READ_CHUNK)
-            .max(limits.max_get_line.min(READ_CHUNK * 16));
+    /// Reads what the socket has, up to the buffer bound (READ_CHUNK, or
+    /// what the head request needs), and stops after a short read (as
+    /// memcached does) rather than reading again until EAGAIN, unless the
+    /// peer closed or reset (`hup`): its FIN may have come with the data in
+    /// the same edge, and no further event would report it. Returns bytes
+    /// read.
+    fn fill(&mut self, ctx: &Ctx<'_>) -> io::Result<usize> {
+        let cap = self.need.max(READ_CHUNK);
         let mut total = 0;
         loop {
-            if self.rpos > 0 && (self.rpos == self.rend || self.rpos > READ_CHUNK) {
+            let held = self.rend - self.rpos;
+            // Moving the unconsumed part to the front costs less than the
+            // space before it.
+            if self.rpos > 0 && self.rpos >= held {
                 self.rbuf.copy_within(self.rpos..self.rend, 0);
                 self.rend -= self.rpos;
                 self.rpos = 0;
             }
-            let held = self.rend - self.rpos;
             let room = cap.saturating_sub(held).min(READ_CHUNK);
             // While swallowing, reading is always allowed: the bytes are dropped.
             if room == 0 && self.swallow == 0 {
@@ -201,7 +267,7 @@ impl Conn {
                     if self.swallow > 0 {
                         self.discard_swallowed();
                     }
-                    if n < room {
+                    if n < room && !self.hup {
                         self.drained = true;
                         return Ok(total);
                     }
@@ -226,6 +292,7 @@ impl Conn {
     fn consume(&mut self, n: usize) {
         self.rpos += n;
         self.pos += n as u64;
+        self.get_at = 0;
     }
 
     /// The head request waits for flash: reads the records of the gets
@@ -242,6 +309,11 @@ impl Conn {
             let Parsed::Request { request, consumed } = parse(&self.rbuf[start..self.rend], limits)
             else {
                 break;
+            };
+            // Of a multiget, the keys it answers first (see `process`).
+            let request = match request {
+                Request::Get(g) => Request::Get(get_chunk(&g, 0, GET_CHUNK_FLASH).0),
+                r => r,
             };
             let flight = self.flights.push(at);
             read_ahead(&request, ctx, &mut flight.fetched, &mut self.reads);
@@ -264,7 +336,12 @@ impl Conn {
         let mut last = None;
         // memcached writes out its replies whenever its input runs out.
         self.due = self.wbuf.len();
-        'requests: while !self.closing && self.pending_output() < max_pending && !self.busy {
+        let chunk = if ctx.reader.is_some() {
+            GET_CHUNK_FLASH
+        } else {
+            GET_CHUNK
+        };
+        'requests: while !self.closing && self.may_produce(max_pending) && !self.busy {
             if self.flights.head_waiting(self.pos) > 0 {
                 // New input may have come in behind the waiting head.
                 self.read_ahead(ctx, limits, self.rpos);
@@ -282,10 +359,20 @@ impl Conn {
             }
             match parse(buf, limits) {
                 Parsed::Incomplete { need } => {
-                    self.need = need.unwrap_or(0);
+                    self.need = match need {
+                        Some(n) => n,
+                        // A line without its newline fills the buffer: only
+                        // a multiget line may be longer (up to max_get_line;
+                        // one byte more and the parser refuses it).
+                        None if buf.len() >= READ_CHUNK => limits.max_get_line + 1,
+                        None => 0,
+                    };
                     break;
                 }
                 Parsed::Close => {
+                    if buf.len() > limits.max_get_line && is_get_line(buf) {
+                        self.wbuf.extend_from_slice(LINE_TOO_LONG);
+                    }
                     self.closing = true;
                     self.consume(self.rend - self.rpos);
                     last = Some(Outcome::Close);
@@ -296,9 +383,21 @@ impl Conn {
                         self.wbuf.truncate(self.wpos.max(self.due));
                     }
                     let makes_due = request.makes_replies_due();
+                    // A multiget is answered `chunk` keys at a time, from
+                    // the first key not answered yet (see the module doc).
+                    let whole = match &request {
+                        Request::Get(g) => Some(g.clone()),
+                        _ => None,
+                    };
+                    let (mut request, mut more) = match &whole {
+                        Some(g) => {
+                            let (sub, more) = get_chunk(g, self.get_at, chunk);
+                            (Some(Request::Get(sub)), more)
+                        }
+                        None => (Some(request), None),
+                    };
                     let mut after_miss = false;
                     let mut runs = 0u32;
-                    let mut request = Some(request);
                     let head = self.pos;
                     let outcome = loop {
                         let req = request.take().expect("request");
@@ -335,11 +434,11 @@ impl Conn {
                         let first_run = ctx.reader.is_some() && !after_miss;
                         let first_set = first_run && crate::prefetch::verifies_first(&req);
                         ctx.verify_first.set(first_set);
-                        let delete = matches!(req, tiercache_proto::Request::Delete { .. });
+                        let delete = matches!(req, Request::Delete { .. });
                         runs += 1;
                         ctx.refetch.set(delete && ctx.reader.is_some() && runs < 4);
                         let again = (first_set
-                            || first_run && matches!(req, tiercache_proto::Request::Get(_))
+                            || first_run && matches!(req, Request::Get(_))
                             || ctx.refetch.get())
                         .then(|| req.clone());
                         let mark = self.wbuf.len();
@@ -368,6 +467,25 @@ impl Conn {
                                 request = Some(req);
                                 continue;
                             }
+                        }
+                        if let (Some(g), Some(next)) = (&whole, more) {
+                            // Keys remain: this part's END goes, and the next
+                            // keys are answered while output is under the bound.
+                            if self.wbuf.ends_with(b"END\r\n") {
+                                self.wbuf.truncate(self.wbuf.len() - 5);
+                            }
+                            self.flights.done(head);
+                            self.get_at = next;
+                            last = Some(outcome);
+                            if !self.may_produce(max_pending) {
+                                break 'requests;
+                            }
+                            let (sub, m) = get_chunk(g, next, chunk);
+                            request = Some(Request::Get(sub));
+                            more = m;
+                            after_miss = false;
+                            runs = 0;
+                            continue;
                         }
                         break outcome;
                     };
@@ -456,16 +574,56 @@ impl Conn {
             if self.wbuf.capacity() > 1 << 20 {
                 self.wbuf.shrink_to(64 * 1024);
             }
+        } else if self.wpos >= self.pending_output() {
+            // The written part is the larger: move the rest to the front,
+            // or a client that keeps taking part of it would grow the
+            // buffer without bound while what is pending stays small.
+            self.wbuf.drain(..self.wpos);
+            self.due = self.due.saturating_sub(self.wpos);
+            self.wpos = 0;
         }
-        if self.rbuf.capacity() > 4 << 20 && self.rend - self.rpos < READ_CHUNK {
-            self.rbuf.copy_within(self.rpos..self.rend, 0);
-            self.rend -= self.rpos;
+        // A large request (item, multiget line) is done with and nothing
+        // waits: give its buffer back.
+        if self.rbuf.len() > 4 * READ_CHUNK && self.rend == self.rpos && self.need == 0 {
             self.rpos = 0;
+            self.rend = 0;
             self.rbuf.truncate(READ_CHUNK);
             self.rbuf.shrink_to(READ_CHUNK);
         }
         Ok(total)
     }
+}
+
+/// The `n` keys of a multiget from offset `at` of its keys, and the offset
+/// of the key after them when there is one.
+fn get_chunk<'a>(g: &Get<'a>, at: usize, n: usize) -> (Get<'a>, Option<usize>) {
+    let keys = g.keys;
+    let skip = |mut i: usize, space: bool| {
+        while i < keys.len() && (keys[i] == b' ') == space {
+            i += 1;
+        }
+        i
+    };
+    let start = skip(at, true);
+    let mut end = start;
+    for _ in 0..n {
+        if end == keys.len() {
+            break;
+        }
+        end = skip(skip(end, false), true);
+    }
+    let sub = Get {
+        keys: &keys[start..end],
+        return_cas: g.return_cas,
+        touch: g.touch,
+    };
+    (sub, (end < keys.len()).then_some(end))
+}
+
+/// Whether a line is a multiget (`get ` or `gets ` after leading spaces).
+fn is_get_line(buf: &[u8]) -> bool {
+    let lead = buf.iter().take_while(|&&b| b == b' ').count();
+    buf[lead..].starts_with(b"get ") || buf[lead..].starts_with(b"gets ")
 }
 
 fn read_op(base: u64, r: ReadReq) -> ReadOp {

@@ -60,6 +60,9 @@ counters!(
     bytes_read,
     bytes_written,
     flash_reads_ahead,
+    // Times a connection stopped reading because its pending output went
+    // over `max_pending_output` (a client that does not read its replies).
+    conn_output_stalls,
 );
 
 #[inline]
@@ -78,6 +81,12 @@ pub struct ConnStats {
     pub curr_connections: AtomicU64,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Times a worker's accept failed for want of fds or memory (EMFILE,
+    /// ENFILE, ENOBUFS, ENOMEM) and it stopped accepting until it could
+    /// again (memcached's name).
+    pub listen_disabled_num: AtomicU64,
+    /// Workers that are not accepting now (for `accepting_conns`).
+    pub accept_blocked: AtomicU64,
 }
 
 fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
@@ -143,7 +152,13 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     totals.get_flushed += e.shard.get_flushed;
     totals.emit(out);
     stat(out, "limit_maxbytes", e.memory_limit);
-    stat(out, "accepting_conns", 1);
+    let blocked = v.conns.accept_blocked.load(Ordering::Relaxed);
+    stat(out, "accepting_conns", u8::from(blocked == 0));
+    stat(
+        out,
+        "listen_disabled_num",
+        v.conns.listen_disabled_num.load(Ordering::Relaxed),
+    );
     stat(out, "threads", v.threads);
     stat(out, "hash_power_level", e.index_buckets.trailing_zeros());
     stat(out, "hash_bytes", e.index_bytes);

@@ -127,10 +127,21 @@ pub fn run(
     let mut completions = Vec::new();
     let mut ready = Vec::new();
     let mut any_busy = false;
+    // Accept failed for want of fds (EMFILE) or memory: the connections
+    // left in the listen queue raise no new edge, and a full queue takes
+    // no new ones that would, so try again every few ms (memcached
+    // re-enables accept every 10 ms and when a connection closes).
+    let mut accept_blocked = false;
     while !shared.shutdown.load(Ordering::Relaxed) {
         // A request parked for back-pressure may have missed the flusher's
         // wake-up (it came just before it parked): look again soon.
-        let timeout = Duration::from_millis(if any_busy { 1 } else { 100 });
+        let timeout = Duration::from_millis(if any_busy {
+            1
+        } else if accept_blocked {
+            10
+        } else {
+            100
+        });
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
@@ -150,7 +161,15 @@ pub fn run(
         let mut woken = events.is_empty() || any_busy;
         for ev in events.iter() {
             if ev.token() == LISTENER {
-                accept_all(&listener, &poll, &mut conns, &shared, &dispatch, me);
+                accept_blocked = accept(
+                    &listener,
+                    &poll,
+                    &mut conns,
+                    &shared,
+                    &dispatch,
+                    me,
+                    accept_blocked,
+                );
                 continue;
             }
             if ev.token() == FLASH_IO {
@@ -173,7 +192,7 @@ pub fn run(
             }
             drive(
                 ev.token().0,
-                true,
+                Some(ev),
                 &mut conns,
                 &ctx,
                 &poll,
@@ -205,7 +224,7 @@ pub fn run(
             for &key in &ready {
                 drive(
                     key,
-                    false,
+                    None,
                     &mut conns,
                     &ctx,
                     &poll,
@@ -219,13 +238,59 @@ pub fn run(
             r.borrow_mut().flush();
         }
         any_busy = reader.is_some() && conns.iter().any(|(_, c)| c.busy);
+        if accept_blocked {
+            accept_blocked = accept(
+                &listener,
+                &poll,
+                &mut conns,
+                &shared,
+                &dispatch,
+                me,
+                accept_blocked,
+            );
+        }
     }
     Ok(())
 }
 
+/// Accepts what the listen queue holds and returns whether accepting is
+/// blocked (`was`: it was blocked before), counting and logging the changes.
+fn accept(
+    listener: &TcpListener,
+    poll: &Poll,
+    conns: &mut Slab<Conn>,
+    shared: &Shared,
+    dispatch: &Dispatch,
+    me: usize,
+    was: bool,
+) -> bool {
+    let blocked = match accept_all(listener, poll, conns, shared, dispatch, me) {
+        Ok(()) => false,
+        Err(e) => {
+            if !was {
+                bump(&shared.conns.listen_disabled_num);
+                shared.conns.accept_blocked.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    error = %e,
+                    open = shared.conns.curr_connections.load(Ordering::Relaxed),
+                    "accept failed; not accepting until it succeeds (retried every 10 ms)"
+                );
+            }
+            true
+        }
+    };
+    if was && !blocked {
+        shared.conns.accept_blocked.fetch_sub(1, Ordering::Relaxed);
+        tracing::info!("accepting connections again");
+    }
+    blocked
+}
+
+/// Drives connection `key` after its socket's event `ev`, or after flash
+/// reads or the flusher woke it (None).
 fn drive(
     key: usize,
-    readable: bool,
+    ev: Option<&mio::event::Event>,
     conns: &mut Slab<Conn>,
     ctx: &Ctx<'_>,
     poll: &Poll,
@@ -240,7 +305,16 @@ fn drive(
     let Some(conn) = conns.get_mut(key) else {
         return;
     };
-    match conn.drive(ctx, &limits, cfg.server.max_pending_output, readable) {
+    // The peer closed its side or reset: its FIN may have come with the
+    // last data in this one edge.
+    let hup = ev.is_some_and(|e| e.is_read_closed() || e.is_error());
+    match conn.drive(
+        ctx,
+        &limits,
+        cfg.server.max_pending_output,
+        ev.is_some(),
+        hup,
+    ) {
         State::Open => {}
         State::Closed => close(poll, conns, key, shared, mailbox),
         State::Shutdown => {
@@ -250,6 +324,8 @@ fn drive(
     }
 }
 
+/// Accepts until the queue is empty (`Ok`) or accept fails for a reason
+/// that retrying at once would not cure (`Err`: EMFILE, ENFILE, ...).
 fn accept_all(
     listener: &TcpListener,
     poll: &Poll,
@@ -257,7 +333,7 @@ fn accept_all(
     shared: &Shared,
     dispatch: &Dispatch,
     me: usize,
-) {
+) -> io::Result<()> {
     loop {
         match listener.accept() {
             Ok((mut stream, peer)) => {
@@ -293,13 +369,11 @@ fn accept_all(
                     }
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                // EMFILE and friends: log and try again on the next event.
-                tracing::warn!(error = %e, "accept failed");
-                return;
-            }
+            // A connection reset while in the queue: take the next one.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+            Err(e) => return Err(e),
         }
     }
 }
