@@ -26,7 +26,8 @@ One command (builds tiercache in release mode unless TIERCACHE is set):
     RESULTS_SECTION=1 python3 bench/conn_soak.py     # also append to RESULTS.md
 
 Knobs (environment): DURATION, CONNS, SAMPLE, MAXCONNS, THREADS, MEMORY_MB,
-PORT, MEMCACHED_TOO, FD_SLACK, RSS_SLACK_MB, TIERCACHE, MEMCACHED, SEED.
+PORT, MEMCACHED_TOO, FD_SLACK, RSS_SLACK_MB, TIERCACHE, MEMCACHED, SEED, MIX
+(`kind:weight,...`).
 """
 import datetime
 import os
@@ -61,7 +62,8 @@ RSS_SLACK_MB = knob("RSS_SLACK_MB", 8)
 SEED = knob("SEED", 1)
 TIERCACHE = os.environ.get("TIERCACHE", os.path.join(TARGET, "release", "tiercache"))
 MEMCACHED = os.environ.get("MEMCACHED", "/usr/bin/memcached")
-MIX = [("normal", 40), ("partial", 30), ("noread", 10), ("idle", 15), ("longline", 5)]
+MIX = [(k, int(w)) for k, w in (kw.split(":") for kw in os.environ.get(
+    "MIX", "normal:40,partial:30,noread:10,idle:15,longline:5").split(","))]
 BIG = 100 * 1024
 PARTIAL = [b"get abc", b"set k 0 0 100\r\n" + b"x" * 40, b"set k 0 0 5\r\nhello"]
 
@@ -255,7 +257,7 @@ def soak(name, cmd, port):
 
 
 def verdict(r):
-    loaded = r["samples"][1:]
+    loaded = r["samples"][1:] or r["samples"]
     third = loaded[max(0, len(loaded) // 3 - 1)]
     last = loaded[-1]
     fd_flat = r["after"][1] <= r["base"][0] + FD_SLACK
@@ -318,7 +320,7 @@ def main():
                                                             text=True).stdout.strip(), mc, PORT + 1))
     shown = " ".join(f"{k}={os.environ[k]}" for k in
                      ["DURATION", "CONNS", "SAMPLE", "MAXCONNS", "THREADS", "MEMORY_MB",
-                      "MEMCACHED_TOO", "SEED"] if k in os.environ)
+                      "MEMCACHED_TOO", "SEED", "MIX"] if k in os.environ)
     report(results, (shown + " " if shown else "") + "python3 bench/conn_soak.py")
     ok = all(verdict(r)[0] and verdict(r)[1] and r["served_after"] and r["alive"]
              for r in results if r["name"] == "tiercache")

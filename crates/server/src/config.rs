@@ -95,7 +95,7 @@ impl Default for ServerConfig {
             verbosity: 0,
             enable_shutdown: false,
             max_get_line: 1 << 20,
-            max_pending_output: 256 << 10,
+            max_pending_output: 64 << 10,
             detail_enabled: false,
             detail_delimiter: b':',
         }

@@ -7,26 +7,31 @@
 //!
 //! Memory bound per connection (issue 19: clients that do not read made the
 //! server hold 7 MiB of replies each). Let P be `max_pending_output`
-//! (default 256 KiB), I the item size limit (`-I`, default 1 MiB), L the
+//! (default 64 KiB), I the item size limit (`-I`, default 1 MiB), L the
 //! longest multiget line (`max_get_line`, default 1 MiB) and R = 64 KiB:
 //!
-//! - output: no request is started, and no further key of a multiget is
-//!   answered, while P bytes or more wait to be written; once over P the
-//!   connection is stalled (`stats` `conn_output_stalls` counts each time)
-//!   until the client has taken it down to P/2, and neither its input is
-//!   read nor its requests parsed meanwhile. A multiget is answered
-//!   [`GET_CHUNK`] keys at a time ([`GET_CHUNK_FLASH`] with a flash tier,
-//!   whose reads go out together), so at most P + 1 key's reply (I)
-//!   waits, or P + 32 keys' with flash; the buffer holding it is
-//!   compacted as it is written, so it stays under twice that.
-//! - input: R, or the request at the head when it is longer (a data block
-//!   up to I plus its line, or a multiget line up to L + 1), and at most
-//!   twice that while it is moved to the front.
+//! - output: replies are copied into the output buffer. No request is
+//!   started, and a multiget answers no further key, while P bytes or more
+//!   wait to be written (`Ctx::out_limit`), so at most P + one value (I)
+//!   wait. Once over P the connection is stalled (`stats`
+//!   `conn_output_stalls` counts each time) until the client has taken it
+//!   down to P/2: neither its input is read nor its requests parsed
+//!   meanwhile. The buffer is compacted as it is written, so it stays under
+//!   about twice P + I. With a flash tier a multiget's keys are read
+//!   [`GET_CHUNK_FLASH`] at a time (their reads go to the device together),
+//!   and those records are held too (at most that many values; reads ahead
+//!   for the requests behind a waiting one are bounded in `flights`).
+//! - input: 16 to 64 KiB (R), or the request at the head when it is longer
+//!   (a data block up to I plus its line, or a multiget line up to L + 1),
+//!   and at most twice that while it is moved to the front.
 //!
 //! So a connection holds at most about 2 (P + I) + 2 max(I, L) bytes of
-//! buffers (6.5 MiB at the defaults, and 2.5 MiB of it only while it sends a
-//! large item or multiget line); a client that pipelines gets and does not
-//! read holds about 2 (P + value size) + R (under 1 MiB for 100 KB values).
+//! buffers (6.3 MiB at the defaults, most of it only while it sends a large
+//! item or multiget line or is sent large values); a client that pipelines
+//! gets of 100 KB values and does not read holds about P + 100 KB + R
+//! (measured: 20 such clients, 6.1 MiB of RSS in all).
+//! memcached answers from the item itself (no copy), so such a client
+//! costs it almost nothing; tiercache's cost is that copy, bounded.
 //!
 //! A peer that closes, resets or half-closes mid-request is seen even when
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
@@ -44,11 +49,9 @@ use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{parse, Get, Limits, Parsed, Request};
 
 const READ_CHUNK: usize = 64 * 1024;
-/// Keys of a multiget answered per step on a RAM-only server: one, so that
-/// the output bound holds to within one value.
-pub const GET_CHUNK: usize = 1;
-/// Keys of a multiget answered per step with a flash tier: their flash
-/// reads go to the device together.
+/// Keys of a multiget run at once with a flash tier: their flash reads go to
+/// the device together. Without a flash tier a multiget runs at once and
+/// stops only at the output bound.
 pub const GET_CHUNK_FLASH: usize = 32;
 /// Sent before closing a connection whose multiget line is longer than
 /// `max_get_line` (memcached 1.6.18 has no limit and keeps reading).
@@ -78,6 +81,11 @@ pub struct Conn {
     swallow: usize,
     /// Buffer length the current partial request needs.
     need: usize,
+    /// Bytes asked of one read: 16 KiB (memcached's read size), doubled up
+    /// to READ_CHUNK each time a read fills it, so that a connection that
+    /// sends little keeps a small buffer (500 churning connections held
+    /// 64 KiB of zeroed buffer each).
+    read_size: usize,
     /// Peer closed its side.
     eof: bool,
     /// The last event said the peer closed or reset: read to the end, a
@@ -140,6 +148,7 @@ impl Conn {
             due: 0,
             swallow: 0,
             need: 0,
+            read_size: 16 * 1024,
             eof: false,
             hup: false,
             stalled: false,
@@ -245,7 +254,7 @@ impl Conn {
                 self.rend -= self.rpos;
                 self.rpos = 0;
             }
-            let room = cap.saturating_sub(held).min(READ_CHUNK);
+            let room = cap.saturating_sub(held).min(self.read_size);
             // While swallowing, reading is always allowed: the bytes are dropped.
             if room == 0 && self.swallow == 0 {
                 return Ok(total);
@@ -266,6 +275,9 @@ impl Conn {
                     count_read(ctx.stats, n);
                     if self.swallow > 0 {
                         self.discard_swallowed();
+                    }
+                    if n == room && self.read_size < READ_CHUNK {
+                        self.read_size *= 2;
                     }
                     if n < room && !self.hup {
                         self.drained = true;
@@ -336,10 +348,12 @@ impl Conn {
         let mut last = None;
         // memcached writes out its replies whenever its input runs out.
         self.due = self.wbuf.len();
+        // Keys of a multiget run at once: with a flash tier, those whose
+        // reads go out together; without, all (it stops at the bound).
         let chunk = if ctx.reader.is_some() {
             GET_CHUNK_FLASH
         } else {
-            GET_CHUNK
+            usize::MAX
         };
         'requests: while !self.closing && self.may_produce(max_pending) && !self.busy {
             if self.flights.head_waiting(self.pos) > 0 {
@@ -389,12 +403,12 @@ impl Conn {
                         Request::Get(g) => Some(g.clone()),
                         _ => None,
                     };
-                    let (mut request, mut more) = match &whole {
+                    let (mut request, mut sub_at, mut more) = match &whole {
                         Some(g) => {
-                            let (sub, more) = get_chunk(g, self.get_at, chunk);
-                            (Some(Request::Get(sub)), more)
+                            let (sub, at, more) = get_chunk(g, self.get_at, chunk);
+                            (Some(Request::Get(sub)), at, more)
                         }
-                        None => (Some(request), None),
+                        None => (Some(request), 0, None),
                     };
                     let mut after_miss = false;
                     let mut runs = 0u32;
@@ -442,6 +456,7 @@ impl Conn {
                             || ctx.refetch.get())
                         .then(|| req.clone());
                         let mark = self.wbuf.len();
+                        ctx.out_limit.set(self.wpos + max_pending);
                         let outcome = match ctx.reader {
                             Some(_) => {
                                 let flight = self.flights.head(head);
@@ -449,6 +464,7 @@ impl Conn {
                             }
                             None => execute(req, &mut self.wbuf, ctx, &Fetched::default()),
                         };
+                        let stopped = ctx.get_stopped.take();
                         if ctx.retry.take() {
                             // Changed nothing: drop the reply, run it again later.
                             self.wbuf.truncate(mark);
@@ -468,10 +484,16 @@ impl Conn {
                                 continue;
                             }
                         }
-                        if let (Some(g), Some(next)) = (&whole, more) {
-                            // Keys remain: this part's END goes, and the next
-                            // keys are answered while output is under the bound.
-                            if self.wbuf.ends_with(b"END\r\n") {
+                        // Keys remain when the get stopped at the output
+                        // bound (it wrote no END) or after its chunk (its END
+                        // goes): the rest are answered while output is under
+                        // the bound, or after it has drained.
+                        let next = match stopped {
+                            Some(off) => Some(sub_at + off),
+                            None => more,
+                        };
+                        if let (Some(g), Some(next)) = (&whole, next) {
+                            if stopped.is_none() && self.wbuf.ends_with(b"END\r\n") {
                                 self.wbuf.truncate(self.wbuf.len() - 5);
                             }
                             self.flights.done(head);
@@ -480,8 +502,9 @@ impl Conn {
                             if !self.may_produce(max_pending) {
                                 break 'requests;
                             }
-                            let (sub, m) = get_chunk(g, next, chunk);
+                            let (sub, at, m) = get_chunk(g, next, chunk);
                             request = Some(Request::Get(sub));
+                            sub_at = at;
                             more = m;
                             after_miss = false;
                             runs = 0;
@@ -594,10 +617,17 @@ impl Conn {
     }
 }
 
-/// The `n` keys of a multiget from offset `at` of its keys, and the offset
-/// of the key after them when there is one.
-fn get_chunk<'a>(g: &Get<'a>, at: usize, n: usize) -> (Get<'a>, Option<usize>) {
+/// The `n` keys of a multiget from offset `at` of its keys, the offset
+/// they start at, and the offset of the key after them when there is one.
+fn get_chunk<'a>(g: &Get<'a>, at: usize, n: usize) -> (Get<'a>, usize, Option<usize>) {
     let keys = g.keys;
+    if n == usize::MAX {
+        let sub = Get {
+            keys: &keys[at..],
+            ..g.clone()
+        };
+        return (sub, at, None);
+    }
     let skip = |mut i: usize, space: bool| {
         while i < keys.len() && (keys[i] == b' ') == space {
             i += 1;
@@ -617,7 +647,7 @@ fn get_chunk<'a>(g: &Get<'a>, at: usize, n: usize) -> (Get<'a>, Option<usize>) {
         return_cas: g.return_cas,
         touch: g.touch,
     };
-    (sub, (end < keys.len()).then_some(end))
+    (sub, start, (end < keys.len()).then_some(end))
 }
 
 /// Whether a line is a multiget (`get ` or `gets ` after leading spaces).

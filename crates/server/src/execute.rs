@@ -49,6 +49,13 @@ pub struct Ctx<'a> {
     /// reads and the run); after a few such runs the delete drops every
     /// entry under the key's tag instead of reading again.
     pub refetch: Cell<bool>,
+    /// Output length at which a multiget stops after the key it is at
+    /// (the connection's output bound; `usize::MAX`: never).
+    pub out_limit: Cell<usize>,
+    /// Set by a multiget that stopped at `out_limit`: the offset in its
+    /// keys of the first key not answered. It wrote no `END`; the
+    /// connection runs the rest of its keys once the output has drained.
+    pub get_stopped: Cell<Option<usize>>,
     /// The worker's flash reader, when there is a flash tier.
     pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
 }
@@ -239,6 +246,11 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
     let detail = ctx.shared.detail.enabled();
     let mut looked_up: Vec<(&[u8], bool)> = Vec::new();
     for key in g.keys() {
+        if hits + misses > 0 && out.len() >= ctx.out_limit.get() {
+            let at = key.as_ptr() as usize - g.keys.as_ptr() as usize;
+            ctx.get_stopped.set(Some(at));
+            break;
+        }
         let hash = Engine::hash(key);
         let mut s = ctx.engine().lock(hash, ctx.now);
         if touch.is_some() && !gate(&mut s, key, hash, ctx) {
@@ -280,7 +292,9 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
             looked_up.push((key, false));
         }
     }
-    out.extend_from_slice(b"END\r\n");
+    if ctx.get_stopped.get().is_none() {
+        out.extend_from_slice(b"END\r\n");
+    }
     // A get that must read flash first runs again: count it once, then.
     if ctx.need_flash.get() {
         return;

@@ -156,6 +156,8 @@ pub fn run(
             need_flash: Cell::new(false),
             verify_first: Cell::new(false),
             refetch: Cell::new(false),
+            out_limit: Cell::new(usize::MAX),
+            get_stopped: Cell::new(None),
             reader: reader.as_ref(),
         };
         let mut woken = events.is_empty() || any_busy;

