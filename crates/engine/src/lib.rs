@@ -2,19 +2,29 @@
 //! the simulator and the tests drive the same engine.
 //!
 //! ```text
-//!  Engine ──hash──► Mutex<Shard> × N ──► Index (8-slot buckets: tag + segment + offset)
-//!     │                  │
-//!     │                  └─► segments in two FIFO queues (probation, main),
-//!     │                      evacuated a segment at a time as the policy decides
-//!     └─► Shared: SegmentPool (memory budget: segments + index), CAS counter, flush state
+//!  Engine ──hash──► Mutex<Shard> × N ──► Index (10-slot cache-line buckets, two per key:
+//!     │                  │                      11-bit tag + hit bit + segment + offset)
+//!     │                  ├─► RAM segments in two FIFO queues (probation, main),
+//!     │                  │   evacuated a segment at a time as the policy decides
+//!     │                  └─► flash entries: records in FlashTier segments
+//!     ├─► Shared: SegmentPool (memory budget: segments + index + write buffers), CAS, flush
+//!     └─► FlashTier: write buffers, flusher, reclaim, crash journal, recovery
 //! ```
 //!
 //! - [`item`]: the 24-byte item header inside a segment.
 //! - [`index`]: the compact hash index.
 //! - [`pool`]: the memory budget.
-//! - [`shard`]: primitives (find, insert, unlink, hit, evacuation, expiry sweep).
+//! - [`segment`]: a RAM segment.
+//! - [`shard`]: primitives (find, insert, unlink, hit, evacuation, expiry
+//!   sweep), the RAM side of the flash tier (demotion, probes, promotion) and
+//!   the crash-safety gate.
 //! - [`ops`]: memcached semantics (storage modes, incr/decr, touch).
-//! - [`engine`]: sharding, flush_all, stats.
+//! - [`engine`]: sharding, flush_all, stats, start-up (snapshot or crash
+//!   recovery) and shutdown.
+//! - [`flash`]: the flash tier (devices, format, write path, reads, journal).
+//! - [`persist`]: the shutdown snapshot's layout.
+//! - [`clock`], [`credit`]: time and memcached's exptime rules; the
+//!   feedback counters behind promotion and verify-before-set.
 
 pub mod clock;
 pub mod credit;
