@@ -597,13 +597,19 @@ impl Conn {
             if self.wbuf.capacity() > 1 << 20 {
                 self.wbuf.shrink_to(64 * 1024);
             }
-        } else if self.wpos >= self.pending_output() {
-            // The written part is the larger: move the rest to the front,
-            // or a client that keeps taking part of it would grow the
-            // buffer without bound while what is pending stays small.
+        } else if self.wpos > 0 {
+            // The socket is full: move what is left to the front (or a
+            // client that keeps taking part of it would grow the buffer
+            // while what is pending stays small), and give back what the
+            // buffer grew to beyond twice that (a client that does not read
+            // would keep it).
             self.wbuf.drain(..self.wpos);
             self.due = self.due.saturating_sub(self.wpos);
             self.wpos = 0;
+            let keep = (2 * self.wbuf.len()).max(64 * 1024);
+            if self.wbuf.capacity() > keep {
+                self.wbuf.shrink_to(keep);
+            }
         }
         // A large request (item, multiget line) is done with and nothing
         // waits: give its buffer back.
