@@ -4,7 +4,7 @@
 
 use crate::index::Loc;
 use crate::item;
-use crate::shard::{InsertError, NewItem, Shard};
+use crate::shard::{Allowed, InsertError, NewItem, Shard};
 use tiercache_proto::number::parse_u64;
 
 /// Which storage command.
@@ -161,7 +161,7 @@ pub fn arith(
     let Some(loc) = shard.find(key, hash, now) else {
         return ArithResult::NotFound;
     };
-    if !shard.journal_gate(key, hash) {
+    if shard.journal_gate(key, hash).is_none() {
         return ArithResult::Busy;
     }
     let h = shard.header(loc);
@@ -203,8 +203,15 @@ fn itoa_buf(v: u64) -> Vec<u8> {
 }
 
 /// touch: sets a new exptime; returns the item's location if it exists.
-pub fn touch(shard: &mut Shard, key: &[u8], hash: u64, exptime: u32, now: u32) -> Option<Loc> {
+pub fn touch(
+    shard: &mut Shard,
+    key: &[u8],
+    hash: u64,
+    exptime: u32,
+    now: u32,
+    ok: &Allowed,
+) -> Option<Loc> {
     let loc = shard.find(key, hash, now)?;
-    shard.set_exptime(loc, exptime);
+    shard.set_exptime(loc, exptime, ok);
     Some(loc)
 }

@@ -146,6 +146,28 @@ pub struct Shard {
     pub can_grow: bool,
 }
 
+/// Permission to change one key, from [`Shard::journal_gate`] in the same
+/// lock hold: the crash journal has made durable every tombstone the change
+/// needs. The methods that change or delete an item ask for it, so a front
+/// end cannot change a key that may have records on flash without the gate
+/// (which would let a crash bring the old value back). Only the engine
+/// makes one.
+#[derive(Debug)]
+pub struct Allowed {
+    hash: u64,
+}
+
+impl Allowed {
+    /// In debug builds: the permission is for the key at `loc`.
+    fn check(&self, shard: &Shard, loc: Loc) {
+        debug_assert_eq!(
+            self.hash,
+            hash_key(shard.key(loc)),
+            "allowed for another key"
+        );
+    }
+}
+
 /// Key hash used by index, shards and the ghost list.
 #[inline]
 pub fn hash_key(key: &[u8]) -> u64 {
@@ -258,20 +280,44 @@ impl Shard {
         &mut self.seg_mut(loc.seg).data[o..o + len]
     }
 
-    pub fn set_exptime(&mut self, loc: Loc, exptime: u32) {
+    /// Sets the item's exptime (touch, gat, mg T, ma T).
+    pub fn set_exptime(&mut self, loc: Loc, exptime: u32, ok: &Allowed) {
+        ok.check(self, loc);
+        self.write_exptime(loc, exptime);
+    }
+
+    pub(crate) fn write_exptime(&mut self, loc: Loc, exptime: u32) {
         self.field_mut(loc, item::OFF_EXPTIME, 4)
             .copy_from_slice(&exptime.to_le_bytes());
     }
 
-    pub fn set_cas(&mut self, loc: Loc, cas: u64) {
+    pub(crate) fn set_cas(&mut self, loc: Loc, cas: u64) {
         self.field_mut(loc, item::OFF_CAS, 8)
             .copy_from_slice(&cas.to_le_bytes());
     }
 
     /// Sets and clears bits in the item's flag byte.
-    pub fn update_bits(&mut self, loc: Loc, set: u8, clear: u8) {
+    pub(crate) fn update_bits(&mut self, loc: Loc, set: u8, clear: u8) {
         let b = &mut self.field_mut(loc, item::OFF_BITS, 1)[0];
         *b = (*b & !clear) | set;
+    }
+
+    /// Meta's win token was handed out for this item (mg W; a later mg
+    /// says Z). Changes no value, so it needs no journal gate.
+    pub fn mark_token_sent(&mut self, loc: Loc) {
+        self.update_bits(loc, item::TOKEN_SENT, 0);
+    }
+
+    /// md with I: the item becomes stale (mg X, a win token for the next
+    /// client), with a new CAS and, if given, a new exptime.
+    pub fn invalidate(&mut self, loc: Loc, exptime: Option<u32>, ok: &Allowed) {
+        ok.check(self, loc);
+        if let Some(e) = exptime {
+            self.write_exptime(loc, e);
+        }
+        self.update_bits(loc, item::STALE, item::TOKEN_SENT);
+        let cas = self.shared.next_cas();
+        self.set_cas(loc, cas);
     }
 
     /// Overwrites the value in place (same length).
@@ -296,7 +342,7 @@ impl Shard {
         let h = self.header(loc);
         if h.expired(now) {
             self.stats.get_expired += 1;
-            self.unlink(hash, loc);
+            self.unlink_item(hash, loc);
             return None;
         }
         Some(loc)
@@ -324,7 +370,14 @@ impl Shard {
     }
 
     /// Drops a flash item's index entry (delete of a probed flash item).
-    pub fn unlink_flash(&mut self, hash: u64, loc: Loc) {
+    pub fn unlink_flash(&mut self, hash: u64, loc: Loc, ok: &Allowed) {
+        debug_assert_eq!(ok.hash, hash, "allowed for another key");
+        self.drop_flash_entry(hash, loc);
+    }
+
+    /// Drops a flash index entry whose record is gone, stale, or covered by
+    /// a tombstone or the floor (no gate needed).
+    pub(crate) fn drop_flash_entry(&mut self, hash: u64, loc: Loc) {
         if self.index.remove(hash, loc) {
             self.stats.curr_items -= 1;
             self.stats.flash_items -= 1;
@@ -337,9 +390,10 @@ impl Shard {
     /// Before a new item goes in: drops every flash entry that may be an
     /// older copy of the key. A colliding entry of another key goes too; that
     /// costs a miss, never a stale value.
-    pub fn purge_flash(&mut self, hash: u64) {
+    pub fn purge_flash(&mut self, hash: u64, ok: &Allowed) {
+        debug_assert_eq!(ok.hash, hash, "allowed for another key");
         for loc in self.flash_candidates(hash) {
-            self.unlink_flash(hash, loc);
+            self.drop_flash_entry(hash, loc);
         }
     }
 
@@ -382,8 +436,13 @@ impl Shard {
         self.seg_mut(loc.seg).data[o..o + bytes.len()].copy_from_slice(bytes);
     }
 
-    /// Removes an item from the index.
-    pub fn unlink(&mut self, hash: u64, loc: Loc) {
+    /// Removes an item from the index (md of a found item).
+    pub fn unlink(&mut self, hash: u64, loc: Loc, ok: &Allowed) {
+        ok.check(self, loc);
+        self.unlink_item(hash, loc);
+    }
+
+    pub(crate) fn unlink_item(&mut self, hash: u64, loc: Loc) {
         if self.index.remove(hash, loc) {
             let size = self.header(loc).size() as u64;
             self.update_bits(loc, item::DEAD, 0);
@@ -394,10 +453,11 @@ impl Shard {
     }
 
     /// Removes the key if present (expired or not); true if it was live.
-    pub fn remove_key(&mut self, key: &[u8], hash: u64, now: u32) -> bool {
+    pub fn remove_key(&mut self, key: &[u8], hash: u64, now: u32, ok: &Allowed) -> bool {
+        debug_assert_eq!(ok.hash, hash, "allowed for another key");
         match self.find(key, hash, now) {
             Some(loc) => {
-                self.unlink(hash, loc);
+                self.unlink_item(hash, loc);
                 true
             }
             None => false,
@@ -457,12 +517,12 @@ impl Shard {
             return Err(InsertError::Busy);
         }
         if let Some(old) = old {
-            self.unlink(hash, old);
+            self.unlink_item(hash, old);
         }
         // Every flash entry that may be an older copy of the key goes (a
         // colliding entry of another key too: a miss, never a stale value).
         for loc in on_flash {
-            self.unlink_flash(hash, loc);
+            self.drop_flash_entry(hash, loc);
         }
         let cas = if new.cas == 0 {
             self.shared.next_cas()
@@ -774,7 +834,7 @@ impl Shard {
                         if h.bits & item::FETCHED == 0 {
                             self.stats.expired_unfetched += 1;
                         }
-                        self.unlink(hash, loc);
+                        self.unlink_item(hash, loc);
                         self.stats.reclaimed += 1;
                         reclaimed += 1;
                     }
@@ -883,7 +943,7 @@ impl Shard {
         let mut best: Option<(Loc, u64)> = None;
         for loc in self.flash_candidates(hash) {
             if fetched.state(loc).is_none() && !flash.fetch(loc, fetched, reads) {
-                self.unlink_flash(hash, loc);
+                self.drop_flash_entry(hash, loc);
                 continue;
             }
             match fetched.state(loc) {
@@ -892,7 +952,7 @@ impl Shard {
                     // The record may read fine after a restart: no longer
                     // tracked, it needs a tombstone.
                     self.tombstone(hash);
-                    self.unlink_flash(hash, loc)
+                    self.drop_flash_entry(hash, loc)
                 }
                 Some(FetchState::Item(item)) => {
                     if !self.still_valid(&flash, loc, fetched) {
@@ -906,7 +966,7 @@ impl Shard {
                         continue;
                     }
                     if Header::read(item).expired(now) {
-                        self.unlink_flash(hash, loc);
+                        self.drop_flash_entry(hash, loc);
                         self.stats.reclaimed += 1;
                         continue;
                     }
@@ -917,9 +977,9 @@ impl Shard {
                     // the newer one: its tombstone horizon or the floor).
                     let seq = fetched.item_seq(loc).map_or(0, |(_, s)| s);
                     match best {
-                        Some((_, best_seq)) if best_seq >= seq => self.unlink_flash(hash, loc),
+                        Some((_, best_seq)) if best_seq >= seq => self.drop_flash_entry(hash, loc),
                         Some((old, _)) => {
-                            self.unlink_flash(hash, old);
+                            self.drop_flash_entry(hash, old);
                             best = Some((loc, seq));
                         }
                         None => best = Some((loc, seq)),
@@ -1145,17 +1205,20 @@ impl Shard {
     }
 
     /// Call before changing or deleting `key` (in the same lock hold as the
-    /// change): true when the change may go ahead. False when a tombstone
+    /// change): the permission the changing methods ask for
+    /// ([`Allowed`]), when the change may go ahead. None when a tombstone
     /// for records of the key on flash is not durable yet; it has been asked
     /// for, and the request must be retried (the flash tier's waker fires
-    /// when the journal commits). Always true without a flash tier.
-    pub fn journal_gate(&mut self, key: &[u8], hash: u64) -> bool {
-        if self.flash.is_none() {
-            return true;
+    /// when the journal commits). Always allowed without a flash tier.
+    pub fn journal_gate(&mut self, key: &[u8], hash: u64) -> Option<Allowed> {
+        if self.flash.is_some() {
+            let old = self.find_any(key, hash);
+            let on_flash = self.flash_candidates(hash);
+            if !self.journal_gate_at(hash, old, &on_flash) {
+                return None;
+            }
         }
-        let old = self.find_any(key, hash);
-        let on_flash = self.flash_candidates(hash);
-        self.journal_gate_at(hash, old, &on_flash)
+        Some(Allowed { hash })
     }
 
     /// [`journal_gate`](Self::journal_gate) given the key's RAM item and
@@ -1268,7 +1331,7 @@ impl Shard {
             self.tombstone(hash);
         }
         for &loc in &stale {
-            self.unlink_flash(hash, loc);
+            self.drop_flash_entry(hash, loc);
         }
         stale.len() as u64
     }

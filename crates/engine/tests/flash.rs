@@ -133,13 +133,23 @@ fn delete(e: &Engine, key: &[u8]) -> bool {
         let mut reads = Vec::new();
         let mut s = e.lock(hash, NOW);
         match s.probe(key, hash, NOW, &mut fetched, &mut reads) {
-            Probe::Ram => return s.remove_key(key, hash, NOW),
             Probe::Absent => return false,
-            Probe::Flash(loc) => {
-                s.unlink_flash(hash, loc);
-                return true;
-            }
             Probe::Need => {}
+            p => {
+                // The crash journal first, as the server does.
+                let Some(ok) = s.journal_gate(key, hash) else {
+                    drop(s);
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    continue;
+                };
+                return match p {
+                    Probe::Flash(loc) => {
+                        s.unlink_flash(hash, loc, &ok);
+                        true
+                    }
+                    _ => s.remove_key(key, hash, NOW, &ok),
+                };
+            }
         }
         drop(s);
         for r in reads {

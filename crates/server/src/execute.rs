@@ -10,7 +10,7 @@ use tiercache_engine::flash::Fetched;
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
-use tiercache_engine::shard::{InsertError, Shard};
+use tiercache_engine::shard::{Allowed, InsertError, Shard};
 use tiercache_engine::{Engine, NewItem};
 use tiercache_proto::request::errors;
 use tiercache_proto::response as resp;
@@ -85,13 +85,13 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             let hash = Engine::hash(key);
             let found = {
                 let mut s = ctx.engine().lock(hash, ctx.now);
-                if !gate(&mut s, key, hash, ctx) {
+                let Some(ok) = gate(&mut s, key, hash, ctx) else {
                     return Outcome::Continue;
-                }
-                let found = s.remove_key(key, hash, ctx.now)
+                };
+                let found = s.remove_key(key, hash, ctx.now, &ok)
                     || match s.flash_lookup(key, hash, ctx.now, fetched) {
                         Some(loc) => {
-                            s.unlink_flash(hash, loc);
+                            s.unlink_flash(hash, loc, &ok);
                             true
                         }
                         None => false,
@@ -105,7 +105,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
                         ctx.need_flash.set(true);
                         return Outcome::Continue;
                     }
-                    s.purge_flash(hash);
+                    s.purge_flash(hash, &ok);
                 }
                 found
             };
@@ -133,10 +133,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             let e = ctx.exptime(exptime);
             let found = {
                 let mut s = ctx.engine().lock(hash, ctx.now);
-                if !gate(&mut s, key, hash, ctx) {
+                let Some(ok) = gate(&mut s, key, hash, ctx) else {
                     return Outcome::Continue;
-                }
-                ops::touch(&mut s, key, hash, e, ctx.now).is_some()
+                };
+                ops::touch(&mut s, key, hash, e, ctx.now, &ok).is_some()
             };
             bump(&ctx.stats.cmd_touch);
             if found {
@@ -205,11 +205,11 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             if remove_existing {
                 let hash = Engine::hash(&key);
                 let mut s = ctx.engine().lock(hash, ctx.now);
-                if !gate(&mut s, &key, hash, ctx) {
+                let Some(ok) = gate(&mut s, &key, hash, ctx) else {
                     return Outcome::Continue;
-                }
-                s.remove_key(&key, hash, ctx.now);
-                s.purge_flash(hash);
+                };
+                s.remove_key(&key, hash, ctx.now, &ok);
+                s.purge_flash(hash, &ok);
             }
             reply(out, noreply, r.line());
         }
@@ -223,13 +223,12 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
 /// Before a request changes `key` (in the same lock hold as the change):
 /// false when the crash journal must first make a tombstone durable; the
 /// request is then marked for a retry and must change nothing.
-fn gate(s: &mut Shard, key: &[u8], hash: u64, ctx: &Ctx<'_>) -> bool {
-    if s.journal_gate(key, hash) {
-        true
-    } else {
+fn gate(s: &mut Shard, key: &[u8], hash: u64, ctx: &Ctx<'_>) -> Option<Allowed> {
+    let ok = s.journal_gate(key, hash);
+    if ok.is_none() {
         ctx.retry.set(true);
-        false
     }
+    ok
 }
 
 /// `VALUE key flags bytes [cas]`, the value and its line end.
@@ -253,11 +252,13 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
         }
         let hash = Engine::hash(key);
         let mut s = ctx.engine().lock(hash, ctx.now);
-        if touch.is_some() && !gate(&mut s, key, hash, ctx) {
-            return;
-        }
         let found = match touch {
-            Some(e) => ops::touch(&mut s, key, hash, e, ctx.now),
+            Some(e) => {
+                let Some(ok) = gate(&mut s, key, hash, ctx) else {
+                    return;
+                };
+                ops::touch(&mut s, key, hash, e, ctx.now, &ok)
+            }
             None => s.find(key, hash, ctx.now),
         };
         if let Some(loc) = found {
@@ -454,9 +455,15 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
     let hash = Engine::hash(key);
     let now = ctx.now;
     let mut s = ctx.engine().lock(hash, now);
-    if flags.order.iter().any(|t| t[0] == b'T') && !gate(&mut s, key, hash, ctx) {
-        return;
-    }
+    // mg T changes the item's exptime: the gate first.
+    let allowed = if flags.order.iter().any(|t| t[0] == b'T') {
+        match gate(&mut s, key, hash, ctx) {
+            Some(ok) => Some(ok),
+            None => return,
+        }
+    } else {
+        None
+    };
     let mut created = false;
     let mut loc = s.find(key, hash, now);
     if loc.is_none() {
@@ -504,7 +511,8 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
         match tok[0] {
             b'T' => {
                 ttl_set = true;
-                s.set_exptime(loc, ctx.exptime(flags.ttl.unwrap_or(0)));
+                let ok = allowed.as_ref().expect("gated above");
+                s.set_exptime(loc, ctx.exptime(flags.ttl.unwrap_or(0)), ok);
             }
             b'N' if created => won = true,
             b'R' => {
@@ -549,7 +557,7 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
     }
     if won {
         out.extend_from_slice(b" W");
-        s.update_bits(loc, TOKEN_SENT, 0);
+        s.mark_token_sent(loc);
     }
     out.extend_from_slice(b"\r\n");
     if flags.value {
@@ -642,9 +650,9 @@ fn meta_delete(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'
     let now = ctx.now;
     let code: &[u8] = {
         let mut s = ctx.engine().lock(hash, now);
-        if !gate(&mut s, key, hash, ctx) {
+        let Some(ok) = gate(&mut s, key, hash, ctx) else {
             return;
-        }
+        };
         match s.find(key, hash, now) {
             None => {
                 bump(&ctx.stats.delete_misses);
@@ -656,15 +664,10 @@ fn meta_delete(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'
             }
             Some(loc) => {
                 if flags.invalidate {
-                    if let Some(t) = flags.ttl {
-                        s.set_exptime(loc, ctx.exptime(t));
-                    }
-                    s.update_bits(loc, STALE, TOKEN_SENT);
-                    let cas = s.shared().next_cas();
-                    s.set_cas(loc, cas);
+                    s.invalidate(loc, flags.ttl.map(|t| ctx.exptime(t)), &ok);
                 } else {
                     bump(&ctx.stats.delete_hits);
-                    s.unlink(hash, loc);
+                    s.unlink(hash, loc, &ok);
                 }
                 if flags.quiet {
                     return;
@@ -743,13 +746,20 @@ fn meta_arith(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_
             return;
         }
     };
+    // The change above passed the journal gate in this lock hold, so asking
+    // again is immediate (never a retry, which would apply the change
+    // twice); T and N change the exptime under it.
+    let ok = s.journal_gate(key, hash);
+    let set_ttl = |s: &mut Shard, t: u8| match (t, &ok) {
+        (b'T', Some(ok)) => s.set_exptime(loc, ctx.exptime(flags.ttl.unwrap_or(0)), ok),
+        (b'N', Some(ok)) if created => {
+            s.set_exptime(loc, ctx.exptime(flags.vivify.unwrap_or(0)), ok)
+        }
+        _ => {}
+    };
     if flags.quiet {
         for tok in &flags.order {
-            match tok[0] {
-                b'T' => s.set_exptime(loc, ctx.exptime(flags.ttl.unwrap_or(0))),
-                b'N' if created => s.set_exptime(loc, ctx.exptime(flags.vivify.unwrap_or(0))),
-                _ => {}
-            }
+            set_ttl(&mut s, tok[0]);
         }
         return;
     }
@@ -772,8 +782,7 @@ fn meta_arith(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_
                     resp::number(out, u64::from(e.wrapping_sub(now)));
                 }
             }
-            b'T' => s.set_exptime(loc, ctx.exptime(flags.ttl.unwrap_or(0))),
-            b'N' if created => s.set_exptime(loc, ctx.exptime(flags.vivify.unwrap_or(0))),
+            b'T' | b'N' => set_ttl(&mut s, tok[0]),
             b'O' => resp::meta_token(out, tok),
             b'k' => resp::meta_key(out, key, flags.base64_key),
             _ => {}

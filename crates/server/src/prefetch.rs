@@ -190,7 +190,7 @@ pub fn journal_ahead(mut buf: &[u8], limits: &tiercache_proto::Limits, ctx: &Ctx
         };
         if let Some(key) = changed_key(&request) {
             let hash = Engine::hash(key);
-            engine.lock(hash, ctx.now).journal_gate(key, hash);
+            let _ = engine.lock(hash, ctx.now).journal_gate(key, hash);
         }
         buf = &buf[consumed..];
     }

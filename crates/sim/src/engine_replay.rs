@@ -296,8 +296,11 @@ pub fn replay_engine(
                 }
                 Op::Delete if opts.honor_ops => {
                     let mut s = engine.lock(hash, now);
-                    s.remove_key(&key, hash, now);
-                    s.purge_flash(hash);
+                    let ok = s
+                        .journal_gate(&key, hash)
+                        .expect("the replay keeps no crash journal: no change waits for it");
+                    s.remove_key(&key, hash, now, &ok);
+                    s.purge_flash(hash, &ok);
                 }
                 _ => {
                     let hit = c.get(&key, hash, now);

@@ -54,7 +54,7 @@ pub fn mutate<R>(e: &Engine, k: &[u8], mut change: impl FnMut(&mut Shard, u64) -
     loop {
         assert!(Instant::now() < deadline, "mutation never allowed");
         let mut s = e.lock(hash, NOW);
-        if s.journal_gate(k, hash) {
+        if s.journal_gate(k, hash).is_some() {
             if let Some(r) = change(&mut s, hash) {
                 return r;
             }
@@ -127,14 +127,17 @@ pub fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {
 }
 
 pub fn delete(e: &Engine, k: &[u8]) -> bool {
-    with_item(e, k, |s, hash, _, p| match p {
-        Probe::Absent => Some(false),
-        _ if !s.journal_gate(k, hash) => None,
-        Probe::Ram => Some(s.remove_key(k, hash, NOW)),
-        Probe::Flash(loc) => {
-            s.unlink_flash(hash, loc);
-            Some(true)
+    with_item(e, k, |s, hash, _, p| {
+        if p == Probe::Absent {
+            return Some(false);
         }
-        Probe::Need => unreachable!(),
+        let ok = s.journal_gate(k, hash)?;
+        Some(match p {
+            Probe::Flash(loc) => {
+                s.unlink_flash(hash, loc, &ok);
+                true
+            }
+            _ => s.remove_key(k, hash, NOW, &ok),
+        })
     })
 }
