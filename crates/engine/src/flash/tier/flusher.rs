@@ -1,0 +1,248 @@
+//! The flusher thread: writes sealed buffers whole, reclaims the oldest
+//! segments ahead of need (reinserting hit records), frees wholly expired
+//! segments, seals an idle buffer, and records a failed journal.
+
+use super::*;
+
+/// Whoever owns the index entries of records (the engine): told about each
+/// live record of a segment that is being reclaimed or could not be written.
+pub trait RecordOwner: Send + Sync {
+    /// Drops the entry for the record at `loc`, or reinserts it (through
+    /// [`FlashTier::append`]) when it was hit and `reinsert` allows.
+    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool);
+}
+
+enum Job {
+    Write(u32, Arc<AlignedBuf>),
+    /// A slot to reclaim, and whether all its records have expired.
+    Reclaim(u32, bool),
+}
+
+impl FlashTier {
+    /// The flusher: writes sealed buffers, keeps free slots ahead of need by
+    /// reclaiming the oldest segments, and seals an idle open buffer after
+    /// `idle` so that its items reach the device. Runs until [`stop`](Self::stop).
+    pub fn run_flusher(&self, owner: &dyn RecordOwner, idle: Duration) {
+        let mut scratch = AlignedBuf::new(self.params.segment_size);
+        let mut last_append = (0u64, Instant::now());
+        let mut last_expiry_scan = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            if self.journal.failed() {
+                self.record_journal_failure(false);
+            }
+            let job = {
+                let mut st = self.state.lock();
+                loop {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if let Some(slot) = st.queued.pop_front() {
+                        let s = &mut st.slots[slot as usize];
+                        let SlotState::Queued(buf) = &s.state else {
+                            unreachable!("queued slot {slot} in state {:?}", s.state)
+                        };
+                        let buf = buf.clone();
+                        s.state = SlotState::Writing(buf.clone());
+                        break Job::Write(slot, buf);
+                    }
+                    if st.free.len() < FREE_SLOTS_LOW.max(1) + 1 {
+                        if let Some(slot) = st.sealed.pop_front() {
+                            st.slots[slot as usize].state = SlotState::Reclaiming;
+                            break Job::Reclaim(slot, false);
+                        }
+                    }
+                    // Idle flush: an open buffer that stopped growing goes out.
+                    let written = self.stats.objects_written.load(Ordering::Relaxed);
+                    if written != last_append.0 {
+                        last_append = (written, Instant::now());
+                    } else if last_append.1.elapsed() >= idle {
+                        if let Some(class) =
+                            (0..2).find(|&c| st.open[c].as_ref().is_some_and(|o| o.records > 0))
+                        {
+                            self.seal(&mut st, class);
+                            continue;
+                        }
+                    }
+                    // Expiry frees whole segments: once a segment's latest
+                    // exptime has passed, reclaim it ahead of its turn.
+                    if last_expiry_scan.elapsed() >= Duration::from_secs(1) {
+                        last_expiry_scan = Instant::now();
+                        let now = self.clock.load(Ordering::Relaxed);
+                        if let Some(pos) = st.sealed.iter().position(|&i| {
+                            let m = st.slots[i as usize].max_exptime;
+                            m != 0 && m <= now
+                        }) {
+                            let slot = st.sealed.remove(pos).expect("found");
+                            st.slots[slot as usize].state = SlotState::Reclaiming;
+                            self.stats.segments_expired.fetch_add(1, Ordering::Relaxed);
+                            break Job::Reclaim(slot, true);
+                        }
+                    }
+                    self.work.wait_for(&mut st, Duration::from_millis(20));
+                }
+            };
+            match job {
+                Job::Write(slot, buf) => self.write_segment(slot, buf, owner),
+                Job::Reclaim(slot, expired) => {
+                    self.reclaim_segment(slot, expired, &mut scratch, owner)
+                }
+            }
+            self.wake_all();
+        }
+    }
+
+    fn write_segment(&self, slot: u32, buf: Arc<AlignedBuf>, owner: &dyn RecordOwner) {
+        let (dev, off, len) = {
+            let st = self.state.lock();
+            let s = &st.slots[slot as usize];
+            (
+                s.dev,
+                s.dev_off,
+                round_up(BLOCK + s.data_len as usize, BLOCK),
+            )
+        };
+        let r = self.devices[dev].write_at(&buf.as_slice()[..len], off);
+        let mut st = self.state.lock();
+        match r {
+            Ok(()) => {
+                st.consecutive_write_errors = 0;
+                st.slots[slot as usize].state = SlotState::Sealed;
+                st.sealed.push_back(slot);
+                self.stats
+                    .bytes_written
+                    .fetch_add(len as u64, Ordering::Relaxed);
+                self.stats.segments_written.fetch_add(1, Ordering::Relaxed);
+                drop(st);
+            }
+            Err(e) => {
+                st.consecutive_write_errors += 1;
+                st.slots[slot as usize].state = SlotState::Failed;
+                let errors = st.consecutive_write_errors;
+                drop(st);
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(device = self.devices[dev].name(), slot, error = %e,
+                    "flash write failed; the segment's items are dropped");
+                if errors >= DEGRADE_AFTER_ERRORS && !self.degraded.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "flash tier stops admitting after {errors} failed writes in a row; serving from RAM"
+                    );
+                }
+                // The data never reached the device: drop every entry into it.
+                let seq = self.state.lock().slots[slot as usize].seq;
+                self.for_each_record(&buf.as_slice()[..len], seq, slot, |loc, item| {
+                    owner.reclaim(loc, item, false)
+                });
+            }
+        }
+        let buf =
+            Arc::try_unwrap(buf).unwrap_or_else(|_| AlignedBuf::new(self.params.segment_size));
+        self.state.lock().spare.push(buf);
+    }
+
+    fn reclaim_segment(
+        &self,
+        slot: u32,
+        expired: bool,
+        scratch: &mut AlignedBuf,
+        owner: &dyn RecordOwner,
+    ) {
+        let (dev, off, len, seq) = {
+            let st = self.state.lock();
+            let s = &st.slots[slot as usize];
+            (
+                s.dev,
+                s.dev_off,
+                round_up(BLOCK + s.data_len as usize, BLOCK),
+                s.seq,
+            )
+        };
+        if !expired && self.params.crash_journal {
+            // Its records stay on the device until the slot is rewritten:
+            // after a crash they must not come back once their entries go.
+            let t = self.journal.raise_floor(seq);
+            if !self.journal.wait_durable(t, Duration::from_secs(60)) {
+                tracing::error!(slot, "the crash journal did not commit the floor in 60 s");
+            }
+        }
+        let buf = &mut scratch.as_mut_slice()[..len];
+        match self.devices[dev].read_at(buf, off) {
+            Ok(n) if n == len => {
+                self.for_each_record(buf, seq, slot, |loc, item| {
+                    owner.reclaim(loc, item, self.params.reinsert_hits)
+                });
+            }
+            Ok(n) => {
+                self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    slot,
+                    n,
+                    len,
+                    "short read while reclaiming a flash segment; its entries become misses"
+                );
+            }
+            Err(e) => {
+                self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(slot, error = %e,
+                    "read failed while reclaiming a flash segment; its entries become misses");
+            }
+        }
+        let mut st = self.state.lock();
+        let s = &mut st.slots[slot as usize];
+        s.state = SlotState::Free;
+        s.items = 0;
+        st.free.push_back(slot);
+        drop(st);
+        self.stats
+            .segments_reclaimed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls `f` with every valid record of a segment image.
+    pub(super) fn for_each_record(
+        &self,
+        seg: &[u8],
+        seq: u64,
+        slot: u32,
+        mut f: impl FnMut(Loc, &[u8]),
+    ) {
+        let Some(h) = SegmentHeader::read(seg) else {
+            tracing::warn!(
+                slot,
+                "flash segment header does not verify; skipping its records"
+            );
+            return;
+        };
+        let end = (BLOCK + h.data_len as usize).min(seg.len());
+        let mut at = BLOCK;
+        while at + format::RECORD_PREFIX <= end {
+            // Zero where a record would start: padding to the next block.
+            if seg[at + 4..at + 8] == [0; 4] {
+                at = round_up(at + 1, BLOCK);
+                continue;
+            }
+            match format::check_record(&seg[at..end], seq, end - at) {
+                Ok(item) => {
+                    let size =
+                        format::record_size(item[20] as usize, Header::read(item).vlen as usize);
+                    f(
+                        Loc {
+                            seg: FLASH_SEG_BASE + slot,
+                            off: at as u32,
+                        },
+                        item,
+                    );
+                    at += size;
+                }
+                Err(_) => {
+                    self.stats.verify_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        slot,
+                        at,
+                        "corrupt record in a flash segment; skipping the block"
+                    );
+                    at = round_up(at + 1, BLOCK);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Crash safety on the shard's side: the journal gate and the permission
+//! it grants, tombstones, and the index rebuilt from flash after a crash.
+
+use super::*;
+
+/// Permission to change one key, from [`Shard::journal_gate`] in the same
+/// lock hold: the crash journal has made durable every tombstone the change
+/// needs. The methods that change or delete an item ask for it, so a front
+/// end cannot change a key that may have records on flash without the gate
+/// (which would let a crash bring the old value back). Only the engine
+/// makes one.
+#[derive(Debug)]
+pub struct Allowed {
+    pub(super) hash: u64,
+}
+
+impl Allowed {
+    /// In debug builds: the permission is for the key at `loc`.
+    pub(super) fn check(&self, shard: &Shard, loc: Loc) {
+        debug_assert_eq!(
+            self.hash,
+            hash_key(shard.key(loc)),
+            "allowed for another key"
+        );
+    }
+}
+
+/// Crash safety (see flash::journal): tombstones before changes, and the
+/// index rebuilt from flash after a crash.
+impl Shard {
+    /// Asks the journal for a tombstone over every record of `hash`'s key
+    /// appended so far; returns its ticket (0 without a flash tier).
+    pub(super) fn tombstone(&mut self, hash: u64) -> u64 {
+        let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
+            return 0;
+        };
+        let j = f.journal();
+        let h = f.max_seq();
+        let t = j.add(hash, h);
+        self.tombs.insert(
+            crate::flash::journal::fingerprint(hash, j.geometry()),
+            (h, t),
+        );
+        self.tombs_last = t;
+        t
+    }
+
+    /// Call before changing or deleting `key` (in the same lock hold as the
+    /// change): the permission the changing methods ask for
+    /// ([`Allowed`]), when the change may go ahead. None when a tombstone
+    /// for records of the key on flash is not durable yet; it has been asked
+    /// for, and the request must be retried (the flash tier's waker fires
+    /// when the journal commits). Always allowed without a flash tier.
+    pub fn journal_gate(&mut self, key: &[u8], hash: u64) -> Option<Allowed> {
+        if self.flash.is_some() {
+            let old = self.find_any(key, hash);
+            let on_flash = self.flash_candidates(hash);
+            if !self.journal_gate_at(hash, old, &on_flash) {
+                return None;
+            }
+        }
+        Some(Allowed { hash })
+    }
+
+    /// [`journal_gate`](Self::journal_gate) given the key's RAM item and
+    /// its flash candidates.
+    pub(super) fn journal_gate_at(
+        &mut self,
+        hash: u64,
+        old: Option<Loc>,
+        on_flash: &[Loc],
+    ) -> bool {
+        let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
+            return true;
+        };
+        let j = f.journal();
+        let mut need = if on_flash.is_empty() {
+            None
+        } else {
+            let floor = j.floor();
+            on_flash
+                .iter()
+                .filter_map(|&loc| f.seq_of(loc))
+                .max()
+                .filter(|&m| m > floor)
+        };
+        let copy = old.filter(|&loc| self.header(loc).bits & item::FLASH_COPY != 0);
+        if copy.is_some() {
+            need = Some(f.max_seq());
+        }
+        // The common case: nothing of the key on flash, no tombstone pending.
+        if need.is_none() && j.is_durable(self.tombs_last) {
+            return true;
+        }
+        let j = j.clone();
+        if let Some(loc) = copy {
+            self.update_bits(loc, 0, item::FLASH_COPY);
+        }
+        let fp = crate::flash::journal::fingerprint(hash, j.geometry());
+        if let Some(m) = need {
+            if self.tombs.get(&fp).is_none_or(|&(h, _)| h < m) {
+                self.tombstone(hash);
+            }
+        }
+        self.tombs.get(&fp).is_none_or(|&(_, t)| j.is_durable(t))
+    }
+
+    /// Forgets tombstones that were durable at the previous sweep.
+    pub(super) fn prune_tombs(&mut self) {
+        let Some(f) = &self.flash else {
+            return;
+        };
+        let j = f.journal();
+        let mark = self.tombs_prune_mark;
+        self.tombs
+            .retain(|_, &mut (_, t)| t >= mark || !j.is_durable(t));
+        self.tombs_prune_mark = j.last_ticket();
+    }
+
+    /// Crash recovery: indexes a record found on flash. Returns true when
+    /// other flash entries already sit under the key's tag: one of them may
+    /// be another record of the same key (a copy promoted to RAM and later
+    /// written to flash again leaves its first record on the device, with
+    /// the same value), so [`dedupe_recovered`](Self::dedupe_recovered)
+    /// must run for `hash` once every record is indexed.
+    pub fn recover_flash(&mut self, hash: u64, loc: Loc) -> bool {
+        let shared_tag = !self.flash_candidates(hash).is_empty();
+        self.index.insert(hash, loc);
+        self.stats.curr_items += 1;
+        self.stats.flash_items += 1;
+        self.stats.total_items += 1;
+        self.account_index();
+        shared_tag
+    }
+
+    /// After crash recovery, for a tag that [`recover_flash`]
+    /// (Self::recover_flash) reported shared: reads the records under it
+    /// (blocking; recovery runs before any request) and keeps, of each key,
+    /// only the record of the newest segment, so that the index again holds
+    /// at most one entry per key: a delete or change then removes the key's
+    /// only entry instead of leaving an older one to be served. A record that
+    /// cannot be read back is dropped behind a tombstone (it may read fine
+    /// after another restart). Returns the entries dropped.
+    pub fn dedupe_recovered(&mut self, hash: u64) -> u64 {
+        let Some(flash) = self.flash.clone() else {
+            return 0;
+        };
+        let locs = self.flash_candidates(hash);
+        if locs.len() < 2 {
+            return 0;
+        }
+        let mut fetched = Fetched::default();
+        let mut reads = Vec::new();
+        for &loc in &locs {
+            flash.fetch(loc, &mut fetched, &mut reads);
+        }
+        flash.read_blocking(&mut fetched, &mut reads);
+        // (key, newest seq, its entry) of each key found under the tag.
+        let mut newest: Vec<(&[u8], u64, Loc)> = Vec::new();
+        let mut stale = Vec::new();
+        for &loc in &locs {
+            let Some((item, seq)) = fetched.item_seq(loc) else {
+                stale.push(loc);
+                continue;
+            };
+            let key = item::key_of(item);
+            match newest.iter_mut().find(|(k, _, _)| *k == key) {
+                None => newest.push((key, seq, loc)),
+                Some(best) if best.1 < seq => {
+                    stale.push(best.2);
+                    *best = (key, seq, loc);
+                }
+                Some(_) => stale.push(loc),
+            }
+        }
+        if stale.iter().any(|&l| fetched.item(l).is_none()) {
+            self.tombstone(hash);
+        }
+        for &loc in &stale {
+            self.drop_flash_entry(hash, loc);
+        }
+        stale.len() as u64
+    }
+}

@@ -1,0 +1,201 @@
+//! Room for new items: bump allocation at a queue's head segment, and
+//! reclaiming a queue's tail segment a whole segment at a time, where the
+//! policy decides for each live item whether it is reinserted, demoted to
+//! flash or evicted.
+
+use super::*;
+
+impl Shard {
+    /// Room for `size` bytes at the head of queue `q`.
+    pub(super) fn alloc(&mut self, q: Queue, size: usize) -> Result<Loc, InsertError> {
+        if let Some(loc) = self.bump(q, size) {
+            return Ok(loc);
+        }
+        let buf = match self.shared.pool.take() {
+            Some(b) => b,
+            None => self.reclaim()?,
+        };
+        self.open_segment(q, buf);
+        self.bump(q, size).ok_or(InsertError::TooLarge)
+    }
+
+    pub(super) fn bump(&mut self, q: Queue, size: usize) -> Option<Loc> {
+        let id = *self.queues[q as usize].back()?;
+        let seg = self.seg_mut(id);
+        if seg.room() < size {
+            return None;
+        }
+        let off = seg.write;
+        seg.write += size;
+        Some(Loc {
+            seg: id,
+            off: off as u32,
+        })
+    }
+
+    pub(super) fn open_segment(&mut self, q: Queue, buf: Box<[u8]>) {
+        let seg = Segment::new(buf, q);
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.segs[id as usize] = Some(seg);
+                id
+            }
+            None => {
+                self.segs.push(Some(seg));
+                (self.segs.len() - 1) as u32
+            }
+        };
+        self.queues[q as usize].push_back(id);
+        self.stats.segments += 1;
+    }
+
+    pub(super) fn close_segment(&mut self, id: u32) -> Box<[u8]> {
+        let seg = self.segs[id as usize].take().expect("live segment");
+        self.free_ids.push(id);
+        self.stats.segments -= 1;
+        seg.data
+    }
+
+    /// Frees one segment's worth of space by evacuating the oldest segment
+    /// of the queue the policy names; returns the freed buffer.
+    pub(super) fn reclaim(&mut self) -> Result<Box<[u8]>, InsertError> {
+        for pass in 0..MAX_EVICT_PASSES {
+            let seg_size = self.shared.pool.seg_size() as u64;
+            let pb = self.queues[0].len() as u64 * seg_size;
+            let mb = self.queues[1].len() as u64 * seg_size;
+            let capacity =
+                (self.shared.pool.max_segments() / self.shared.nshards.max(1)) as u64 * seg_size;
+            let mut q = self.policy.victim_queue(pb, mb, capacity);
+            if self.queues[q as usize].is_empty() {
+                q = other(q);
+            }
+            let Some(&victim) = self.queues[q as usize].front() else {
+                return Err(InsertError::NoMemory);
+            };
+            if let Some(f) = &self.flash {
+                let seg = self.seg(victim);
+                // Worst case: every record pads out a block.
+                let worst = 2
+                    * (seg.write + seg.live_items as usize * crate::flash::format::RECORD_PREFIX)
+                    + 2 * crate::flash::aligned::BLOCK;
+                if seg.live_items > 0 && !f.degraded() {
+                    match f.reserve(worst.min(f.segment_size() - crate::flash::aligned::BLOCK)) {
+                        Ok(n) => self.flash_reserved = n,
+                        Err(_) => return Err(InsertError::Busy),
+                    }
+                }
+            }
+            self.queues[q as usize].pop_front();
+            let force = pass + 1 == MAX_EVICT_PASSES;
+            let used_spare = self.evacuate(victim, q, force);
+            if let Some(f) = &self.flash {
+                f.unreserve(std::mem::take(&mut self.flash_reserved));
+            }
+            let buf = self.close_segment(victim);
+            if used_spare {
+                self.spare = Some(buf);
+                continue;
+            }
+            // When the index has grown past the budget, give memory back first.
+            if self.shared.pool.over_budget() && pass + 1 < MAX_EVICT_PASSES {
+                self.shared.pool.give(buf);
+                continue;
+            }
+            return Ok(buf);
+        }
+        Err(InsertError::NoMemory)
+    }
+
+    /// Evicts or reinserts every live item of a segment that has left its
+    /// queue. Returns whether the spare segment was used.
+    pub(super) fn evacuate(&mut self, victim: u32, q: Queue, force: bool) -> bool {
+        let mut used_spare = false;
+        let end = self.seg(victim).write;
+        let mut off = 0usize;
+        while off < end {
+            let loc = Loc {
+                seg: victim,
+                off: off as u32,
+            };
+            let h = self.header(loc);
+            let size = h.size();
+            off += size;
+            if h.bits & item::DEAD != 0 {
+                continue;
+            }
+            let hash = hash_key(self.key(loc));
+            if !self.index.contains(hash, loc) {
+                continue;
+            }
+            if h.bits & item::FLASH_COPY != 0 && !force {
+                self.score_promotion(&h);
+            }
+            let (action, freq) = if force {
+                (TailAction::Evict, 0)
+            } else {
+                self.policy.on_tail(q, hash, h.bits & item::FREQ_MASK)
+            };
+            let target = match action {
+                TailAction::Evict => None,
+                TailAction::Reinsert(to) => self.evac_alloc(to, size, &mut used_spare),
+            };
+            if target.is_none() && self.demote(hash, loc, &h) {
+                self.seg_mut(victim).live_items -= 1;
+                continue;
+            }
+            match target {
+                Some(new) => {
+                    let bytes = self.bytes_at(loc)[..size].to_vec();
+                    self.write_at(new, &bytes);
+                    let bits = (h.bits & !item::FREQ_MASK) | freq;
+                    self.field_mut(new, item::OFF_BITS, 1)[0] = bits;
+                    self.index.relocate(hash, loc, new);
+                    self.seg_mut(new.seg).live_items += 1;
+                    self.stats.reinserted += 1;
+                }
+                None => {
+                    if h.expired(self.clock_now) {
+                        self.stats.reclaimed += 1;
+                    } else {
+                        self.stats.evictions += 1;
+                        if h.bits & item::FETCHED == 0 {
+                            self.stats.evicted_unfetched += 1;
+                        }
+                        if h.bits & item::FLASH_COPY != 0 {
+                            // Its record on flash is no longer tracked.
+                            self.tombstone(hash);
+                        }
+                    }
+                    self.index.remove(hash, loc);
+                    self.stats.curr_items -= 1;
+                    self.stats.bytes -= size as u64;
+                }
+            }
+            self.seg_mut(victim).live_items -= 1;
+        }
+        used_spare
+    }
+
+    /// Room at a queue head during evacuation: the head, else the spare.
+    pub(super) fn evac_alloc(
+        &mut self,
+        q: Queue,
+        size: usize,
+        used_spare: &mut bool,
+    ) -> Option<Loc> {
+        if let Some(loc) = self.bump(q, size) {
+            return Some(loc);
+        }
+        let buf = self.spare.take()?;
+        *used_spare = true;
+        self.open_segment(q, buf);
+        self.bump(q, size)
+    }
+}
+
+pub(super) fn other(q: Queue) -> Queue {
+    match q {
+        Queue::Main => Queue::Probation,
+        Queue::Probation => Queue::Main,
+    }
+}

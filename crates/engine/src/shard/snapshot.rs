@@ -1,0 +1,103 @@
+//! A shard's part of the shutdown snapshot (see persist.rs).
+
+use super::*;
+
+/// Snapshot (graceful restart) of a shard: see persist.rs for the layout.
+impl Shard {
+    pub fn save<W: std::io::Write>(
+        &self,
+        w: &mut crate::persist::SnapWriter<W>,
+    ) -> std::io::Result<()> {
+        for v in persisted(&mut self.stats.clone()) {
+            w.u64(*v)?;
+        }
+        w.u32(self.segs.len() as u32)?;
+        for s in &self.segs {
+            match s {
+                None => w.u8(0)?,
+                Some(seg) => {
+                    w.u8(1)?;
+                    w.u8(seg.queue as u8)?;
+                    w.u32(seg.write as u32)?;
+                    w.u32(seg.live_items)?;
+                    w.bytes_of(&seg.data[..seg.write])?;
+                }
+            }
+        }
+        w.list(self.free_ids.iter().copied())?;
+        for q in &self.queues {
+            w.list(q.iter().copied())?;
+        }
+        self.index.save(w)
+    }
+
+    /// Loads a snapshot into this (new, empty) shard.
+    pub fn load<R: std::io::Read>(
+        &mut self,
+        r: &mut crate::persist::SnapReader<R>,
+    ) -> std::io::Result<()> {
+        use crate::persist::invalid;
+        for v in persisted(&mut self.stats) {
+            *v = r.u64()?;
+        }
+        let n = r.u32()? as usize;
+        if n >= crate::flash::FLASH_SEG_BASE as usize {
+            return Err(invalid("more RAM segments than a shard can hold"));
+        }
+        let seg_size = self.shared.pool.seg_size();
+        for _ in 0..n {
+            if r.u8()? == 0 {
+                self.segs.push(None);
+                continue;
+            }
+            let queue = match r.u8()? {
+                0 => Queue::Probation,
+                _ => Queue::Main,
+            };
+            let write = r.u32()? as usize;
+            let live_items = r.u32()?;
+            if write > seg_size {
+                return Err(invalid("segment larger than the segment size"));
+            }
+            let mut data = self
+                .shared
+                .pool
+                .take()
+                .ok_or_else(|| invalid("the snapshot holds more RAM than -m allows"))?;
+            r.bytes_into(&mut data[..write])?;
+            let mut seg = Segment::new(data, queue);
+            seg.write = write;
+            seg.live_items = live_items;
+            self.segs.push(Some(seg));
+        }
+        self.free_ids = r.list(n)?;
+        for q in 0..2 {
+            let ids = r.list(n)?;
+            if ids
+                .iter()
+                .any(|&id| self.segs.get(id as usize).is_none_or(|s| s.is_none()))
+            {
+                return Err(invalid("queue names a missing segment"));
+            }
+            self.queues[q] = ids.into_iter().collect();
+        }
+        self.index = Index::load(r)?;
+        self.account_index();
+        Ok(())
+    }
+}
+
+/// The counters a snapshot keeps, in file order (see persist.rs).
+fn persisted(st: &mut ShardStats) -> [&mut u64; 9] {
+    [
+        &mut st.curr_items,
+        &mut st.bytes,
+        &mut st.total_items,
+        &mut st.flash_items,
+        &mut st.segments,
+        &mut st.evictions,
+        &mut st.reclaimed,
+        &mut st.reinserted,
+        &mut st.demoted,
+    ]
+}

@@ -1,0 +1,302 @@
+//! The RAM side of the flash tier: demotion of items leaving RAM, probes
+//! and lookups of flash records, promotion back to RAM, and the records a
+//! flash reclaim hands back.
+
+use super::*;
+
+/// The flash tier's side of a shard.
+impl Shard {
+    /// Moves an item leaving RAM to flash; false when it is not admitted.
+    pub(super) fn demote(&mut self, hash: u64, loc: Loc, h: &Header) -> bool {
+        let Some(f) = &self.flash else {
+            return false;
+        };
+        if h.expired(self.clock_now) || !f.admits_size(h.vlen as usize) {
+            self.stats.not_demoted += 1;
+            return false;
+        }
+        let size = h.size();
+        let mut reserved = self.flash_reserved;
+        let res = f.append(
+            &self.bytes_at(loc)[..size],
+            true,
+            self.clock_now,
+            &mut reserved,
+        );
+        self.flash_reserved = reserved;
+        match res {
+            Ok(new) => {
+                self.index.relocate(hash, loc, new);
+                self.stats.demoted += 1;
+                self.stats.flash_items += 1;
+                self.stats.bytes -= size as u64;
+                true
+            }
+            Err(AppendError::Refused | AppendError::Busy) => {
+                self.stats.not_demoted += 1;
+                false
+            }
+        }
+    }
+
+    /// Where `key` is, reading flash records into `fetched` as needed:
+    /// records still in write buffers are copied at once, others get a read
+    /// pushed to `reads`. Stale and corrupt entries are dropped on the way.
+    pub fn probe(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        now: u32,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) -> Probe {
+        if self.find(key, hash, now).is_some() {
+            return Probe::Ram;
+        }
+        let Some(flash) = self.flash.clone() else {
+            return Probe::Absent;
+        };
+        let mut need = false;
+        let mut best: Option<(Loc, u64)> = None;
+        for loc in self.flash_candidates(hash) {
+            if fetched.state(loc).is_none() && !flash.fetch(loc, fetched, reads) {
+                self.drop_flash_entry(hash, loc);
+                continue;
+            }
+            match fetched.state(loc) {
+                Some(FetchState::Pending) => need = true,
+                Some(FetchState::Bad) => {
+                    // The record may read fine after a restart: no longer
+                    // tracked, it needs a tombstone.
+                    self.tombstone(hash);
+                    self.drop_flash_entry(hash, loc)
+                }
+                Some(FetchState::Item(item)) => {
+                    if !self.still_valid(&flash, loc, fetched) {
+                        continue;
+                    }
+                    if item::key_of(item) != key {
+                        flash
+                            .stats
+                            .tag_misses
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    if Header::read(item).expired(now) {
+                        self.drop_flash_entry(hash, loc);
+                        self.stats.reclaimed += 1;
+                        continue;
+                    }
+                    // At most one entry per key is the rule (recovery
+                    // dedupes); should two match, the newest record wins
+                    // and the older entry goes (a record of the key older
+                    // than one that is indexed is covered by whatever covers
+                    // the newer one: its tombstone horizon or the floor).
+                    let seq = fetched.item_seq(loc).map_or(0, |(_, s)| s);
+                    match best {
+                        Some((_, best_seq)) if best_seq >= seq => self.drop_flash_entry(hash, loc),
+                        Some((old, _)) => {
+                            self.drop_flash_entry(hash, old);
+                            best = Some((loc, seq));
+                        }
+                        None => best = Some((loc, seq)),
+                    }
+                }
+                None => {}
+            }
+        }
+        if let Some((loc, _)) = best {
+            return Probe::Flash(loc);
+        }
+        if need {
+            Probe::Need
+        } else {
+            Probe::Absent
+        }
+    }
+
+    /// The flash item for `key` among records already fetched (read-only
+    /// [`probe`](Self::probe), for running a request after its reads).
+    pub fn flash_lookup(&self, key: &[u8], hash: u64, now: u32, fetched: &Fetched) -> Option<Loc> {
+        if fetched.is_empty() {
+            return None;
+        }
+        let flash = self.flash.as_ref()?;
+        self.flash_candidates(hash)
+            .into_iter()
+            .filter_map(|loc| {
+                let (item, seq) = fetched.item_seq(loc)?;
+                (item::key_of(item) == key
+                    && !Header::read(item).expired(now)
+                    && self.still_valid(flash, loc, fetched))
+                .then_some((seq, loc))
+            })
+            .max_by_key(|&(seq, _)| seq)
+            .map(|(_, loc)| loc)
+    }
+
+    /// The flash entries under `key`'s tag whose fetched records are other
+    /// keys' (verified and still current): a store of `key` may keep them
+    /// ([`insert_keeping`](Self::insert_keeping)) instead of dropping every
+    /// same-tag entry. Valid until the shard lock is released. Scores the
+    /// reads for [`worth_verifying`](Self::worth_verifying).
+    pub fn other_keys_on_flash(&mut self, key: &[u8], hash: u64, fetched: &Fetched) -> Vec<Loc> {
+        let Some(flash) = self.flash.clone().filter(|_| !fetched.is_empty()) else {
+            return Vec::new();
+        };
+        let mut keep = Vec::new();
+        let mut same = 0;
+        for loc in self.flash_candidates(hash) {
+            let Some(item) = fetched.item(loc) else {
+                continue;
+            };
+            if !self.still_valid(&flash, loc, fetched) {
+                continue;
+            }
+            if item::key_of(item) == key {
+                same += 1;
+            } else {
+                keep.push(loc);
+            }
+        }
+        let score = 4 * keep.len() as i32 - same;
+        self.verify_credit.score(score);
+        keep
+    }
+
+    /// Whether a store of a key that is not in RAM should first read the
+    /// flash records under its tag, to keep those of other keys (a tag
+    /// collision) instead of dropping them. Yes while such reads have been
+    /// finding other keys' records; when they mostly find the key itself
+    /// (overwrites of items on flash, whose old record must go anyway), only
+    /// one store in 64 reads, to notice when that changes.
+    pub fn worth_verifying(&mut self, hash: u64) -> bool {
+        if self.flash.is_none() || self.index.find(hash, is_flash).is_none() {
+            return false;
+        }
+        self.verify_credit.allow()
+    }
+
+    /// Whether the flash record at `loc` is still in a write buffer and
+    /// belongs to another key than `key` (known without a device read; an
+    /// item demoted by this very insert's allocation is such a record).
+    pub(super) fn resident_other_key(&self, loc: Loc, key: &[u8]) -> bool {
+        let Some(flash) = &self.flash else {
+            return false;
+        };
+        match flash.locate(loc) {
+            crate::flash::tier::Where::Resident(item, _) => item::key_of(&item) != key,
+            _ => false,
+        }
+    }
+
+    /// Whether a fetched record still belongs to the segment its entry
+    /// points into (the slot was not reclaimed and reused meanwhile).
+    pub(super) fn still_valid(&self, flash: &FlashTier, loc: Loc, fetched: &Fetched) -> bool {
+        fetched
+            .item_seq(loc)
+            .is_some_and(|(_, seq)| flash.seq_of(loc) == Some(seq))
+    }
+
+    /// Whether `hash` has flash entries not fetched yet: a get that missed
+    /// in RAM must read them before it can say "not found".
+    pub fn needs_fetch(&self, hash: u64, fetched: &Fetched) -> bool {
+        self.flash_candidates(hash)
+            .into_iter()
+            .any(|loc| fetched.state(loc).is_none())
+    }
+
+    /// A read served from flash: remember the hit (reclaim reinserts hit
+    /// items) and copy the item back to RAM if the promotion policy says so.
+    pub fn flash_hit(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
+        use crate::flash::tier::Promote;
+        self.stats.flash_hits += 1;
+        let promote = self.flash.as_ref().map(|f| f.params().promote);
+        let was_hit = self.index.hit(hash, loc) == Some(true);
+        match promote {
+            Some(Promote::Always) => {}
+            Some(Promote::Second) if was_hit && self.promote_credit.allow() => {}
+            _ => {
+                if was_hit && promote == Some(Promote::Second) {
+                    self.stats.promote_declined += 1;
+                }
+                self.index.set_hit(hash, loc);
+                return;
+            }
+        }
+        // Best effort: when RAM is not to be had, the item stays on flash.
+        if self.promote(hash, loc, item_bytes).is_err() {
+            self.index.set_hit(hash, loc);
+        }
+    }
+
+    /// A promoted item (still carrying its flash copy) that reached a RAM
+    /// queue's tail: one left unhit since it came back (or since its last
+    /// reinsertion) was a wasted promotion.
+    pub(super) fn score_promotion(&mut self, h: &Header) {
+        if h.bits & item::FREQ_MASK == 0 {
+            self.promote_credit.score(-1);
+        }
+    }
+
+    /// Copies a fetched flash item back into RAM (before a request that
+    /// changes it, or when the promotion policy says so).
+    pub fn promote(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) -> Result<Loc, InsertError> {
+        if !self.index.contains(hash, loc) {
+            return Err(InsertError::NoMemory);
+        }
+        let h = Header::read(item_bytes);
+        let size = h.size();
+        let q = self.policy.insert_queue(hash);
+        let new = self.alloc(q, size)?;
+        let o = new.off as usize;
+        let len = HEADER + h.klen as usize + h.vlen as usize;
+        let seg = self.seg_mut(new.seg);
+        seg.data[o..o + len].copy_from_slice(&item_bytes[..len]);
+        seg.data[o + item::OFF_BITS] =
+            (h.bits & !item::FREQ_MASK) | item::FETCHED | item::FLASH_COPY;
+        // Allocation cannot reclaim flash (the flusher needs this shard's
+        // lock), but stay safe: without the entry the copy is dead space.
+        if !self.index.contains(hash, loc) {
+            self.update_bits(new, item::DEAD, 0);
+            return Err(InsertError::NoMemory);
+        }
+        self.seg_mut(new.seg).live_items += 1;
+        self.index.relocate(hash, loc, new);
+        if let Some(f) = &self.flash {
+            f.release(loc);
+        }
+        self.stats.flash_items -= 1;
+        self.stats.promoted += 1;
+        self.stats.bytes += size as u64;
+        Ok(new)
+    }
+
+    /// A live record of a flash segment being reclaimed: reinsert it when
+    /// it was hit, else drop its entry.
+    pub fn reclaim_flash(&mut self, hash: u64, loc: Loc, item_bytes: &[u8], reinsert: bool) {
+        let Some(hit) = self.index.hit(hash, loc) else {
+            return;
+        };
+        let h = Header::read(item_bytes);
+        if h.expired(self.clock_now) {
+            self.stats.reclaimed += 1;
+        } else if reinsert && hit {
+            if let Some(f) = &self.flash {
+                if let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0) {
+                    self.index.relocate(hash, loc, new);
+                    self.stats.reinserted += 1;
+                    return;
+                }
+            }
+        } else {
+            self.stats.evictions += 1;
+            if h.bits & item::FETCHED == 0 && !hit {
+                self.stats.evicted_unfetched += 1;
+            }
+        }
+        self.index.remove(hash, loc);
+        self.stats.curr_items -= 1;
+        self.stats.flash_items -= 1;
+    }
+}
