@@ -18,6 +18,8 @@
 //! - [`shard`]: primitives (find, insert, unlink, hit, evacuation, expiry
 //!   sweep), the RAM side of the flash tier (demotion, probes, promotion) and
 //!   the crash-safety gate.
+//! - [`command`]: delete, touch, gat, md and refused stores as engine
+//!   commands, the crash journal's gate inside, typed outcomes.
 //! - [`ops`]: memcached semantics (storage modes, incr/decr, touch).
 //! - [`engine`]: sharding, flush_all, stats, start-up (snapshot or crash
 //!   recovery) and shutdown.
@@ -27,6 +29,7 @@
 //!   feedback counters behind promotion and verify-before-set.
 
 pub mod clock;
+pub mod command;
 pub mod credit;
 pub mod engine;
 pub mod flash;

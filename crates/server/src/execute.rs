@@ -5,6 +5,7 @@ use crate::shared::Shared;
 use crate::stats::{add, bump, WorkerStats};
 use std::cell::{Cell, RefCell};
 use tiercache_engine::clock::absolute_exptime;
+use tiercache_engine::command::{MetaDeleted, Wait};
 use tiercache_engine::flash::io::Reader;
 use tiercache_engine::flash::Fetched;
 use tiercache_engine::item::{Header, HEADER};
@@ -82,32 +83,12 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
         Request::Get(g) => get(&g, out, ctx, fetched),
         Request::Store(s) => store(&s, out, ctx, fetched),
         Request::Delete { key, noreply } => {
-            let hash = Engine::hash(key);
-            let found = {
-                let mut s = ctx.engine().lock(hash, ctx.now);
-                let Some(ok) = gate(&mut s, key, hash, ctx) else {
-                    return Outcome::Continue;
-                };
-                let found = s.remove_key(key, hash, ctx.now, &ok)
-                    || match s.flash_lookup(key, hash, ctx.now, fetched) {
-                        Some(loc) => {
-                            s.unlink_flash(hash, loc, &ok);
-                            true
-                        }
-                        None => false,
-                    };
-                if !found && s.needs_fetch(hash, fetched) {
-                    // The key moved to flash since its records were read:
-                    // read them again before answering NOT_FOUND, or (after
-                    // a few tries) drop every entry under its tag: they were
-                    // covered by the gate's tombstone, and one may be the key.
-                    if ctx.refetch.get() {
-                        ctx.need_flash.set(true);
-                        return Outcome::Continue;
-                    }
-                    s.purge_flash(hash, &ok);
-                }
-                found
+            let found = match ctx
+                .engine()
+                .delete(key, ctx.now, fetched, ctx.refetch.get())
+            {
+                Ok(found) => found,
+                Err(w) => return wait(w, ctx),
             };
             ctx.shared.detail.record_delete(key);
             if found {
@@ -129,14 +110,9 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             exptime,
             noreply,
         } => {
-            let hash = Engine::hash(key);
-            let e = ctx.exptime(exptime);
-            let found = {
-                let mut s = ctx.engine().lock(hash, ctx.now);
-                let Some(ok) = gate(&mut s, key, hash, ctx) else {
-                    return Outcome::Continue;
-                };
-                ops::touch(&mut s, key, hash, e, ctx.now, &ok).is_some()
+            let found = match ctx.engine().touch(key, ctx.exptime(exptime), ctx.now) {
+                Ok(found) => found,
+                Err(w) => return wait(w, ctx),
             };
             bump(&ctx.stats.cmd_touch);
             if found {
@@ -203,13 +179,9 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
             }
             bump(&ctx.stats.store_too_large);
             if remove_existing {
-                let hash = Engine::hash(&key);
-                let mut s = ctx.engine().lock(hash, ctx.now);
-                let Some(ok) = gate(&mut s, &key, hash, ctx) else {
-                    return Outcome::Continue;
-                };
-                s.remove_key(&key, hash, ctx.now, &ok);
-                s.purge_flash(hash, &ok);
+                if let Err(w) = ctx.engine().remove_refused(&key, ctx.now) {
+                    return wait(w, ctx);
+                }
             }
             reply(out, noreply, r.line());
         }
@@ -223,6 +195,16 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
 /// Before a request changes `key` (in the same lock hold as the change):
 /// false when the crash journal must first make a tombstone durable; the
 /// request is then marked for a retry and must change nothing.
+/// An engine command that changed nothing: run the request again once the
+/// journal commits, or once the key's flash records are read.
+fn wait(w: Wait, ctx: &Ctx<'_>) -> Outcome {
+    match w {
+        Wait::Journal => ctx.retry.set(true),
+        Wait::Reads => ctx.need_flash.set(true),
+    }
+    Outcome::Continue
+}
+
 fn gate(s: &mut Shard, key: &[u8], hash: u64, ctx: &Ctx<'_>) -> Option<Allowed> {
     let ok = s.journal_gate(key, hash);
     if ok.is_none() {
@@ -250,18 +232,29 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
             ctx.get_stopped.set(Some(at));
             break;
         }
+        if let Some(e) = touch {
+            let reply = |h: &Header, v: &[u8]| value_reply(out, key, h, v, g.return_cas);
+            match ctx.engine().touch_with(key, e, ctx.now, reply) {
+                Err(w) => {
+                    wait(w, ctx);
+                    return;
+                }
+                Ok(found) => {
+                    if found.is_some() {
+                        hits += 1;
+                    } else {
+                        misses += 1;
+                    }
+                    if detail {
+                        looked_up.push((key, found.is_some()));
+                    }
+                    continue;
+                }
+            }
+        }
         let hash = Engine::hash(key);
         let mut s = ctx.engine().lock(hash, ctx.now);
-        let found = match touch {
-            Some(e) => {
-                let Some(ok) = gate(&mut s, key, hash, ctx) else {
-                    return;
-                };
-                ops::touch(&mut s, key, hash, e, ctx.now, &ok)
-            }
-            None => s.find(key, hash, ctx.now),
-        };
-        if let Some(loc) = found {
+        if let Some(loc) = s.find(key, hash, ctx.now) {
             let loc = s.hit(hash, loc, ctx.now);
             value_reply(out, key, &s.header(loc), s.value(loc), g.return_cas);
             hits += 1;
@@ -270,23 +263,21 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fetched) {
             }
             continue;
         }
-        if touch.is_none() {
-            if let Some(loc) = s.flash_lookup(key, hash, ctx.now, fetched) {
-                let item = fetched.item(loc).expect("looked up");
-                s.flash_hit(hash, loc, item);
-                drop(s);
-                let h = Header::read(item);
-                let k = HEADER + h.klen as usize;
-                value_reply(out, key, &h, &item[k..k + h.vlen as usize], g.return_cas);
-                hits += 1;
-                if detail {
-                    looked_up.push((key, true));
-                }
-                continue;
+        if let Some(loc) = s.flash_lookup(key, hash, ctx.now, fetched) {
+            let item = fetched.item(loc).expect("looked up");
+            s.flash_hit(hash, loc, item);
+            drop(s);
+            let h = Header::read(item);
+            let k = HEADER + h.klen as usize;
+            value_reply(out, key, &h, &item[k..k + h.vlen as usize], g.return_cas);
+            hits += 1;
+            if detail {
+                looked_up.push((key, true));
             }
-            if s.needs_fetch(hash, fetched) {
-                ctx.need_flash.set(true);
-            }
+            continue;
+        }
+        if s.needs_fetch(hash, fetched) {
+            ctx.need_flash.set(true);
         }
         misses += 1;
         if detail {
@@ -646,34 +637,31 @@ fn meta_set(
 
 fn meta_delete(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
     bump(&ctx.stats.cmd_meta);
-    let hash = Engine::hash(key);
-    let now = ctx.now;
-    let code: &[u8] = {
-        let mut s = ctx.engine().lock(hash, now);
-        let Some(ok) = gate(&mut s, key, hash, ctx) else {
+    let invalidate = flags.invalidate.then(|| flags.ttl.map(|t| ctx.exptime(t)));
+    let code: &[u8] = match ctx
+        .engine()
+        .meta_delete(key, ctx.now, flags.compare_cas, invalidate)
+    {
+        Err(w) => {
+            wait(w, ctx);
             return;
-        };
-        match s.find(key, hash, now) {
-            None => {
-                bump(&ctx.stats.delete_misses);
-                b"NF"
+        }
+        Ok(MetaDeleted::NotFound) => {
+            bump(&ctx.stats.delete_misses);
+            b"NF"
+        }
+        Ok(MetaDeleted::Exists) => {
+            bump(&ctx.stats.delete_misses);
+            b"EX"
+        }
+        Ok(done) => {
+            if done == MetaDeleted::Deleted {
+                bump(&ctx.stats.delete_hits);
             }
-            Some(loc) if flags.compare_cas.is_some_and(|c| c != s.header(loc).cas) => {
-                bump(&ctx.stats.delete_misses);
-                b"EX"
+            if flags.quiet {
+                return;
             }
-            Some(loc) => {
-                if flags.invalidate {
-                    s.invalidate(loc, flags.ttl.map(|t| ctx.exptime(t)), &ok);
-                } else {
-                    bump(&ctx.stats.delete_hits);
-                    s.unlink(hash, loc, &ok);
-                }
-                if flags.quiet {
-                    return;
-                }
-                b"HD"
-            }
+            b"HD"
         }
     };
     out.extend_from_slice(code);
