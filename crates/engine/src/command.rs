@@ -10,8 +10,20 @@
 //! (again) first.
 
 use crate::flash::Fetched;
-use crate::item::Header;
+use crate::item::{Header, HEADER};
+use crate::shard::Probe;
 use crate::Engine;
+
+/// Rounds of reads a blocking get does before it calls the key a miss (a
+/// record can move between a probe and its read; it settles in one or two).
+const READ_ROUNDS: usize = 8;
+
+/// Where a get found its item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    Ram,
+    Flash,
+}
 
 /// Why a command changed nothing and must run again later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,5 +145,49 @@ impl Engine {
         s.remove_key(key, hash, now, &ok);
         s.purge_flash(hash, &ok);
         Ok(())
+    }
+
+    /// A get for callers that may block on the device (the simulator, the
+    /// engine's tests): probes the key, reads its flash records on this
+    /// thread, and calls `f` with where it was found and the item's header
+    /// and value. `update`: record the hit (frequency, access time, and a
+    /// flash hit's promotion) as a server get does; false is a peek. The
+    /// server does the same steps with its asynchronous reader.
+    pub fn get_blocking<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        update: bool,
+        f: impl FnOnce(Found, &Header, &[u8]) -> R,
+    ) -> Option<R> {
+        let hash = Engine::hash(key);
+        let mut fetched = Fetched::default();
+        let mut reads = Vec::new();
+        for _ in 0..READ_ROUNDS {
+            let mut s = self.lock(hash, now);
+            match s.probe(key, hash, now, &mut fetched, &mut reads) {
+                Probe::Ram => {
+                    let mut loc = s.find(key, hash, now)?;
+                    if update {
+                        loc = s.hit(hash, loc, now);
+                    }
+                    return Some(f(Found::Ram, &s.header(loc), s.value(loc)));
+                }
+                Probe::Flash(loc) => {
+                    let item = fetched.item(loc)?;
+                    if update {
+                        s.flash_hit(hash, loc, item);
+                    }
+                    let h = Header::read(item);
+                    let at = HEADER + h.klen as usize;
+                    return Some(f(Found::Flash, &h, &item[at..at + h.vlen as usize]));
+                }
+                Probe::Absent => return None,
+                Probe::Need => {}
+            }
+            drop(s);
+            self.flash()?.read_blocking(&mut fetched, &mut reads);
+        }
+        None
     }
 }

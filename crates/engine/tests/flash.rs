@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::{BlockDevice, FileDevice, TierParams};
-use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::shard::{InsertError, Probe};
 use tiercache_engine::{Engine, EngineConfig, NewItem};
 
@@ -66,36 +65,10 @@ fn set(e: &Engine, key: &[u8], value: &[u8]) {
     }
 }
 
-/// A get as the server does it: probe, read what is needed, probe again;
-/// a hit counts for the eviction policy.
+/// A get as the server does it (`Engine::get_blocking`); a hit counts for
+/// the eviction policy.
 fn get(e: &Engine, key: &[u8]) -> Option<Vec<u8>> {
-    let hash = Engine::hash(key);
-    let mut fetched = tiercache_engine::flash::Fetched::default();
-    let flash = e.flash().unwrap().clone();
-    for _ in 0..8 {
-        let mut reads = Vec::new();
-        let mut s = e.lock(hash, NOW);
-        match s.probe(key, hash, NOW, &mut fetched, &mut reads) {
-            Probe::Ram => {
-                let loc = s.find(key, hash, NOW).unwrap();
-                let loc = s.hit(hash, loc, NOW);
-                return Some(s.value(loc).to_vec());
-            }
-            Probe::Absent => return None,
-            Probe::Flash(loc) => {
-                let item = fetched.item(loc).unwrap();
-                s.flash_hit(hash, loc, item);
-                let h = Header::read(item);
-                let k = HEADER + h.klen as usize;
-                assert_eq!(&item[HEADER..k], key);
-                return Some(item[k..k + h.vlen as usize].to_vec());
-            }
-            Probe::Need => {}
-        }
-        drop(s);
-        common::read_all(&flash, &mut fetched, &mut reads);
-    }
-    panic!("probe did not settle");
+    e.get_blocking(key, NOW, true, |_, _, v| v.to_vec())
 }
 
 /// Every key is there with its value; a few may have been dropped by a tag

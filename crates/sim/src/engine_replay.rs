@@ -4,9 +4,10 @@
 //! buffers, the background flusher, reclaim with reinsertion of hit items,
 //! promotion on the second flash hit, all at the server's defaults).
 //!
-//! A get is what the server does: `Shard::probe`, the device reads it asks for
-//! done synchronously (the server hands them to its reader pool), then a RAM
-//! hit (`Shard::hit`) or a flash hit (`Shard::flash_hit`). A miss inserts the
+//! A get is the engine's `Engine::get_blocking`: the server's steps
+//! (`Shard::probe`, the device reads it asks for, then a RAM hit or a flash
+//! hit with its promotion), the reads done on this thread where the server
+//! hands them to its asynchronous reader. A miss inserts the
 //! object (cache-aside, as libCacheSim does), with a value of zeros of the
 //! object's size (capped to what fits a segment) under an 8-byte key (the
 //! object id); an insert the flash tier answers `Busy` (its flusher is behind)
@@ -25,10 +26,10 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::flash::aligned::AlignedBuf;
+use tiercache_engine::command::Found;
 use tiercache_engine::flash::fault::MemDevice;
-use tiercache_engine::flash::{BlockDevice, Fetched, FlashTier, ReadReq, TierParams};
-use tiercache_engine::shard::{InsertError, Probe};
+use tiercache_engine::flash::{BlockDevice, FlashTier, TierParams};
+use tiercache_engine::shard::InsertError;
 use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
 
 /// The policy name that selects the engine: `tiercache` (the server's default
@@ -37,8 +38,6 @@ pub const NAME: &str = "tiercache";
 
 /// `now` when the trace has no times.
 const CONSTANT_NOW: u32 = 1_000_000;
-/// Largest value a read may return (records are at most a flash segment).
-const MAX_READ: usize = 16 << 20;
 
 /// The engine's policy for a `tiercache[:POLICY]` spec; None if `spec` is not one.
 pub fn engine_policy(spec: &str) -> Option<&str> {
@@ -132,24 +131,9 @@ fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Eng
     Engine::with_devices(config, devices).map_err(|e| anyhow!("tiercache engine: {e}"))
 }
 
-/// Reads every pending record (and any longer follow-up read) synchronously.
-fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
-    while let Some(r) = reads.pop() {
-        let mut buf = AlignedBuf::new(r.len);
-        let res = flash.devices()[r.dev]
-            .read_at(buf.as_mut_slice(), r.offset)
-            .map(|n| (buf, n));
-        if let Some(more) = fetched.complete(r.slot, res, MAX_READ, &flash.stats) {
-            reads.push(more);
-        }
-    }
-}
-
 struct Client<'a> {
     engine: &'a Engine,
     flash: Option<Arc<FlashTier>>,
-    fetched: Fetched,
-    reads: Vec<ReadReq>,
     zeros: Vec<u8>,
     max_value: usize,
     flash_hits: u64,
@@ -158,33 +142,18 @@ struct Client<'a> {
 
 impl Client<'_> {
     /// A get: true on a hit (RAM or flash).
-    fn get(&mut self, key: &[u8], hash: u64, now: u32) -> bool {
-        self.fetched.clear();
-        self.reads.clear();
-        for _ in 0..8 {
-            let mut s = self.engine.lock(hash, now);
-            match s.probe(key, hash, now, &mut self.fetched, &mut self.reads) {
-                Probe::Ram => {
-                    let loc = s.find(key, hash, now).expect("probed in RAM");
-                    s.hit(hash, loc, now);
-                    return true;
-                }
-                Probe::Absent => return false,
-                Probe::Flash(loc) => {
-                    let item = self.fetched.item(loc).expect("fetched");
-                    s.flash_hit(hash, loc, item);
-                    self.flash_hits += 1;
-                    return true;
-                }
-                Probe::Need => {}
+    fn get(&mut self, key: &[u8], now: u32) -> bool {
+        match self
+            .engine
+            .get_blocking(key, now, true, |found, _, _| found)
+        {
+            Some(Found::Flash) => {
+                self.flash_hits += 1;
+                true
             }
-            drop(s);
-            match &self.flash {
-                Some(f) => read_all(f, &mut self.fetched, &mut self.reads),
-                None => return false,
-            }
+            Some(Found::Ram) => true,
+            None => false,
         }
-        false
     }
 
     /// A set of `size` bytes of zeros (capped to a segment); false if not stored.
@@ -261,8 +230,6 @@ pub fn replay_engine(
     let mut c = Client {
         engine: &engine,
         flash: engine.flash().cloned(),
-        fetched: Fetched::default(),
-        reads: Vec::new(),
         zeros: vec![0; max_value],
         max_value,
         flash_hits: 0,
@@ -303,7 +270,7 @@ pub fn replay_engine(
                     s.purge_flash(hash, &ok);
                 }
                 _ => {
-                    let hit = c.get(&key, hash, now);
+                    let hit = c.get(&key, now);
                     if !hit {
                         c.set(&key, hash, size, now);
                     }

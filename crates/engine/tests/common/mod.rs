@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::TierParams;
 use tiercache_engine::flash::{Fetched, FlashTier, ReadReq};
-use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::shard::{InsertError, Probe, Shard};
 use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
 
@@ -103,27 +102,10 @@ pub fn with_item<R>(
     }
 }
 
-/// A get; `promote` lets the hit count toward promotion as a server get does.
+/// A get; `promote` lets the hit count (toward promotion, too) as a server
+/// get does; without it, a peek.
 pub fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {
-    with_item(e, k, |s, hash, fetched, p| {
-        Some(match p {
-            Probe::Ram => {
-                let loc = s.find(k, hash, NOW).unwrap();
-                Some(s.value(loc).to_vec())
-            }
-            Probe::Flash(loc) => {
-                let item = fetched.item(loc).unwrap().to_vec();
-                if promote {
-                    s.flash_hit(hash, loc, &item);
-                }
-                let h = Header::read(&item);
-                let at = HEADER + h.klen as usize;
-                assert_eq!(&item[HEADER..at], k);
-                Some(item[at..at + h.vlen as usize].to_vec())
-            }
-            _ => None,
-        })
-    })
+    e.get_blocking(k, NOW, promote, |_, _, v| v.to_vec())
 }
 
 pub fn delete(e: &Engine, k: &[u8]) -> bool {
