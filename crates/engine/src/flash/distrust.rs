@@ -83,6 +83,13 @@ impl Distrust {
         }
     }
 
+    /// Whether every record is written (the superblocks, and a mark file
+    /// if any is configured): nothing is left to retry.
+    pub fn recorded_everywhere(&self) -> bool {
+        let m = self.marks.lock();
+        m.superblocks_written && (m.file_written || m.files.is_empty())
+    }
+
     /// Whether the failure is recorded somewhere a later start looks.
     pub fn recorded(&self) -> bool {
         let m = self.marks.lock();
@@ -100,7 +107,7 @@ impl Distrust {
         now: bool,
     ) -> bool {
         let mut m = self.marks.lock();
-        if m.superblocks_written && m.file_written {
+        if m.superblocks_written && (m.file_written || m.files.is_empty()) {
             return true;
         }
         if !now && m.last_try.is_some_and(|t| t.elapsed() < RETRY) {

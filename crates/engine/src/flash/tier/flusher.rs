@@ -16,6 +16,8 @@ enum Job {
     Write(u32, Arc<AlignedBuf>),
     /// A slot to reclaim, and whether all its records have expired.
     Reclaim(u32, bool),
+    /// The journal failed and its record is not written yet: try again.
+    RecordFailure,
 }
 
 impl FlashTier {
@@ -26,10 +28,8 @@ impl FlashTier {
         let mut scratch = AlignedBuf::new(self.params.segment_size);
         let mut last_append = (0u64, Instant::now());
         let mut last_expiry_scan = Instant::now();
+        let mut last_record_try = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
-            if self.journal.failed() {
-                self.record_journal_failure(false);
-            }
             let job = {
                 let mut st = self.state.lock();
                 loop {
@@ -78,11 +78,28 @@ impl FlashTier {
                             break Job::Reclaim(slot, true);
                         }
                     }
+                    // A failed journal is recorded (retried) even while the
+                    // tier is idle: a device that comes back must get it.
+                    if self.journal.failed()
+                        && !self.distrust.recorded_everywhere()
+                        && last_record_try.elapsed() >= Duration::from_millis(500)
+                    {
+                        last_record_try = Instant::now();
+                        break Job::RecordFailure;
+                    }
                     self.work.wait_for(&mut st, Duration::from_millis(20));
                 }
             };
             match job {
-                Job::Write(slot, buf) => self.write_segment(slot, buf, owner),
+                Job::RecordFailure => {
+                    self.record_journal_failure(true);
+                }
+                Job::Write(slot, buf) => {
+                    if self.journal.failed() {
+                        self.record_journal_failure(false);
+                    }
+                    self.write_segment(slot, buf, owner)
+                }
                 Job::Reclaim(slot, expired) => {
                     self.reclaim_segment(slot, expired, &mut scratch, owner)
                 }
