@@ -152,6 +152,14 @@ fn the_server_accepts_again_after_emfile() {
         t.elapsed()
     );
     assert!(emfile, "the log does not say that accept failed");
+    assert!(p.stat("listen_disabled_num").unwrap() >= 1);
+    // Once the queue of closed connections is drained, every worker
+    // accepts again.
+    let t = Instant::now();
+    while p.stat("accepting_conns") != Some(1) && t.elapsed() < SETTLE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(p.stat("accepting_conns"), Some(1));
     assert_eq!(p.fds_settle(base, SETTLE), base);
 }
 
