@@ -123,7 +123,7 @@ fn a_device_that_comes_back_is_marked_in_its_superblock() {
     // retry marks the superblock.
     fault.set(Faults::default());
     let f = e.flash().unwrap().clone();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !f.distrust.recorded() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
