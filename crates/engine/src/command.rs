@@ -11,8 +11,9 @@
 
 use crate::flash::Fetched;
 use crate::item::{Header, HEADER};
-use crate::shard::Probe;
+use crate::shard::{Allowed, Probe, Shard};
 use crate::Engine;
+use parking_lot::MutexGuard;
 
 /// Rounds of reads a blocking get does before it calls the key a miss (a
 /// record can move between a probe and its read; it settles in one or two).
@@ -189,5 +190,19 @@ impl Engine {
             self.flash()?.read_blocking(&mut fetched, &mut reads);
         }
         None
+    }
+
+    /// For a change the engine has no command for yet (`mg` with `T`): the
+    /// key's shard, locked, with the permission to change the key, once the
+    /// crash journal allows it.
+    pub fn lock_to_change(
+        &self,
+        key: &[u8],
+        now: u32,
+    ) -> Result<(MutexGuard<'_, Shard>, Allowed), Wait> {
+        let hash = Engine::hash(key);
+        let mut s = self.lock(hash, now);
+        let ok = s.journal_gate(key, hash).ok_or(Wait::Journal)?;
+        Ok((s, ok))
     }
 }

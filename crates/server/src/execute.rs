@@ -11,7 +11,7 @@ use tiercache_engine::flash::Fetched;
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::item::{FETCHED, KEY_BINARY, STALE, TOKEN_SENT};
 use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
-use tiercache_engine::shard::{Allowed, InsertError, Shard};
+use tiercache_engine::shard::{InsertError, Shard};
 use tiercache_engine::{Engine, NewItem};
 use tiercache_proto::request::errors;
 use tiercache_proto::response as resp;
@@ -192,9 +192,6 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, fetched: &Fet
     Outcome::Continue
 }
 
-/// Before a request changes `key` (in the same lock hold as the change):
-/// false when the crash journal must first make a tombstone durable; the
-/// request is then marked for a retry and must change nothing.
 /// An engine command that changed nothing: run the request again once the
 /// journal commits, or once the key's flash records are read.
 fn wait(w: Wait, ctx: &Ctx<'_>) -> Outcome {
@@ -203,14 +200,6 @@ fn wait(w: Wait, ctx: &Ctx<'_>) -> Outcome {
         Wait::Reads => ctx.need_flash.set(true),
     }
     Outcome::Continue
-}
-
-fn gate(s: &mut Shard, key: &[u8], hash: u64, ctx: &Ctx<'_>) -> Option<Allowed> {
-    let ok = s.journal_gate(key, hash);
-    if ok.is_none() {
-        ctx.retry.set(true);
-    }
-    ok
 }
 
 /// `VALUE key flags bytes [cas]`, the value and its line end.
@@ -445,15 +434,17 @@ fn meta_get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>)
     bump(&ctx.stats.cmd_meta);
     let hash = Engine::hash(key);
     let now = ctx.now;
-    let mut s = ctx.engine().lock(hash, now);
-    // mg T changes the item's exptime: the gate first.
-    let allowed = if flags.order.iter().any(|t| t[0] == b'T') {
-        match gate(&mut s, key, hash, ctx) {
-            Some(ok) => Some(ok),
-            None => return,
+    // mg T changes the item's exptime: the lock comes with the permission.
+    let (mut s, allowed) = if flags.order.iter().any(|t| t[0] == b'T') {
+        match ctx.engine().lock_to_change(key, now) {
+            Ok((s, ok)) => (s, Some(ok)),
+            Err(w) => {
+                wait(w, ctx);
+                return;
+            }
         }
     } else {
-        None
+        (ctx.engine().lock(hash, now), None)
     };
     let mut created = false;
     let mut loc = s.find(key, hash, now);
