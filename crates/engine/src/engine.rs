@@ -1,6 +1,7 @@
 //! The engine: shards behind mutexes, the shared memory pool and CAS counter,
 //! flush_all, the expiry sweeper's entry point, and aggregated stats.
 
+use crate::error::{ConfigError, FlashShare, SnapshotError};
 use crate::flash::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
 use crate::flash::tier::RecordOwner;
 use crate::flash::uring::{self, UringReader, RING_ENTRIES};
@@ -67,18 +68,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// Why an engine could not be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 /// Average item size the index is first sized for when no hash power is
 /// given; it grows with the item count from there.
 const SIZING_ITEM_BYTES: usize = 4096;
@@ -101,7 +90,10 @@ fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend
         std::thread::Builder::new()
             .name("flash-io-probe".into())
             .spawn(move || uring::probe(&devices))
-            .map_err(|e| ConfigError(format!("cannot start the io_uring probe: {e}")))?
+            .map_err(|error| ConfigError::Thread {
+                thread: "the io_uring probe",
+                error,
+            })?
             .join()
             .unwrap_or_else(|_| Err("the io_uring probe panicked".into()))
     };
@@ -117,9 +109,7 @@ fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend
             );
             Ok(IoBackend::Uring)
         }
-        Err(why) if mode == IoMode::Uring => Err(ConfigError(format!(
-            "ext_io=uring: io_uring cannot be used: {why}; use ext_io=auto or ext_io=pool"
-        ))),
+        Err(why) if mode == IoMode::Uring => Err(ConfigError::NoUring { why }),
         Err(why) => {
             tracing::info!("flash reads: thread pool, because io_uring cannot be used: {why}");
             Ok(IoBackend::Pool)
@@ -200,7 +190,7 @@ impl Engine {
                         devices.push(Arc::new(d));
                     }
                     Err(e) => {
-                        opened = Err(ConfigError(e.0));
+                        opened = Err(e.into());
                         break;
                     }
                 }
@@ -223,9 +213,7 @@ impl Engine {
         let asked = config.clone();
         let seg = config.segment_size;
         if !(64 * 1024..=crate::index::MAX_SEGMENT_BYTES).contains(&seg) {
-            return Err(ConfigError(format!(
-                "segment size {seg} must be between 64 KiB and 8 MiB"
-            )));
+            return Err(ConfigError::SegmentSize { size: seg });
         }
         let segments = config.memory_limit / seg;
         let device_bytes: u64 = devices.iter().map(|d| d.size()).sum();
@@ -233,19 +221,21 @@ impl Engine {
             return Err(too_small(&asked, device_bytes, String::new()));
         }
         if segments > crate::index::MAX_SEGMENTS as usize {
-            return Err(ConfigError(format!(
-                "memory limit of {} MiB is too large for {} KiB segments: the index addresses at most {} segments; use segments of at least {} KiB",
-                config.memory_limit >> 20,
-                seg >> 10,
-                crate::index::MAX_SEGMENTS,
-                (config.memory_limit / crate::index::MAX_SEGMENTS as usize).div_ceil(1024)
-            )));
+            return Err(ConfigError::TooManySegments {
+                memory_mb: config.memory_limit >> 20,
+                segment_kib: seg >> 10,
+                max_segments: crate::index::MAX_SEGMENTS,
+                min_segment_kib: (config.memory_limit / crate::index::MAX_SEGMENTS as usize)
+                    .div_ceil(1024),
+            });
         }
         if config.shards == 0 {
             config.shards = shards_for(segments);
         }
         if !config.shards.is_power_of_two() {
-            return Err(ConfigError("shard count must be a power of two".into()));
+            return Err(ConfigError::ShardCount {
+                shards: config.shards,
+            });
         }
         // Primary index buckets per shard: 2^hashpower over the shards when
         // given, else exactly what the expected items need (not rounded to a
@@ -254,33 +244,28 @@ impl Engine {
         let (per_shard_buckets, hash_power) = index_size(&config, device_bytes);
         config.hash_power = hash_power;
         if segments / config.shards + 16 >= crate::flash::FLASH_SEG_BASE as usize {
-            return Err(ConfigError(format!(
-                "{segments} segments of {} KiB over {} shards is more than the index can address per shard; use larger segments (-o segment_size) or more shards",
-                seg >> 10,
-                config.shards
-            )));
+            return Err(ConfigError::TooManySegmentsPerShard {
+                segments,
+                segment_kib: seg >> 10,
+                shards: config.shards,
+            });
         }
         if tiercache_policy::by_name(&config.policy).is_none() {
-            return Err(ConfigError(format!(
-                "unknown eviction policy '{}': choose one of {}",
-                config.policy,
-                tiercache_policy::POLICY_NAMES.join(", ")
-            )));
+            return Err(ConfigError::UnknownPolicy {
+                name: config.policy.clone(),
+            });
         }
         let flash = match (&config.flash, devices.is_empty()) {
             (Some(fc), false) => {
                 if fc.params.segment_size < 2 * seg + 2 * crate::flash::aligned::BLOCK {
-                    return Err(ConfigError(format!(
-                        "flash segment size ({} KiB) must be at least twice the RAM segment size ({} KiB) plus 8 KiB",
-                        fc.params.segment_size >> 10,
-                        seg >> 10
-                    )));
+                    return Err(ConfigError::FlashSegmentTooSmall {
+                        flash_kib: fc.params.segment_size >> 10,
+                        ram_kib: seg >> 10,
+                    });
                 }
-                Some(Arc::new(
-                    FlashTier::new(devices, fc.params.clone()).map_err(|e| ConfigError(e.0))?,
-                ))
+                Some(Arc::new(FlashTier::new(devices, fc.params.clone())?))
             }
-            (Some(_), true) => return Err(ConfigError("flash configured without a device".into())),
+            (Some(_), true) => return Err(ConfigError::NoFlashDevice),
             _ => None,
         };
         let shared = Arc::new(Shared {
@@ -353,7 +338,10 @@ impl Engine {
                 let t = std::thread::Builder::new()
                     .name("flash-journal".into())
                     .spawn(move || f2.journal().run(&|| f2.wake_all()))
-                    .map_err(|e| ConfigError(format!("cannot start the flash journal: {e}")))?;
+                    .map_err(|error| ConfigError::Thread {
+                        thread: "the flash journal",
+                        error,
+                    })?;
                 Some(t)
             }
             None => None,
@@ -364,7 +352,10 @@ impl Engine {
                 let t = std::thread::Builder::new()
                     .name("flash-flusher".into())
                     .spawn(move || f2.run_flusher(owner.as_ref(), Duration::from_millis(200)))
-                    .map_err(|e| ConfigError(format!("cannot start the flash flusher: {e}")))?;
+                    .map_err(|error| ConfigError::Thread {
+                        thread: "the flash flusher",
+                        error,
+                    })?;
                 Some(t)
             }
             None => None,
@@ -405,11 +396,9 @@ impl Engine {
             self.recover_after_crash();
             return Ok(());
         };
-        let refuse = |why: String| {
-            ConfigError(format!(
-                "snapshot {} cannot be used: {why}; start with -o ext_wipe to discard it (and the flash contents)",
-                path.display()
-            ))
+        let refuse = |error: SnapshotError| ConfigError::Snapshot {
+            path: path.clone(),
+            error,
         };
         if fc.params.wipe {
             tracing::warn!(path = %path.display(), "ext_wipe: discarding the snapshot");
@@ -421,13 +410,12 @@ impl Engine {
             f.journal().take_recovered();
         }
         let started = std::time::Instant::now();
-        let (items, segments) = self.restore(path).map_err(|e| refuse(e.to_string()))?;
+        let (items, segments) = self.restore(path).map_err(refuse)?;
         if let Some(f) = &self.flash {
             f.after_restore();
         }
         // Before anything is served: a later crash must not restore this again.
-        std::fs::remove_file(path)
-            .map_err(|e| refuse(format!("cannot remove it after reading: {e}")))?;
+        std::fs::remove_file(path).map_err(|e| refuse(SnapshotError::Remove(e)))?;
         let secs = started.elapsed().as_secs_f64();
         tracing::info!(
             items,
@@ -497,27 +485,30 @@ impl Engine {
         ]
     }
 
-    fn restore(&self, path: &std::path::Path) -> std::io::Result<(u64, usize)> {
-        use crate::persist::{invalid, SnapReader, MAGIC, VERSION};
+    fn restore(&self, path: &std::path::Path) -> Result<(u64, usize), SnapshotError> {
+        use crate::persist::{SnapReader, MAGIC, VERSION};
         let file = std::fs::File::open(path)?;
         let mut r = SnapReader::new(std::io::BufReader::with_capacity(1 << 20, file));
         let mut magic = [0u8; 8];
         r.bytes_into(&mut magic)?;
         if &magic != MAGIC {
-            return Err(invalid("not a tiercache snapshot"));
+            return Err(SnapshotError::NotASnapshot);
         }
         let v = r.u32()?;
         if v != VERSION {
-            return Err(invalid(&format!(
-                "snapshot format version {v}, this build reads {VERSION}"
-            )));
+            return Err(SnapshotError::OtherVersion {
+                found: v,
+                expected: VERSION,
+            });
         }
         for (i, want) in self.fingerprint().into_iter().enumerate() {
             let got = r.u64()?;
             if got != want {
-                return Err(invalid(&format!(
-                    "written with another configuration (setting {i}: {got}, now {want}); restart with the same -m, -I, shards and ext_* options"
-                )));
+                return Err(SnapshotError::OtherConfiguration {
+                    setting: i,
+                    found: got,
+                    expected: want,
+                });
             }
         }
         self.shared.cas.store(r.u64()?, Ordering::Relaxed);
@@ -806,29 +797,23 @@ pub fn min_memory_mb(config: &EngineConfig, device_bytes: u64) -> Option<usize> 
 /// The error for a memory limit below what the configuration needs: it
 /// names the real minimum, and for a flash tier what it costs and how to
 /// run without one.
-fn too_small(config: &EngineConfig, device_bytes: u64, why: String) -> ConfigError {
-    let mut msg = format!(
-        "memory limit of {} MiB is too small{why}",
-        config.memory_limit >> 20
-    );
-    match min_memory_mb(config, device_bytes) {
-        Some(min) => msg.push_str(&format!("; this configuration needs at least -m {min}")),
-        None => msg.push_str("; raise -m"),
-    }
-    if config.flash.is_some() {
+fn too_small(config: &EngineConfig, device_bytes: u64, detail: String) -> ConfigError {
+    let flash = config.flash.as_ref().map(|_| {
         let ram_only = EngineConfig {
             flash: None,
             ..config.clone()
         };
-        msg.push_str(&format!(
-            " (the flash tier's write buffers and its index, sized for {} MiB of flash at ext_avg_item_size, come out of -m): raise -m, use less flash, lower ext_wbuf_count or raise ext_avg_item_size, or run RAM-only with -o ext_path=none",
-            device_bytes >> 20
-        ));
-        if let Some(min) = min_memory_mb(&ram_only, 0) {
-            msg.push_str(&format!(", which needs at least -m {min}"));
+        FlashShare {
+            device_mb: device_bytes >> 20,
+            ram_only_needs_mb: min_memory_mb(&ram_only, 0),
         }
+    });
+    ConfigError::MemoryTooSmall {
+        memory_mb: config.memory_limit >> 20,
+        detail,
+        needs_mb: min_memory_mb(config, device_bytes),
+        flash,
     }
-    ConfigError(msg)
 }
 
 /// Engine-wide figures for `stats`.

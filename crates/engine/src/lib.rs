@@ -23,6 +23,8 @@
 //! - [`ops`]: memcached semantics (storage modes, incr/decr, touch).
 //! - [`engine`]: sharding, flush_all, stats, start-up (snapshot or crash
 //!   recovery) and shutdown.
+//! - [`error`]: typed configuration and snapshot errors (a device's are
+//!   [`flash::DeviceError`]).
 //! - [`flash`]: the flash tier (devices, format, write path, reads, journal).
 //! - [`persist`]: the shutdown snapshot's layout.
 //! - [`clock`], [`credit`]: time and memcached's exptime rules; the
@@ -32,6 +34,7 @@ pub mod clock;
 pub mod command;
 pub mod credit;
 pub mod engine;
+pub mod error;
 pub mod flash;
 pub mod flushed;
 pub mod index;
@@ -42,6 +45,7 @@ pub mod pool;
 pub mod segment;
 pub mod shard;
 
-pub use engine::{ConfigError, Engine, EngineConfig, EngineStats, FlashConfig};
+pub use engine::{Engine, EngineConfig, EngineStats, FlashConfig};
+pub use error::{ConfigError, SnapshotError};
 pub use index::Loc;
 pub use shard::{NewItem, Shard};

@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
-use tiercache_engine::flash::{BlockDevice, FileDevice, TierParams};
+use tiercache_engine::flash::{BlockDevice, DeviceError, FileDevice, TierParams};
 use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{Engine, EngineConfig, NewItem};
+use tiercache_engine::{ConfigError, Engine, EngineConfig, NewItem};
 
 const NOW: u32 = 1_000_000;
 
@@ -356,7 +356,14 @@ fn real_file_with_o_direct() {
     let err = Engine::with_devices(config(8), vec![Arc::new(other)])
         .err()
         .expect("foreign file refused");
-    assert!(err.0.contains("not a tiercache flash file"), "{err}");
+    assert!(
+        matches!(err, ConfigError::Device(DeviceError::Foreign { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("not a tiercache flash file"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

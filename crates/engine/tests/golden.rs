@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::MemDevice;
 use tiercache_engine::flash::format::{self, SegmentHeader};
-use tiercache_engine::flash::BlockDevice;
+use tiercache_engine::flash::{BlockDevice, DeviceError};
 use tiercache_engine::shard::Probe;
-use tiercache_engine::{Engine, EngineConfig};
+use tiercache_engine::{ConfigError, Engine, EngineConfig};
 
 const DEVICE: usize = 4 << 20;
 const KEYS: u64 = 5000;
@@ -62,9 +62,9 @@ fn image() -> Vec<u8> {
     std::fs::read(dir().join("device-v3.img")).expect("golden image")
 }
 
-fn open(img: Vec<u8>, wipe: bool) -> Result<Engine, String> {
+fn open(img: Vec<u8>, wipe: bool) -> Result<Engine, ConfigError> {
     let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_image(img));
-    Engine::with_devices(config(wipe), vec![dev]).map_err(|e| e.0)
+    Engine::with_devices(config(wipe), vec![dev])
 }
 
 /// Keys whose value came back, checking each is the expected one.
@@ -141,7 +141,15 @@ fn superblock_refused(mutate: impl Fn(&mut [u8]), want: &str) {
     let mut img = image();
     mutate(&mut img);
     let err = open(img.clone(), false).err().expect("refused");
-    assert!(err.contains(want) && err.contains("ext_wipe"), "{err}");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Device(DeviceError::OtherVersion { .. } | DeviceError::Foreign { .. })
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(want) && msg.contains("ext_wipe"), "{err}");
     // Wiping is explicit, and then nothing old is served.
     let e = open(img, true).unwrap();
     assert!(recovered(&e, &read_expect()).is_empty());
@@ -154,7 +162,15 @@ fn a_device_of_format_version_2_is_refused() {
     let img = std::fs::read(dir().join("device-v2.img")).expect("version 2 image");
     let err = open(img.clone(), false).err().expect("refused");
     assert!(
-        err.contains("format version 2") && err.contains("ext_wipe"),
+        matches!(
+            err,
+            ConfigError::Device(DeviceError::OtherVersion { found: 2, .. })
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("format version 2") && msg.contains("ext_wipe"),
         "{err}"
     );
     assert!(open(img, true).is_ok(), "wiping is explicit");

@@ -11,7 +11,7 @@ use tiercache_engine::flash::fault::MemDevice;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::item::HEADER;
 use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{Engine, EngineConfig, NewItem};
+use tiercache_engine::{ConfigError, Engine, EngineConfig, NewItem, SnapshotError};
 
 const NOW: u32 = 1_000_000;
 
@@ -163,14 +163,34 @@ fn damaged_or_foreign_snapshots_are_refused() {
     let err = Engine::with_devices(config(&snap, false), vec![dev.clone()])
         .err()
         .expect("refused");
-    assert!(err.0.contains("ext_wipe"), "{err}");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Snapshot {
+                error: SnapshotError::Damaged(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("ext_wipe"), "{err}");
     assert!(snap.exists(), "nothing is removed silently");
     // Not ours at all.
     std::fs::write(&snap, b"hello").unwrap();
     let err = Engine::with_devices(config(&snap, false), vec![dev.clone()])
         .err()
         .expect("refused");
-    assert!(err.0.contains("cannot be used"), "{err}");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Snapshot {
+                error: SnapshotError::Damaged(_) | SnapshotError::NotASnapshot,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cannot be used"), "{err}");
     // Another configuration.
     std::fs::write(&snap, &good).unwrap();
     let mut other = config(&snap, false);
@@ -178,7 +198,17 @@ fn damaged_or_foreign_snapshots_are_refused() {
     let err = Engine::with_devices(other, vec![dev.clone()])
         .err()
         .expect("refused");
-    assert!(err.0.contains("another configuration"), "{err}");
+    assert!(
+        matches!(
+            err,
+            ConfigError::Snapshot {
+                error: SnapshotError::OtherConfiguration { setting: 1, .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("another configuration"), "{err}");
     // Wiping is explicit.
     let e = Engine::with_devices(config(&snap, true), vec![dev]).unwrap();
     assert!(!snap.exists());

@@ -13,7 +13,7 @@ use tiercache_engine::flash::io::{Completion, IoBackend, IoMode, Notify, ReadOp,
 use tiercache_engine::flash::{uring, BlockDevice, Fetched, FileDevice, ReadReq};
 use tiercache_engine::item::{Header, HEADER};
 use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{Engine, EngineConfig, NewItem};
+use tiercache_engine::{ConfigError, Engine, EngineConfig, NewItem};
 
 const NOW: u32 = 1_000_000;
 
@@ -176,12 +176,14 @@ fn devices_without_descriptor_force_the_pool() {
     let err = Engine::with_devices(config(IoMode::Uring), vec![faulty])
         .err()
         .expect("forced io_uring on a fault device");
-    assert!(err.0.contains("ext_io=uring"), "{err}");
+    assert!(matches!(err, ConfigError::NoUring { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("ext_io=uring"), "{err}");
     assert!(
-        err.0.contains("no file descriptor") || err.0.contains("not allowed"),
+        msg.contains("no file descriptor") || msg.contains("not allowed"),
         "{err}"
     );
-    assert!(err.0.contains("ext_io=pool"), "{err}");
+    assert!(msg.contains("ext_io=pool"), "{err}");
 }
 
 #[test]

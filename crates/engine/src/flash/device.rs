@@ -41,17 +41,116 @@ pub trait BlockDevice: Send + Sync {
     }
 }
 
-/// Why a device could not be opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceError(pub String);
-
-impl std::fmt::Display for DeviceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a device could not be opened, checked or formatted. `name` is the
+/// device's path as given.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error(
+        "flash file {name}: directory {} does not exist; create it or choose another ext_path",
+        .dir.display()
+    )]
+    NoDirectory { name: String, dir: PathBuf },
+    #[error("flash file {name}: no size given; write ext_path={name}:SIZE, for example :4G")]
+    NoSize { name: String },
+    #[error("flash device {name}: cannot open: {error}; check the path")]
+    NotFound { name: String, error: io::Error },
+    #[error(
+        "flash device {name}: cannot open: not writable ({error}); check permissions or run as a user who may write it"
+    )]
+    NotWritable { name: String, error: io::Error },
+    /// The file system refused to open it with O_DIRECT.
+    #[error(
+        "flash device {name}: cannot open: the file system does not support O_DIRECT (tmpfs and some overlay file systems do not); put the flash file on ext4, xfs or a block device"
+    )]
+    NoDirectIo { name: String },
+    /// It opened, but a direct read of its first block failed.
+    #[error(
+        "flash device {name}: a direct (O_DIRECT) read failed: {error}; the file system may not support direct I/O"
+    )]
+    DirectReadFailed { name: String, error: io::Error },
+    /// Another process holds its lock (or the lock could not be taken).
+    #[error(
+        "flash device {name} is in use by another process (another tiercache?): {error}; give each server its own ext_path"
+    )]
+    InUse {
+        name: String,
+        error: rustix::io::Errno,
+    },
+    #[error(
+        "flash file {name} was removed or replaced while it was being opened (another server starting on the same path?); start again"
+    )]
+    Replaced { name: String },
+    /// The configured size is larger than the block device.
+    #[error("flash device {name} holds {device_bytes} bytes, fewer than the {size} configured")]
+    TooLarge {
+        name: String,
+        size: u64,
+        device_bytes: u64,
+    },
+    #[error("flash device {name} ({size} bytes) is too small for one {segment_kib} KiB segment")]
+    TooSmall {
+        name: String,
+        size: u64,
+        segment_kib: usize,
+    },
+    /// The file system has too little free space for the flash file.
+    #[error(
+        "flash file {name}: not enough space for {} MiB (the file system has {} MiB free); choose a smaller size or another disk",
+        .size >> 20,
+        .free >> 20
+    )]
+    NoSpace { name: String, size: u64, free: u64 },
+    #[error("flash file {name}: cannot reserve {size} bytes: {error}")]
+    Reserve {
+        name: String,
+        size: u64,
+        error: rustix::io::Errno,
+    },
+    #[error("flash file {name}: cannot grow to {size} bytes: {error}")]
+    Grow {
+        name: String,
+        size: u64,
+        error: io::Error,
+    },
+    #[error("flash file {name}: {error}")]
+    Metadata { name: String, error: io::Error },
+    /// It holds another version of the tiercache format.
+    #[error(
+        "flash device {name} holds tiercache format version {found}, this build reads version {expected}; start with -o ext_wipe to erase it"
+    )]
+    OtherVersion {
+        name: String,
+        found: u32,
+        expected: u32,
+    },
+    /// It holds data that is not a tiercache flash file.
+    #[error(
+        "flash device {name} holds data that is not a tiercache flash file; refusing to overwrite it (start with -o ext_wipe to erase it, or choose another path)"
+    )]
+    Foreign { name: String },
+    /// An operation on it failed: `action` is what (open, read, write,
+    /// size it, read the journal).
+    #[error("flash device {name}: cannot {action}: {error}")]
+    Io {
+        name: String,
+        action: &'static str,
+        error: io::Error,
+    },
+    #[cfg(test)]
+    #[error("flash device {name}: refused by the test")]
+    RefusedByTest { name: String },
 }
 
-impl std::error::Error for DeviceError {}
+impl DeviceError {
+    /// [`DeviceError::Io`] for the device called `name`.
+    pub fn io(name: &str, action: &'static str, error: io::Error) -> DeviceError {
+        DeviceError::Io {
+            name: name.to_string(),
+            action,
+            error,
+        }
+    }
+}
 
 /// A file or block device opened with O_DIRECT.
 pub struct FileDevice {
@@ -90,15 +189,10 @@ impl FileDevice {
                 _ => PathBuf::from("."),
             };
             if !parent.is_dir() {
-                return Err(DeviceError(format!(
-                    "flash file {name}: directory {} does not exist; create it or choose another ext_path",
-                    parent.display()
-                )));
+                return Err(DeviceError::NoDirectory { name, dir: parent });
             }
             if size == 0 {
-                return Err(DeviceError(format!(
-                    "flash file {name}: no size given; write ext_path={name}:SIZE, for example :4G"
-                )));
+                return Err(DeviceError::NoSize { name });
             }
         }
         let open = |create: bool, new: bool| {
@@ -132,9 +226,7 @@ impl FileDevice {
         // A refused lock removes nothing: the file is another server's.
         lock_waiting(&file, &name, lock_wait)?;
         if !is_block && !names_file(path, &file) {
-            return Err(DeviceError(format!(
-                "flash file {name} was removed or replaced while it was being opened (another server starting on the same path?); start again"
-            )));
+            return Err(DeviceError::Replaced { name });
         }
         let was = match (is_block, created) {
             (true, _) => Was::Device,
@@ -186,12 +278,13 @@ impl FileDevice {
             let mut f = file;
             let dev = f
                 .seek(SeekFrom::End(0))
-                .map_err(|e| DeviceError(format!("flash device {name}: cannot size it: {e}")))?;
+                .map_err(|e| DeviceError::io(name, "size it", e))?;
             if size > dev {
-                return Err(DeviceError(format!(
-                    "flash device {name} holds {} bytes, fewer than the {size} configured",
-                    dev
-                )));
+                return Err(DeviceError::TooLarge {
+                    name: name.to_string(),
+                    size,
+                    device_bytes: dev,
+                });
             }
             if size == 0 {
                 dev
@@ -211,9 +304,9 @@ impl FileDevice {
         probe(file, name)?;
         #[cfg(test)]
         if tests::REFUSE.with(|r| r.get()) {
-            return Err(DeviceError(format!(
-                "flash device {name}: refused by the test"
-            )));
+            return Err(DeviceError::RefusedByTest {
+                name: name.to_string(),
+            });
         }
         Ok((size, dsync))
     }
@@ -222,10 +315,9 @@ impl FileDevice {
 /// One aligned read of the first block proves that O_DIRECT I/O works.
 fn probe(file: &File, name: &str) -> Result<(), DeviceError> {
     let mut b = AlignedBuf::new(BLOCK);
-    pread(file, b.as_mut_slice(), 0).map_err(|e| {
-        DeviceError(format!(
-            "flash device {name}: a direct (O_DIRECT) read failed: {e}; the file system may not support direct I/O"
-        ))
+    pread(file, b.as_mut_slice(), 0).map_err(|error| DeviceError::DirectReadFailed {
+        name: name.to_string(),
+        error,
     })?;
     Ok(())
 }
@@ -319,32 +411,40 @@ fn lock_waiting(file: &File, name: &str, wait: Duration) -> Result<(), DeviceErr
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => {
-                return Err(DeviceError(format!(
-                    "flash device {name} is in use by another process (another tiercache?): {e}; give each server its own ext_path"
-                )))
+            Err(error) => {
+                return Err(DeviceError::InUse {
+                    name: name.to_string(),
+                    error,
+                })
             }
         }
     }
 }
 
-fn open_error(name: &str, e: io::Error) -> DeviceError {
-    let what = match e.raw_os_error() {
-        Some(libc::EINVAL) => "the file system does not support O_DIRECT (tmpfs and some overlay file systems do not); put the flash file on ext4, xfs or a block device".to_string(),
+fn open_error(name: &str, error: io::Error) -> DeviceError {
+    let name = name.to_string();
+    match error.raw_os_error() {
+        Some(libc::EINVAL) => DeviceError::NoDirectIo { name },
         Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
-            format!("not writable ({e}); check permissions or run as a user who may write it")
+            DeviceError::NotWritable { name, error }
         }
-        Some(libc::ENOENT) => format!("{e}; check the path"),
-        _ => e.to_string(),
-    };
-    DeviceError(format!("flash device {name}: cannot open: {what}"))
+        Some(libc::ENOENT) => DeviceError::NotFound { name, error },
+        _ => DeviceError::Io {
+            name,
+            action: "open",
+            error,
+        },
+    }
 }
 
 /// Makes sure a regular file really has `size` bytes of space behind it.
 fn reserve_file(file: &File, name: &str, size: u64) -> Result<(), DeviceError> {
     let have = file
         .metadata()
-        .map_err(|e| DeviceError(format!("flash file {name}: {e}")))?
+        .map_err(|error| DeviceError::Metadata {
+            name: name.to_string(),
+            error,
+        })?
         .len();
     if have >= size {
         return Ok(());
@@ -362,20 +462,24 @@ fn reserve_file(file: &File, name: &str, size: u64) -> Result<(), DeviceError> {
             let free = rustix::fs::fstatvfs(file)
                 .map(|s| s.f_bavail * s.f_frsize)
                 .unwrap_or(0);
-            Err(DeviceError(format!(
-                "flash file {name}: not enough space for {} MiB (the file system has {} MiB free); choose a smaller size or another disk",
-                size >> 20,
-                (free + have) >> 20
-            )))
+            Err(DeviceError::NoSpace {
+                name: name.to_string(),
+                size,
+                free: free + have,
+            })
         }
-        Err(rustix::io::Errno::OPNOTSUPP) => file.set_len(size).map_err(|e| {
-            DeviceError(format!(
-                "flash file {name}: cannot grow to {size} bytes: {e}"
-            ))
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            file.set_len(size).map_err(|error| DeviceError::Grow {
+                name: name.to_string(),
+                size,
+                error,
+            })
+        }
+        Err(error) => Err(DeviceError::Reserve {
+            name: name.to_string(),
+            size,
+            error,
         }),
-        Err(e) => Err(DeviceError(format!(
-            "flash file {name}: cannot reserve {size} bytes: {e}"
-        ))),
     }
 }
 
@@ -423,6 +527,14 @@ mod tests {
         (dir, path)
     }
 
+    /// Whether the file system refused direct I/O (tmpfs).
+    fn no_direct_io(e: &DeviceError) -> bool {
+        matches!(
+            e,
+            DeviceError::NoDirectIo { .. } | DeviceError::DirectReadFailed { .. }
+        )
+    }
+
     thread_local! {
         /// Makes `FileDevice::set_up` refuse the device once it is opened,
         /// sized and probed (a test's own thread only).
@@ -443,14 +555,19 @@ mod tests {
                 assert_eq!(r.as_slice(), w.as_slice());
             }
             // tmpfs: the error must say why.
-            Err(e) => assert!(e.0.contains("O_DIRECT"), "{e}"),
+            Err(e) => {
+                assert!(no_direct_io(&e), "{e}");
+                assert!(e.to_string().contains("O_DIRECT"), "{e}");
+            }
         }
         let e = FileDevice::open(&dir.join("missing/dir/flash"), 1 << 20)
             .err()
             .expect("missing directory");
-        assert!(e.0.contains("does not exist"), "{e}");
+        assert!(matches!(e, DeviceError::NoDirectory { .. }), "{e}");
+        assert!(e.to_string().contains("does not exist"), "{e}");
         let e = FileDevice::open(&path, 0).err().expect("no size");
-        assert!(e.0.contains("no size"), "{e}");
+        assert!(matches!(e, DeviceError::NoSize { .. }), "{e}");
+        assert!(e.to_string().contains("no size"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -459,7 +576,8 @@ mod tests {
         let (dir, path) = scratch("tc-dev-refused");
         REFUSE.with(|r| r.set(true));
         let e = FileDevice::open(&path, 1 << 20).err().expect("refused");
-        assert!(e.0.contains("flash"), "{e}");
+        assert!(matches!(e, DeviceError::RefusedByTest { .. }), "{e}");
+        assert!(e.to_string().contains("flash"), "{e}");
         assert!(!path.exists(), "a refused new flash file stays behind");
         // A file that was there before is the operator's: kept as it was,
         // at its length (the open had grown it to 1 MiB).
@@ -476,7 +594,7 @@ mod tests {
         let (dir, path) = scratch("tc-dev-lock-wait");
         let first = match FileDevice::open(&path, 1 << 20) {
             Ok(d) => d,
-            Err(e) if e.0.contains("O_DIRECT") => return,
+            Err(e) if no_direct_io(&e) => return,
             Err(e) => panic!("{e}"),
         };
         // The previous holder exits 400 ms into the wait (as a killed
@@ -500,7 +618,7 @@ mod tests {
         let first = match FileDevice::open(&path, 1 << 20) {
             Ok(d) => d,
             // tmpfs without O_DIRECT: nothing to lock here.
-            Err(e) if e.0.contains("O_DIRECT") => return,
+            Err(e) if no_direct_io(&e) => return,
             Err(e) => panic!("{e}"),
         };
         assert_eq!(first.was, Was::Absent);
@@ -508,7 +626,8 @@ mod tests {
         let e = FileDevice::open_waiting(&path, 1 << 20, Duration::from_millis(300))
             .err()
             .expect("in use");
-        assert!(e.0.contains("in use"), "{e}");
+        assert!(matches!(e, DeviceError::InUse { .. }), "{e}");
+        assert!(e.to_string().contains("in use"), "{e}");
         assert!(t.elapsed() >= Duration::from_millis(300), "did not wait");
         assert!(
             path.exists(),

@@ -25,6 +25,7 @@ use super::device::{BlockDevice, DeviceError};
 use super::fetch::{Fetched, ReadReq};
 use super::format::{self, DeviceContents, SegmentHeader, Superblock};
 use super::journal::Journal;
+use crate::error::ConfigError;
 use crate::index::Loc;
 use crate::item::Header;
 use parking_lot::{Condvar, Mutex};
@@ -295,15 +296,13 @@ impl FlashTier {
     pub fn new(
         devices: Vec<Arc<dyn BlockDevice>>,
         params: TierParams,
-    ) -> Result<FlashTier, DeviceError> {
+    ) -> Result<FlashTier, ConfigError> {
         let seg = params.segment_size;
         if !seg.is_multiple_of(BLOCK) || !(64 << 10..=8 << 20).contains(&seg) {
-            return Err(DeviceError(format!(
-                "flash segment size {seg} must be a multiple of 4 KiB between 64 KiB and 8 MiB"
-            )));
+            return Err(ConfigError::FlashSegmentSize { size: seg });
         }
         if devices.is_empty() {
-            return Err(DeviceError("no flash device configured".into()));
+            return Err(ConfigError::NoFlashDevice);
         }
         let mut per_dev = Vec::new();
         let mut kept = true;
@@ -321,12 +320,12 @@ impl FlashTier {
             starts.push(start);
             let n = d.size().saturating_sub(start) / seg as u64;
             if n == 0 {
-                return Err(DeviceError(format!(
-                    "flash device {} ({} bytes) is too small for one {} KiB segment",
-                    d.name(),
-                    d.size(),
-                    seg >> 10
-                )));
+                return Err(DeviceError::TooSmall {
+                    name: d.name().to_string(),
+                    size: d.size(),
+                    segment_kib: seg >> 10,
+                }
+                .into());
             }
             per_dev.push(n);
         }
@@ -354,18 +353,16 @@ impl FlashTier {
         }
         slots.truncate(MAX_SLOTS);
         if params.low_ttl > 0 && params.write_buffers < 3 {
-            return Err(DeviceError(
-                "grouping by TTL (ext_low_ttl) needs at least 3 write buffers (ext_wbuf_count)"
-                    .into(),
-            ));
+            return Err(ConfigError::TtlGroupsNeedBuffers {
+                write_buffers: params.write_buffers,
+            });
         }
         if slots.len() < FREE_SLOTS_LOW + params.write_buffers {
-            return Err(DeviceError(format!(
-                "flash devices hold {} segments of {} KiB; need at least {}",
-                slots.len(),
-                seg >> 10,
-                FREE_SLOTS_LOW + params.write_buffers
-            )));
+            return Err(ConfigError::TooFewFlashSegments {
+                segments: slots.len(),
+                segment_kib: seg >> 10,
+                needed: FREE_SLOTS_LOW + params.write_buffers,
+            });
         }
         let jbytes = format::journal_bytes_for(devices[0].size());
         if !kept {
@@ -373,13 +370,8 @@ impl FlashTier {
             // recovered, so no old journal block or segment header may remain.
             Self::clear_old_contents(&devices, &slots, jbytes)?;
         }
-        let journal =
-            Journal::open(devices[0].clone(), format::JOURNAL_START, jbytes).map_err(|e| {
-                DeviceError(format!(
-                    "flash device {}: cannot read the journal: {e}",
-                    devices[0].name()
-                ))
-            })?;
+        let journal = Journal::open(devices[0].clone(), format::JOURNAL_START, jbytes)
+            .map_err(|e| DeviceError::io(devices[0].name(), "read the journal", e))?;
         let free = (0..slots.len() as u32).collect();
         let spare = (0..params.write_buffers.max(2))
             .map(|_| AlignedBuf::new(seg))
@@ -442,9 +434,7 @@ impl FlashTier {
         slots: &[Slot],
         jbytes: u64,
     ) -> Result<(), DeviceError> {
-        let err = |d: &dyn BlockDevice, e: std::io::Error| {
-            DeviceError(format!("flash device {}: cannot write: {e}", d.name()))
-        };
+        let err = |d: &dyn BlockDevice, e: std::io::Error| DeviceError::io(d.name(), "write", e);
         Journal::wipe(devices[0].as_ref(), format::JOURNAL_START, jbytes)
             .map_err(|e| err(devices[0].as_ref(), e))?;
         let zero = AlignedBuf::new(BLOCK);

@@ -27,7 +27,7 @@ impl FlashTier {
         self.distrust.record(
             &self.devices,
             &self.superblocks,
-            |d, sb| write_superblock(d, sb).map_err(|e| e.0),
+            |d, sb| write_superblock(d, sb).map_err(|e| e.to_string()),
             now,
         );
         self.distrust.recorded()
@@ -234,7 +234,7 @@ impl FlashTier {
             if sb.journal_off {
                 sb.journal_off = false;
                 if let Err(e) = write_superblock(d.as_ref(), sb) {
-                    tracing::error!(error = %e.0, "cannot update the superblock");
+                    tracing::error!(error = %e, "cannot update the superblock");
                 }
             }
         }

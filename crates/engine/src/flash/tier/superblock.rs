@@ -19,7 +19,7 @@ pub(super) fn check_and_stamp(
     let mut b = AlignedBuf::new(BLOCK);
     let n = d
         .read_at(b.as_mut_slice(), 0)
-        .map_err(|e| DeviceError(format!("flash device {}: cannot read: {e}", d.name())))?;
+        .map_err(|e| DeviceError::io(d.name(), "read", e))?;
     if n < BLOCK {
         b.as_mut_slice()[n..].fill(0);
     }
@@ -51,19 +51,16 @@ pub(super) fn check_and_stamp(
         }
         DeviceContents::Empty => (false, false),
         DeviceContents::OtherVersion(v) if !params.wipe => {
-            return Err(DeviceError(format!(
-                "flash device {} holds tiercache format version {v}, this build reads version {}; \
-                 start with -o ext_wipe to erase it",
-                d.name(),
-                format::VERSION
-            )))
+            return Err(DeviceError::OtherVersion {
+                name: d.name().to_string(),
+                found: v,
+                expected: format::VERSION,
+            })
         }
         DeviceContents::Foreign if !params.wipe => {
-            return Err(DeviceError(format!(
-                "flash device {} holds data that is not a tiercache flash file; refusing to overwrite it \
-                 (start with -o ext_wipe to erase it, or choose another path)",
-                d.name()
-            )))
+            return Err(DeviceError::Foreign {
+                name: d.name().to_string(),
+            })
         }
         _ => (false, false),
     };
@@ -76,5 +73,5 @@ pub(super) fn write_superblock(d: &dyn BlockDevice, sb: &Superblock) -> Result<(
     sb.write(b.as_mut_slice());
     d.write_at(b.as_slice(), 0)
         .and_then(|_| d.sync())
-        .map_err(|e| DeviceError(format!("flash device {}: cannot write: {e}", d.name())))
+        .map_err(|e| DeviceError::io(d.name(), "write", e))
 }
