@@ -578,6 +578,15 @@ impl Engine {
         self.flash.as_ref()
     }
 
+    /// The flash tier's figures for `stats`, with the crash recovery at
+    /// start and the reader in use; None without a flash tier.
+    pub fn flash_stats(&self) -> Option<crate::flash::FlashStats> {
+        let mut s = self.flash.as_ref()?.stats_snapshot();
+        s.recovery = self.last_recovery();
+        s.io_backend = self.io_backend;
+        Some(s)
+    }
+
     /// The flash reader in use (`ext_io`), if there is a flash tier.
     pub fn io_backend(&self) -> Option<IoBackend> {
         self.io_backend

@@ -50,7 +50,9 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 engine: shared.engine.stats(ctx.now),
             };
             stats::general(out, &view);
-            stats::flash(out, &shared.engine, &view.engine);
+            if let Some(f) = shared.engine.flash_stats() {
+                stats::flash(out, &f, &view.engine);
+            }
         }
         Some(b"reset") => {
             for w in &shared.workers {

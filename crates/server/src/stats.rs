@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use tiercache_engine::flash::FlashStats;
 use tiercache_engine::EngineStats;
 
 macro_rules! counters {
@@ -230,73 +231,64 @@ pub fn items(out: &mut Vec<u8>, e: &EngineStats, slabs: bool) {
 
 /// The flash tier's lines of `stats`: memcached's `extstore_*` names where
 /// they mean the same, `flash_*` for the rest.
-pub fn flash(out: &mut Vec<u8>, engine: &tiercache_engine::Engine, e: &EngineStats) {
-    let Some(f) = engine.flash() else {
-        return;
-    };
-    let st = &f.stats;
-    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let u = f.usage();
-    stat(out, "extstore_page_size", f.segment_size());
-    stat(out, "extstore_limit_maxbytes", f.capacity());
-    stat(out, "extstore_pages_free", u.free);
-    stat(out, "extstore_pages_used", u.sealed);
-    stat(out, "extstore_pages_queued", u.queued);
+pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
+    stat(out, "extstore_page_size", f.segment_size);
+    stat(out, "extstore_limit_maxbytes", f.capacity);
+    stat(out, "extstore_pages_free", f.segments_free);
+    stat(out, "extstore_pages_used", f.segments_sealed);
+    stat(out, "extstore_pages_queued", f.segments_queued);
     stat(out, "extstore_objects_used", e.shard.flash_items);
-    stat(out, "extstore_objects_written", l(&st.objects_written));
-    stat(out, "extstore_bytes_written", l(&st.bytes_written));
-    stat(out, "extstore_objects_read", l(&st.objects_read));
-    stat(out, "extstore_bytes_read", l(&st.bytes_read));
-    stat(out, "extstore_page_reclaims", l(&st.segments_reclaimed));
-    stat(out, "extstore_io_queue", l(&st.reads_in_flight));
-    stat(out, "flash_segments_written", l(&st.segments_written));
-    stat(out, "flash_bytes_admitted", l(&st.bytes_admitted));
-    let admitted = l(&st.bytes_admitted);
-    let wa = if admitted > 0 {
-        l(&st.bytes_written) as f64 / admitted as f64
-    } else {
-        0.0
-    };
-    stat(out, "flash_write_amplification", format!("{wa:.3}"));
+    stat(out, "extstore_objects_written", f.objects_written);
+    stat(out, "extstore_bytes_written", f.bytes_written);
+    stat(out, "extstore_objects_read", f.objects_read);
+    stat(out, "extstore_bytes_read", f.bytes_read);
+    stat(out, "extstore_page_reclaims", f.segments_reclaimed);
+    stat(out, "extstore_io_queue", f.reads_in_flight);
+    stat(out, "flash_segments_written", f.segments_written);
+    stat(out, "flash_bytes_admitted", f.bytes_admitted);
+    stat(
+        out,
+        "flash_write_amplification",
+        format!("{:.3}", f.write_amplification()),
+    );
     stat(out, "flash_hits", e.shard.flash_hits);
     stat(out, "flash_demoted", e.shard.demoted);
     stat(out, "flash_not_demoted", e.shard.not_demoted);
     stat(out, "flash_promoted", e.shard.promoted);
     stat(out, "flash_promote_declined", e.shard.promote_declined);
-    stat(out, "flash_reinserted", l(&st.objects_reinserted));
-    stat(out, "flash_read_errors", l(&st.read_errors));
-    stat(out, "flash_verify_failures", l(&st.verify_failures));
-    stat(out, "flash_tag_misses", l(&st.tag_misses));
-    stat(out, "flash_write_errors", l(&st.write_errors));
-    stat(out, "flash_failed_segments", u.failed);
-    stat(out, "flash_backpressure", l(&st.busy));
-    stat(out, "flash_admission_refused", l(&st.admission_refused));
-    stat(out, "flash_degraded", u8::from(f.degraded()));
-    let j = f.journal();
-    stat(out, "flash_journal_commits", l(&j.stats.commits));
-    stat(out, "flash_journal_tombstones", l(&j.stats.tombstones));
-    stat(out, "flash_journal_floor", j.floor());
+    stat(out, "flash_reinserted", f.objects_reinserted);
+    stat(out, "flash_read_errors", f.read_errors);
+    stat(out, "flash_verify_failures", f.verify_failures);
+    stat(out, "flash_tag_misses", f.tag_misses);
+    stat(out, "flash_write_errors", f.write_errors);
+    stat(out, "flash_failed_segments", f.segments_failed);
+    stat(out, "flash_backpressure", f.busy);
+    stat(out, "flash_admission_refused", f.admission_refused);
+    stat(out, "flash_degraded", u8::from(f.degraded));
+    stat(out, "flash_journal_commits", f.journal_commits);
+    stat(out, "flash_journal_tombstones", f.journal_tombstones);
+    stat(out, "flash_journal_floor", f.journal_floor);
     stat(
         out,
         "flash_journal_wrap_floor_raises",
-        l(&j.stats.wrap_floor_raises),
+        f.journal_wrap_floor_raises,
     );
-    stat(out, "flash_journal_failed", u8::from(j.failed()));
+    stat(out, "flash_journal_failed", u8::from(f.journal_failed));
     // 1 once a failed journal is recorded where the next start looks (the
     // superblocks or a mark file): that start will not trust the devices.
     stat(
         out,
         "flash_journal_failure_recorded",
-        u8::from(f.distrust.recorded()),
+        u8::from(f.journal_failure_recorded),
     );
-    if let Some(r) = engine.last_recovery() {
+    if let Some(r) = f.recovery {
         stat(out, "flash_crash_recovered_items", r.items);
         stat(out, "flash_crash_recovered_segments", r.segments);
         stat(out, "flash_crash_dropped_by_tombstones", r.dead);
         stat(out, "flash_crash_dropped_older_copies", r.duplicates);
         stat(out, "flash_crash_untrusted_segments", r.untrusted_segments);
     }
-    if let Some(b) = engine.io_backend() {
+    if let Some(b) = f.io_backend {
         stat(out, "flash_io_backend", b.name());
     }
     let per_item = if e.shard.curr_items > 0 {

@@ -8,6 +8,7 @@
 //! - [`format`]: the on-flash format, byte by byte.
 //! - [`tier`]: slots, write buffers, the flusher, reclaim.
 //! - [`fetch`]: records a request waits for, verified on arrival.
+//! - [`stats`]: [`FlashStats`], the tier's figures for `stats`, read once.
 //! - [`journal`]: tombstones and the trust floor that make crash recovery safe.
 //! - [`distrust`]: recording a failed journal so the next start trusts nothing.
 //! - [`io`]: per-worker asynchronous readers (thread-pool pread).
@@ -21,9 +22,11 @@ pub mod fetch;
 pub mod format;
 pub mod io;
 pub mod journal;
+pub mod stats;
 pub mod tier;
 pub mod uring;
 
 pub use device::{BlockDevice, DeviceError, FileDevice};
 pub use fetch::{FetchState, Fetched, ReadReq};
+pub use stats::FlashStats;
 pub use tier::{is_flash, FlashTier, TierParams, FLASH_SEG_BASE};
