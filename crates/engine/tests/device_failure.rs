@@ -69,6 +69,12 @@ fn load_break_delete(e: &Engine, dev: &FaultDevice) -> Vec<u64> {
         delete(e, &key(i));
         assert_eq!(get(e, &key(i), false), None, "deleted while failing");
     }
+    // A delete whose record could not be read asked for a tombstone without
+    // waiting for it: the journal thread notices the failure on its commit.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f.journal().failed() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(f.journal().failed(), "the journal noticed the failure");
     on_flash
 }
