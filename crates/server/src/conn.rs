@@ -48,6 +48,9 @@ use tiercache_engine::flash::io::ReadOp;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{parse, Get, Limits, Parsed, Request};
 
+/// Reads a delete may ask for again when its key moved to flash meanwhile.
+const MAX_DELETE_REREADS: u8 = 3;
+
 const READ_CHUNK: usize = 64 * 1024;
 /// Keys of a multiget run at once with a flash tier: their flash reads go to
 /// the device together. Without a flash tier a multiget runs at once and
@@ -411,7 +414,6 @@ impl Conn {
                         None => (Some(request), 0, None),
                     };
                     let mut after_miss = false;
-                    let mut runs = 0u32;
                     let head = self.pos;
                     let outcome = loop {
                         let req = request.take().expect("request");
@@ -448,9 +450,15 @@ impl Conn {
                         let first_run = ctx.reader.is_some() && !after_miss;
                         let first_set = first_run && crate::prefetch::verifies_first(&req);
                         ctx.verify_first.set(first_set);
+                        // A delete may have its key's records read again a
+                        // few times (counted across its read waits), then
+                        // it drops the key's tag instead (Engine::delete).
                         let delete = matches!(req, Request::Delete { .. });
-                        runs += 1;
-                        ctx.refetch.set(delete && ctx.reader.is_some() && runs < 4);
+                        ctx.refetch.set(
+                            delete
+                                && ctx.reader.is_some()
+                                && self.flights.head(head).reruns < MAX_DELETE_REREADS,
+                        );
                         let again = (first_set
                             || first_run && matches!(req, Request::Get(_))
                             || ctx.refetch.get())
@@ -479,6 +487,10 @@ impl Conn {
                         if ctx.need_flash.take() {
                             if let Some(req) = again {
                                 self.wbuf.truncate(mark);
+                                if ctx.reader.is_some() {
+                                    let f = self.flights.head(head);
+                                    f.reruns = f.reruns.saturating_add(1);
+                                }
                                 after_miss = true;
                                 request = Some(req);
                                 continue;
@@ -507,7 +519,6 @@ impl Conn {
                             sub_at = at;
                             more = m;
                             after_miss = false;
-                            runs = 0;
                             continue;
                         }
                         break outcome;

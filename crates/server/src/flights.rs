@@ -27,6 +27,9 @@ pub struct Flight {
     pub fetched: Fetched,
     /// Reads still in flight.
     pub waiting: usize,
+    /// Times the request ran and asked for its records to be read (again):
+    /// bounds the reruns of a delete whose key keeps moving to flash.
+    pub reruns: u8,
 }
 
 /// A connection's flights, in input order.
