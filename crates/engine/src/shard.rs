@@ -421,6 +421,22 @@ impl Shard {
         loc
     }
 
+    /// The item at `*off` in segment `seg` and its header, stepping `*off`
+    /// past it; None at `end` (the segment's write offset when the walk
+    /// began). Walks see dead items too.
+    fn next_item(&self, seg: u32, off: &mut usize, end: usize) -> Option<(Loc, Header)> {
+        if *off >= end {
+            return None;
+        }
+        let loc = Loc {
+            seg,
+            off: *off as u32,
+        };
+        let h = self.header(loc);
+        *off += h.size();
+        Some((loc, h))
+    }
+
     fn write_at(&mut self, loc: Loc, bytes: &[u8]) {
         let o = loc.off as usize;
         self.seg_mut(loc.seg).data[o..o + bytes.len()].copy_from_slice(bytes);
@@ -591,13 +607,7 @@ impl Shard {
                 let id = self.queues[q][i];
                 let end = self.seg(id).write;
                 let mut off = 0usize;
-                while off < end {
-                    let loc = Loc {
-                        seg: id,
-                        off: off as u32,
-                    };
-                    let h = self.header(loc);
-                    off += h.size();
+                while let Some((loc, h)) = self.next_item(id, &mut off, end) {
                     if h.bits & item::DEAD != 0 {
                         continue;
                     }
@@ -630,13 +640,7 @@ impl Shard {
         for id in ids {
             let end = self.seg(id).write;
             let mut off = 0usize;
-            while off < end {
-                let loc = Loc {
-                    seg: id,
-                    off: off as u32,
-                };
-                let h = self.header(loc);
-                off += h.size();
+            while let Some((loc, h)) = self.next_item(id, &mut off, end) {
                 if h.bits & item::DEAD == 0 && h.expired(now) {
                     let hash = hash_key(self.key(loc));
                     if self.index.contains(hash, loc) {

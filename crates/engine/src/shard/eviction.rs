@@ -112,14 +112,8 @@ impl Shard {
         let mut used_spare = false;
         let end = self.seg(victim).write;
         let mut off = 0usize;
-        while off < end {
-            let loc = Loc {
-                seg: victim,
-                off: off as u32,
-            };
-            let h = self.header(loc);
+        while let Some((loc, h)) = self.next_item(victim, &mut off, end) {
             let size = h.size();
-            off += size;
             if h.bits & item::DEAD != 0 {
                 continue;
             }
