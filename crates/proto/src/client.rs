@@ -2,6 +2,7 @@
 //! generator and the tests so that they agree with the server by construction.
 
 use crate::number::parse_u64;
+use crate::reply::{frame, malformed};
 
 /// One reply unit from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,59 +27,47 @@ pub enum Reply<'a> {
 /// Why a reply could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplyError {
+    /// The line (lossily as text) that is no reply, or whose data block does
+    /// not end in `\r\n`.
     Malformed(String),
 }
 
-/// Parses one reply unit; `Ok(None)` when more bytes are needed.
+/// Parses one reply unit; `Ok(None)` when more bytes are needed. The framing
+/// (where the line ends, how long the data block is) is
+/// [`crate::reply::parse_reply`]'s; this keeps meta flags as raw words and
+/// other lines untyped, for clients that only look at a few replies.
 pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, ReplyError> {
-    let nl = match memchr::memchr(b'\n', buf) {
-        Some(i) => i,
-        None => return Ok(None),
+    let Some(f) = frame(buf)? else {
+        return Ok(None);
     };
-    let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
-    let after = nl + 1;
-    let bad = || ReplyError::Malformed(String::from_utf8_lossy(line).into_owned());
-    if let Some(rest) = line.strip_prefix(b"VALUE ") {
-        let mut it = rest.split(|&b| b == b' ');
-        let key = it.next().ok_or_else(bad)?;
-        let flags = it.next().and_then(parse_u64).ok_or_else(bad)? as u32;
-        let len = it.next().and_then(parse_u64).ok_or_else(bad)? as usize;
-        let cas = it.next().and_then(parse_u64);
-        let end = after + len + 2;
-        if buf.len() < end {
-            return Ok(None);
-        }
-        let data = &buf[after..after + len];
-        return Ok(Some((
+    let line = f.line;
+    let bad = || malformed(line);
+    let reply = if let Some(data) = f.data {
+        if let Some(rest) = line.strip_prefix(b"VALUE ") {
+            let mut it = rest.split(|&b| b == b' ');
+            let key = it.next().ok_or_else(bad)?;
+            let flags = it.next().and_then(parse_u64).ok_or_else(bad)? as u32;
+            it.next();
+            let cas = it.next().and_then(parse_u64);
             Reply::Value {
                 key,
                 flags,
                 data,
                 cas,
-            },
-            end,
-        )));
-    }
-    if let Some(rest) = line.strip_prefix(b"VA ") {
-        let (len_s, flags) = match memchr::memchr(b' ', rest) {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => (rest, &b""[..]),
-        };
-        let len = parse_u64(len_s).ok_or_else(bad)? as usize;
-        let end = after + len + 2;
-        if buf.len() < end {
-            return Ok(None);
-        }
-        return Ok(Some((
+            }
+        } else {
+            let rest = line.strip_prefix(b"VA ").ok_or_else(bad)?;
+            let flags = match memchr::memchr(b' ', rest) {
+                Some(i) => &rest[i + 1..],
+                None => &b""[..],
+            };
             Reply::Meta {
                 code: *b"VA",
                 flags,
-                data: Some(&buf[after..after + len]),
-            },
-            end,
-        )));
-    }
-    if line.len() >= 2
+                data: Some(data),
+            }
+        }
+    } else if line.len() >= 2
         && matches!(
             &line[..2],
             b"HD" | b"EN" | b"NF" | b"NS" | b"EX" | b"MN" | b"ME"
@@ -86,16 +75,15 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Reply<'_>, usize)>, ReplyError>
         && (line.len() == 2 || line[2] == b' ')
     {
         let flags = if line.len() > 3 { &line[3..] } else { &b""[..] };
-        return Ok(Some((
-            Reply::Meta {
-                code: [line[0], line[1]],
-                flags,
-                data: None,
-            },
-            after,
-        )));
-    }
-    Ok(Some((Reply::Line(line), after)))
+        Reply::Meta {
+            code: [line[0], line[1]],
+            flags,
+            data: None,
+        }
+    } else {
+        Reply::Line(line)
+    };
+    Ok(Some((reply, f.len)))
 }
 
 #[cfg(test)]

@@ -1,16 +1,20 @@
-//! Composing replies into an output buffer. Every function appends complete
-//! lines (with `\r\n`) so that a pipeline of replies is one contiguous write.
+//! Small helpers for composing replies into an output buffer, kept for the
+//! server until it moves to the typed encoders of [`crate::reply`]; the
+//! whole-reply helpers here are written with those encoders. Every function
+//! but [`number`], [`signed`], [`meta_key`], [`meta_num`] and [`meta_token`]
+//! (which write parts of a line) appends complete lines with `\r\n`, so that a
+//! pipeline of replies is one contiguous write. None of them allocates.
 
-use base64::Engine as _;
+use crate::reply::{self, MetaFlag};
 
 /// Appends `line\r\n`.
 #[inline]
 pub fn line(out: &mut Vec<u8>, line: &[u8]) {
-    out.extend_from_slice(line);
-    out.extend_from_slice(b"\r\n");
+    reply::line(out, line);
 }
 
-/// Appends a decimal number.
+/// Appends a decimal number (no `\r\n`; the incr/decr reply is
+/// [`reply::number`]).
 #[inline]
 pub fn number(out: &mut Vec<u8>, n: u64) {
     let mut b = itoa::Buffer::new();
@@ -27,37 +31,18 @@ pub fn signed(out: &mut Vec<u8>, n: i64) {
 /// Appends the header of a classic `VALUE` reply: `VALUE <key> <flags> <bytes>[ <cas>]\r\n`.
 #[inline]
 pub fn value_header(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: Option<u64>) {
-    out.extend_from_slice(b"VALUE ");
-    out.extend_from_slice(key);
-    out.push(b' ');
-    number(out, u64::from(flags));
-    out.push(b' ');
-    number(out, len as u64);
-    if let Some(cas) = cas {
-        out.push(b' ');
-        number(out, cas);
-    }
-    out.extend_from_slice(b"\r\n");
+    reply::value_header(out, key, flags, len, cas);
 }
 
 /// Appends a whole classic `VALUE` block, data and terminator included.
 #[inline]
 pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
-    value_header(out, key, flags, data.len(), cas);
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
+    reply::value(out, key, flags, cas, data);
 }
 
 /// Appends a key in meta form: ` k<key>`, or base64 and ` b` for binary keys.
 pub fn meta_key(out: &mut Vec<u8>, key: &[u8], binary: bool) {
-    out.extend_from_slice(b" k");
-    if binary {
-        let enc = base64::engine::general_purpose::STANDARD.encode(key);
-        out.extend_from_slice(enc.as_bytes());
-        out.extend_from_slice(b" b");
-    } else {
-        out.extend_from_slice(key);
-    }
+    MetaFlag::key(key, binary).encode(out);
 }
 
 /// Appends ` <letter><number>`.
