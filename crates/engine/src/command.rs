@@ -1,23 +1,32 @@
-//! Commands: the protocol's changes to one key as the engine runs them, each
-//! in one shard lock hold with the crash journal's gate inside, returning a
-//! typed outcome. A front end formats the outcome; it never takes the gate
-//! or changes an item itself. (Storage commands and incr/decr are in
-//! [`ops`](crate::ops); they take the gate inside too.)
+//! The engine's command API: every protocol command on a key as the engine
+//! runs it, each in one shard lock hold with the crash journal's gate, CAS,
+//! promotion and every item bit decided inside, returning a typed outcome.
+//! A front end (the server, the simulator, the tests) parses, calls these
+//! and formats the outcome; it never locks a shard or changes an item.
 //!
 //! A command that cannot run yet changes nothing and says why ([`Wait`]):
-//! the journal must first make a tombstone durable (run it again when the
-//! flash tier's waker fires), or the key's flash records must be read
-//! (again) first.
+//! the flash tier is behind (run it again when its waker fires), or the
+//! key's flash records must be read first ([`Engine::probe`], then run it
+//! again with them).
+//!
+//! - this file: delete, touch, gat, `md`, refused stores, flush_all;
+//! - [`read`]: get, probe, the blocking get;
+//! - [`store`]: the storage modes, incr/decr;
+//! - [`meta`]: `mg` and `ma`, whose replies read the item in flag order;
+//! - [`view`]: the item as a reply sees it.
+
+mod meta;
+mod read;
+mod store;
+mod view;
+
+pub use crate::ops::{ArithResult, Mode, StoreResult};
+pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
+pub use store::Store;
+pub use view::ItemView;
 
 use crate::flash::Fetched;
-use crate::item::{Header, HEADER};
-use crate::shard::{Allowed, Probe, Shard};
 use crate::Engine;
-use parking_lot::MutexGuard;
-
-/// Rounds of reads a blocking get does before it calls the key a miss (a
-/// record can move between a probe and its read; it settles in one or two).
-const READ_ROUNDS: usize = 8;
 
 /// Where a get found its item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +38,9 @@ pub enum Found {
 /// Why a command changed nothing and must run again later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// A tombstone for the key's flash records is not durable yet.
-    Journal,
+    /// The flash tier is behind: a tombstone for the key's flash records
+    /// is not durable yet, or RAM for the change waits for the writer.
+    Busy,
     /// The key has flash entries whose records were not read: read them
     /// (the key moved to flash since), then run the command again.
     Reads,
@@ -63,7 +73,7 @@ impl Engine {
     ) -> Result<bool, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        let ok = s.journal_gate(key, hash).ok_or(Wait::Journal)?;
+        let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         if s.remove_key(key, hash, now, &ok) {
             return Ok(true);
         }
@@ -83,7 +93,7 @@ impl Engine {
     /// `touch`: a new exptime for the key's item (in RAM: a request that
     /// changes an item has it promoted from flash first). True if found.
     pub fn touch(&self, key: &[u8], exptime: u32, now: u32) -> Result<bool, Wait> {
-        self.touch_with(key, exptime, now, |_, _| ())
+        self.touch_with(key, exptime, now, |_| ())
             .map(|found| found.is_some())
     }
 
@@ -94,16 +104,16 @@ impl Engine {
         key: &[u8],
         exptime: u32,
         now: u32,
-        f: impl FnOnce(&Header, &[u8]) -> R,
+        f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        let ok = s.journal_gate(key, hash).ok_or(Wait::Journal)?;
+        let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         let Some(loc) = crate::ops::touch(&mut s, key, hash, exptime, now, &ok) else {
             return Ok(None);
         };
         let loc = s.hit(hash, loc, now);
-        Ok(Some(f(&s.header(loc), s.value(loc))))
+        Ok(Some(f(ItemView::new(s.header(loc), s.value(loc)))))
     }
 
     /// `md`: deletes the key, or with `invalidate` marks it stale (with the
@@ -118,7 +128,7 @@ impl Engine {
     ) -> Result<MetaDeleted, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        let ok = s.journal_gate(key, hash).ok_or(Wait::Journal)?;
+        let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         let Some(loc) = s.find(key, hash, now) else {
             return Ok(MetaDeleted::NotFound);
         };
@@ -142,67 +152,35 @@ impl Engine {
     pub fn remove_refused(&self, key: &[u8], now: u32) -> Result<(), Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        let ok = s.journal_gate(key, hash).ok_or(Wait::Journal)?;
+        let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         s.remove_key(key, hash, now, &ok);
         s.purge_flash(hash, &ok);
         Ok(())
     }
 
-    /// A get for callers that may block on the device (the simulator, the
-    /// engine's tests): probes the key, reads its flash records on this
-    /// thread, and calls `f` with where it was found and the item's header
-    /// and value. `update`: record the hit (frequency, access time, and a
-    /// flash hit's promotion) as a server get does; false is a peek. The
-    /// server does the same steps with its asynchronous reader.
-    pub fn get_blocking<R>(
-        &self,
-        key: &[u8],
-        now: u32,
-        update: bool,
-        f: impl FnOnce(Found, &Header, &[u8]) -> R,
-    ) -> Option<R> {
-        let hash = Engine::hash(key);
-        let mut fetched = Fetched::default();
-        let mut reads = Vec::new();
-        for _ in 0..READ_ROUNDS {
-            let mut s = self.lock(hash, now);
-            match s.probe(key, hash, now, &mut fetched, &mut reads) {
-                Probe::Ram => {
-                    let mut loc = s.find(key, hash, now)?;
-                    if update {
-                        loc = s.hit(hash, loc, now);
-                    }
-                    return Some(f(Found::Ram, &s.header(loc), s.value(loc)));
-                }
-                Probe::Flash(loc) => {
-                    let item = fetched.item(loc)?;
-                    if update {
-                        s.flash_hit(hash, loc, item);
-                    }
-                    let h = Header::read(item);
-                    let at = HEADER + h.klen as usize;
-                    return Some(f(Found::Flash, &h, &item[at..at + h.vlen as usize]));
-                }
-                Probe::Absent => return None,
-                Probe::Need => {}
-            }
-            drop(s);
-            self.flash()?.read_blocking(&mut fetched, &mut reads);
-        }
-        None
+    /// Whether an item with a key of `klen` bytes and a value of `vlen`
+    /// fits (memcached's item size limit and the segment size).
+    pub fn fits(&self, klen: usize, vlen: usize) -> bool {
+        self.lock(0, 0).fits(klen, vlen)
     }
 
-    /// For a change the engine has no command for yet (`mg` with `T`): the
-    /// key's shard, locked, with the permission to change the key, once the
-    /// crash journal allows it.
-    pub fn lock_to_change(
-        &self,
-        key: &[u8],
-        now: u32,
-    ) -> Result<(MutexGuard<'_, Shard>, Allowed), Wait> {
+    /// `flush_all`: with a flash tier, the crash journal first raises its
+    /// floor over every segment so far (a crash must not bring flushed
+    /// items back); [`Wait::Busy`] until that is durable.
+    pub fn flush(&self, delay: i64, now: u32) -> Result<(), Wait> {
+        if !self.flush_gate() {
+            return Err(Wait::Busy);
+        }
+        self.flush_all(delay, now);
+        Ok(())
+    }
+
+    /// Asks the crash journal now for the tombstone a coming change of
+    /// `key` will need, so that one commit serves many changes (the server
+    /// does it for the changes pipelined behind one that waits). Harmless
+    /// if the change never comes: a tombstone only drops records.
+    pub fn prepare_change(&self, key: &[u8], now: u32) {
         let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
-        let ok = s.journal_gate(key, hash).ok_or(Wait::Journal)?;
-        Ok((s, ok))
+        let _ = self.lock(hash, now).journal_gate(key, hash);
     }
 }

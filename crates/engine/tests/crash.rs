@@ -9,14 +9,13 @@
 
 mod common;
 
-use common::{delete, get, set, with_item, NOW};
+use common::{delete, get, set, NOW};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
 use tiercache_engine::flash::journal::fingerprint;
 use tiercache_engine::flash::BlockDevice;
-use tiercache_engine::shard::Probe;
 use tiercache_engine::{Engine, EngineConfig};
 
 const KEYS: u64 = 12_000;
@@ -41,7 +40,7 @@ fn value(i: u64, v: u64) -> Vec<u8> {
 
 /// Whether key `i` is on flash (not in RAM) now.
 fn on_flash(e: &Engine, i: u64) -> bool {
-    with_item(e, &key(i), |_, _, _, p| Some(matches!(p, Probe::Flash(_))))
+    common::on_flash(e, &key(i))
 }
 
 /// Seals the open write buffer and waits until every segment is written.

@@ -8,13 +8,12 @@
 
 mod common;
 
-use common::{delete, get, set, with_item};
+use common::{delete, get, set};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::BlockDevice;
-use tiercache_engine::shard::Probe;
 use tiercache_engine::{Engine, EngineConfig};
 
 const KEYS: u64 = 6_000;
@@ -58,7 +57,7 @@ fn load_break_delete(e: &Engine, dev: &FaultDevice) -> Vec<u64> {
         std::thread::sleep(Duration::from_millis(5));
     }
     let on_flash: Vec<u64> = (0..KEYS)
-        .filter(|&i| with_item(e, &key(i), |_, _, _, p| Some(matches!(p, Probe::Flash(_)))))
+        .filter(|&i| common::on_flash(e, &key(i)))
         .collect();
     assert!(on_flash.len() > 1000, "{} on flash", on_flash.len());
     dev.set(Faults {

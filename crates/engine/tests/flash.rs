@@ -8,10 +8,10 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tiercache_engine::command::{Store, Wait};
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::{BlockDevice, DeviceError, FileDevice, TierParams};
-use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{ConfigError, Engine, EngineConfig, NewItem};
+use tiercache_engine::{ConfigError, Engine, EngineConfig};
 
 const NOW: u32 = 1_000_000;
 
@@ -47,28 +47,12 @@ fn value_of(i: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// Stores, retrying while the flash tier applies back-pressure.
-fn set(e: &Engine, key: &[u8], value: &[u8]) {
-    let hash = Engine::hash(key);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = e
-            .lock(hash, NOW)
-            .insert(key, hash, NewItem::default(), &[value]);
-        match r {
-            Ok(_) => return,
-            Err(InsertError::Busy) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1))
-            }
-            Err(err) => panic!("insert failed: {err:?}"),
-        }
-    }
-}
+use common::set;
 
 /// A get as the server does it (`Engine::get_blocking`); a hit counts for
 /// the eviction policy.
 fn get(e: &Engine, key: &[u8]) -> Option<Vec<u8>> {
-    e.get_blocking(key, NOW, true, |_, _, v| v.to_vec())
+    common::get(e, key, true)
 }
 
 /// Every key is there with its value; a few may have been dropped by a tag
@@ -94,48 +78,7 @@ fn assert_all_present(e: &Engine, prefix: &str, n: u64, len: usize) {
     );
 }
 
-/// Deletes as the server does: probe (reading flash), then unlink.
-fn delete(e: &Engine, key: &[u8]) -> bool {
-    if get(e, key).is_none() {
-        return false;
-    }
-    let hash = Engine::hash(key);
-    let mut fetched = tiercache_engine::flash::Fetched::default();
-    let flash = e.flash().unwrap().clone();
-    loop {
-        let mut reads = Vec::new();
-        let mut s = e.lock(hash, NOW);
-        match s.probe(key, hash, NOW, &mut fetched, &mut reads) {
-            Probe::Absent => return false,
-            Probe::Need => {}
-            p => {
-                // The crash journal first, as the server does.
-                let Some(ok) = s.journal_gate(key, hash) else {
-                    drop(s);
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                    continue;
-                };
-                return match p {
-                    Probe::Flash(loc) => {
-                        s.unlink_flash(hash, loc, &ok);
-                        true
-                    }
-                    _ => s.remove_key(key, hash, NOW, &ok),
-                };
-            }
-        }
-        drop(s);
-        for r in reads {
-            let mut buf = tiercache_engine::flash::aligned::AlignedBuf::new(r.len);
-            let res = flash.devices()[r.dev]
-                .read_at(buf.as_mut_slice(), r.offset)
-                .map(|n| (buf, n));
-            assert!(fetched
-                .complete(r.slot, res, 8 << 20, &flash.stats)
-                .is_none());
-        }
-    }
-}
+use common::delete;
 
 fn wait_flushed(e: &Engine) {
     let f = e.flash().unwrap();
@@ -429,10 +372,7 @@ fn promotion_policy_brings_flash_hits_back_to_ram() {
         for i in 0..20_000u64 {
             set(&e, format!("p{i}").as_bytes(), &value_of(i, 700));
         }
-        let on_flash = |e: &Engine| {
-            let hash = Engine::hash(b"hot");
-            e.lock(hash, NOW).find(b"hot", hash, NOW).is_none()
-        };
+        let on_flash = |e: &Engine| !common::in_ram(e, b"hot");
         assert!(on_flash(&e), "{policy:?}: pushed out to flash");
         for _ in 0..hits_to_promote {
             assert_eq!(get(&e, b"hot").as_deref(), Some(&b"value"[..]));
@@ -484,10 +424,7 @@ fn promotions_stop_while_promoted_items_go_unhit_and_resume_when_they_are_hit() 
     );
     // Now 200 hot keys read again and again while new items churn RAM:
     // promoted hot items get hit, promotions pay and resume.
-    let in_ram = |k: &str| {
-        let hash = Engine::hash(k.as_bytes());
-        e.lock(hash, NOW).find(k.as_bytes(), hash, NOW).is_some()
-    };
+    let in_ram = |k: &str| common::in_ram(&e, k.as_bytes());
     let hot: Vec<u64> = (0..220u64)
         .filter(|i| get(&e, format!("p{i}").as_bytes()).is_some())
         .take(200)
@@ -523,21 +460,12 @@ fn short_ttl_items_share_segments_that_expiry_frees_whole() {
     let e = engine_on(Arc::new(MemDevice::new(64 << 20)), 8);
     let now = tiercache_engine::clock::unix_now();
     let put = |key: &str, exptime: u32, i: u64| {
-        let hash = Engine::hash(key.as_bytes());
-        let new = NewItem {
+        let value = value_of(i, 700);
+        let st = Store {
             exptime,
-            ..NewItem::default()
+            ..common::plain_set(key.as_bytes(), &value)
         };
-        loop {
-            match e
-                .lock(hash, now)
-                .insert(key.as_bytes(), hash, new, &[&value_of(i, 700)])
-            {
-                Ok(_) => return,
-                Err(InsertError::Busy) => std::thread::sleep(Duration::from_millis(1)),
-                Err(err) => panic!("{err:?}"),
-            }
-        }
+        common::set_at(&e, &st, now);
     };
     // Interleaved: short-lived and long-lived items, both pushed to flash.
     for i in 0..20_000u64 {
@@ -562,21 +490,10 @@ fn short_ttl_items_share_segments_that_expiry_frees_whole() {
     let mut long_missing = 0;
     for i in (1..20_000u64).step_by(2) {
         let key = format!("long{i}");
-        let hash = Engine::hash(key.as_bytes());
-        let mut fetched = tiercache_engine::flash::Fetched::default();
-        let mut reads = Vec::new();
-        loop {
-            let r = e
-                .lock(hash, now)
-                .probe(key.as_bytes(), hash, now, &mut fetched, &mut reads);
-            match r {
-                Probe::Need => common::read_all(f, &mut fetched, &mut reads),
-                Probe::Absent => {
-                    long_missing += 1;
-                    break;
-                }
-                _ => break,
-            }
+        if e.get_blocking(key.as_bytes(), now, false, |_, _| ())
+            .is_none()
+        {
+            long_missing += 1;
         }
     }
     assert!(
@@ -589,28 +506,12 @@ fn short_ttl_items_share_segments_that_expiry_frees_whole() {
 /// flash records under the key's tag first, then store keeping those of
 /// other keys. Returns whether it read anything.
 fn set_verified(e: &Engine, key: &[u8], value: &[u8]) -> bool {
-    let hash = Engine::hash(key);
-    let flash = e.flash().unwrap().clone();
-    let mut fetched = tiercache_engine::flash::Fetched::default();
-    let read = {
-        let mut s = e.lock(hash, NOW);
-        if s.find(key, hash, NOW).is_none() && s.worth_verifying(hash) {
-            let mut reads = Vec::new();
-            s.probe(key, hash, NOW, &mut fetched, &mut reads);
-            drop(s);
-            common::read_all(&flash, &mut fetched, &mut reads);
-            true
-        } else {
-            false
-        }
-    };
-    common::mutate(e, key, |s, hash| {
-        let keep = s.other_keys_on_flash(key, hash, &fetched);
-        match s.insert_keeping(key, hash, NewItem::default(), &[value], &keep) {
-            Ok(_) => Some(()),
-            Err(InsertError::Busy) => None,
-            Err(err) => panic!("insert: {err:?}"),
-        }
+    let st = common::plain_set(key, value);
+    let mut read = false;
+    common::run(e, key, |fetched, may_read| {
+        let r = e.store(&st, NOW, fetched, may_read);
+        read |= r == Err(Wait::Reads);
+        r
     });
     read
 }

@@ -10,14 +10,13 @@
 
 mod common;
 
-use common::{delete, get, set, with_item};
+use common::{delete, get, set};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::MemDevice;
 use tiercache_engine::flash::format::{self, SegmentHeader};
 use tiercache_engine::flash::{BlockDevice, DeviceError};
-use tiercache_engine::shard::Probe;
 use tiercache_engine::{ConfigError, Engine, EngineConfig};
 
 const DEVICE: usize = 4 << 20;
@@ -86,7 +85,7 @@ fn regenerate() {
         set(&e, &key(i), &value(i, 0));
     }
     let on_flash: Vec<u64> = (0..KEYS)
-        .filter(|&i| with_item(&e, &key(i), |_, _, _, p| Some(matches!(p, Probe::Flash(_)))))
+        .filter(|&i| common::on_flash(&e, &key(i)))
         .collect();
     assert!(on_flash.len() > 100);
     for &i in on_flash.iter().take(20) {

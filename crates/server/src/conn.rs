@@ -12,7 +12,7 @@
 //!
 //! - output: replies are copied into the output buffer. No request is
 //!   started, and a multiget answers no further key, while P bytes or more
-//!   wait to be written (`Ctx::out_limit`), so at most P + one value (I)
+//!   wait to be written (`Attempt::out_limit`), so at most P + one value (I)
 //!   wait. Once over P the connection is stalled (`stats`
 //!   `conn_output_stalls` counts each time) until the client has taken it
 //!   down to P/2: neither its input is read nor its requests parsed
@@ -37,12 +37,13 @@
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
 //! socket is then read to the end instead of stopping at a short read.
 
-use crate::execute::{count_read, execute, Ctx, Outcome};
+use crate::execute::{count_read, execute, Attempt, Ctx, Outcome};
 use crate::flights::Flights;
 use crate::prefetch::{prepare, read_ahead, Prep};
 use crate::stats::add;
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
+use tiercache_engine::command::Wait;
 use tiercache_engine::flash::aligned::AlignedBuf;
 use tiercache_engine::flash::io::ReadOp;
 use tiercache_engine::flash::{Fetched, ReadReq};
@@ -313,7 +314,7 @@ impl Conn {
     /// The head request waits for flash: reads the records of the gets
     /// pipelined behind it, each into its own flight, so that they are
     /// here when their turn comes. `from` is the head's end in `rbuf`.
-    fn read_ahead(&mut self, ctx: &Ctx<'_>, limits: &Limits, from: usize) {
+    fn read_ahead(&mut self, rbuf: &[u8], ctx: &Ctx<'_>, limits: &Limits, from: usize) {
         let Some(reader) = ctx.reader else {
             return;
         };
@@ -321,7 +322,7 @@ impl Conn {
         let mut at = self.flights.ahead_to.max(from_at);
         while self.flights.may_read_ahead() {
             let start = self.rpos + (at - self.pos) as usize;
-            let Parsed::Request { request, consumed } = parse(&self.rbuf[start..self.rend], limits)
+            let Parsed::Request { request, consumed } = parse(&rbuf[start..self.rend], limits)
             else {
                 break;
             };
@@ -348,20 +349,28 @@ impl Conn {
     /// Parses and executes buffered requests. Returns the last outcome, or
     /// None when nothing was executed.
     fn process(&mut self, ctx: &Ctx<'_>, limits: &Limits, max_pending: usize) -> Option<Outcome> {
+        // Requests borrow the input while the connection changes: the
+        // buffer is held apart meanwhile (moving a Vec allocates nothing).
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let last = self.process_in(&rbuf, ctx, limits, max_pending);
+        self.rbuf = rbuf;
+        last
+    }
+
+    fn process_in(
+        &mut self,
+        rbuf: &[u8],
+        ctx: &Ctx<'_>,
+        limits: &Limits,
+        max_pending: usize,
+    ) -> Option<Outcome> {
         let mut last = None;
         // memcached writes out its replies whenever its input runs out.
         self.due = self.wbuf.len();
-        // Keys of a multiget run at once: with a flash tier, those whose
-        // reads go out together; without, all (it stops at the bound).
-        let chunk = if ctx.reader.is_some() {
-            GET_CHUNK_FLASH
-        } else {
-            usize::MAX
-        };
         'requests: while !self.closing && self.may_produce(max_pending) && !self.busy {
             if self.flights.head_waiting(self.pos) > 0 {
                 // New input may have come in behind the waiting head.
-                self.read_ahead(ctx, limits, self.rpos);
+                self.read_ahead(rbuf, ctx, limits, self.rpos);
                 break;
             }
             if self.swallow > 0 {
@@ -370,7 +379,7 @@ impl Conn {
                     break;
                 }
             }
-            let buf = &self.rbuf[self.rpos..self.rend];
+            let buf = &rbuf[self.rpos..self.rend];
             if buf.is_empty() {
                 break;
             }
@@ -400,130 +409,17 @@ impl Conn {
                         self.wbuf.truncate(self.wpos.max(self.due));
                     }
                     let makes_due = request.makes_replies_due();
-                    // A multiget is answered `chunk` keys at a time, from
-                    // the first key not answered yet (see the module doc).
-                    let whole = match &request {
-                        Request::Get(g) => Some(g.clone()),
-                        _ => None,
+                    let made = self.wbuf.len();
+                    let Some(outcome) =
+                        self.run_head(rbuf, request, consumed, ctx, limits, max_pending)
+                    else {
+                        // Waits, or a multiget paused at the output bound.
+                        if self.wbuf.len() != made {
+                            last = Some(Outcome::Continue);
+                        }
+                        break 'requests;
                     };
-                    let (mut request, mut sub_at, mut more) = match &whole {
-                        Some(g) => {
-                            let (sub, at, more) = get_chunk(g, self.get_at, chunk);
-                            (Some(Request::Get(sub)), at, more)
-                        }
-                        None => (Some(request), 0, None),
-                    };
-                    let mut after_miss = false;
-                    let head = self.pos;
-                    let outcome = loop {
-                        let req = request.take().expect("request");
-                        if let Some(reader) = ctx.reader {
-                            let flight = self.flights.head(head);
-                            match prepare(
-                                &req,
-                                ctx,
-                                &mut flight.fetched,
-                                &mut self.reads,
-                                after_miss,
-                            ) {
-                                Prep::Ready => {}
-                                Prep::Wait => {
-                                    let mut r = reader.borrow_mut();
-                                    let base = self.token_base | u64::from(flight.id) << 16;
-                                    for rr in self.reads.drain(..) {
-                                        flight.waiting += 1;
-                                        r.submit(read_op(base, rr));
-                                    }
-                                    drop(r);
-                                    self.read_ahead(ctx, limits, self.rpos + consumed);
-                                    break 'requests;
-                                }
-                                Prep::Busy => {
-                                    self.busy = true;
-                                    break 'requests;
-                                }
-                            }
-                        }
-                        // A get may miss in RAM for keys on flash, and a plain
-                        // set may want its tag's flash records first: keep a
-                        // copy to run it again once the records are here.
-                        let first_run = ctx.reader.is_some() && !after_miss;
-                        let first_set = first_run && crate::prefetch::verifies_first(&req);
-                        ctx.verify_first.set(first_set);
-                        // A delete may have its key's records read again a
-                        // few times (counted across its read waits), then
-                        // it drops the key's tag instead (Engine::delete).
-                        let delete = matches!(req, Request::Delete { .. });
-                        ctx.refetch.set(
-                            delete
-                                && ctx.reader.is_some()
-                                && self.flights.head(head).reruns < MAX_DELETE_REREADS,
-                        );
-                        let again = (first_set
-                            || first_run && matches!(req, Request::Get(_))
-                            || ctx.refetch.get())
-                        .then(|| req.clone());
-                        let mark = self.wbuf.len();
-                        ctx.out_limit.set(self.wpos + max_pending);
-                        let outcome = match ctx.reader {
-                            Some(_) => {
-                                let flight = self.flights.head(head);
-                                execute(req, &mut self.wbuf, ctx, &flight.fetched)
-                            }
-                            None => execute(req, &mut self.wbuf, ctx, &Fetched::default()),
-                        };
-                        let stopped = ctx.get_stopped.take();
-                        if ctx.retry.take() {
-                            // Changed nothing: drop the reply, run it again later.
-                            self.wbuf.truncate(mark);
-                            self.busy = true;
-                            if ctx.reader.is_some() && self.journal_ahead_at != Some(self.rpos) {
-                                self.journal_ahead_at = Some(self.rpos);
-                                let rest = &self.rbuf[self.rpos + consumed..self.rend];
-                                crate::prefetch::journal_ahead(rest, limits, ctx);
-                            }
-                            break 'requests;
-                        }
-                        if ctx.need_flash.take() {
-                            if let Some(req) = again {
-                                self.wbuf.truncate(mark);
-                                if ctx.reader.is_some() {
-                                    let f = self.flights.head(head);
-                                    f.reruns = f.reruns.saturating_add(1);
-                                }
-                                after_miss = true;
-                                request = Some(req);
-                                continue;
-                            }
-                        }
-                        // Keys remain when the get stopped at the output
-                        // bound (it wrote no END) or after its chunk (its END
-                        // goes): the rest are answered while output is under
-                        // the bound, or after it has drained.
-                        let next = match stopped {
-                            Some(off) => Some(sub_at + off),
-                            None => more,
-                        };
-                        if let (Some(g), Some(next)) = (&whole, next) {
-                            if stopped.is_none() && self.wbuf.ends_with(b"END\r\n") {
-                                self.wbuf.truncate(self.wbuf.len() - 5);
-                            }
-                            self.flights.done(head);
-                            self.get_at = next;
-                            last = Some(outcome);
-                            if !self.may_produce(max_pending) {
-                                break 'requests;
-                            }
-                            let (sub, at, m) = get_chunk(g, next, chunk);
-                            request = Some(Request::Get(sub));
-                            sub_at = at;
-                            more = m;
-                            after_miss = false;
-                            continue;
-                        }
-                        break outcome;
-                    };
-                    self.flights.done(head);
+                    self.flights.done(self.pos);
                     self.consume(consumed);
                     self.need = 0;
                     if makes_due {
@@ -531,7 +427,7 @@ impl Conn {
                     }
                     last = Some(outcome);
                     match outcome {
-                        Outcome::Continue => {}
+                        Outcome::Continue | Outcome::Wait(_) | Outcome::Stopped { .. } => {}
                         Outcome::Close => self.closing = true,
                         Outcome::Shutdown => return last,
                     }
@@ -541,7 +437,7 @@ impl Conn {
                     consumed,
                     skip,
                 } => {
-                    execute(request, &mut self.wbuf, ctx, &Fetched::default());
+                    execute(request, &mut self.wbuf, ctx, &Attempt::plain());
                     self.consume(consumed);
                     self.swallow = skip;
                     self.need = 0;
@@ -550,6 +446,147 @@ impl Conn {
             }
         }
         last
+    }
+
+    /// Runs the request at the head of the input until it is done (its
+    /// outcome), or until it waits for flash reads or for the flash tier to
+    /// catch up (None: it stays at the head and runs again, or resumes, when
+    /// the wait is over). A multiget runs `chunk` keys at a time from the
+    /// first key not answered (`get_at`), and resumes there after a wait.
+    fn run_head(
+        &mut self,
+        rbuf: &[u8],
+        request: Request<'_>,
+        consumed: usize,
+        ctx: &Ctx<'_>,
+        limits: &Limits,
+        max_pending: usize,
+    ) -> Option<Outcome> {
+        // Keys of a multiget run at once: with a flash tier, those whose
+        // reads go out together; without, all (it stops at the bound).
+        let chunk = if ctx.reader.is_some() {
+            GET_CHUNK_FLASH
+        } else {
+            usize::MAX
+        };
+        let whole = match &request {
+            Request::Get(g) => Some(g.clone()),
+            _ => None,
+        };
+        let max_runs = match request {
+            Request::Delete { .. } => MAX_DELETE_REREADS,
+            _ => 1,
+        };
+        let head = self.pos;
+        let mut request = Some(request);
+        loop {
+            let (req, sub_at, more) = match &whole {
+                Some(g) => {
+                    let (sub, at, more) = get_chunk(g, self.get_at, chunk);
+                    (Request::Get(sub), at, more)
+                }
+                None => (request.take().expect("request"), 0, None),
+            };
+            let empty = Fetched::default();
+            let (fetched, may_read) = match ctx.reader {
+                Some(reader) => {
+                    let flight = self.flights.head(head);
+                    let reruns = flight.reruns;
+                    match prepare(&req, ctx, &mut flight.fetched, &mut self.reads, reruns > 0) {
+                        Prep::Ready => {}
+                        Prep::Wait => {
+                            let mut r = reader.borrow_mut();
+                            let base = self.token_base | u64::from(flight.id) << 16;
+                            for rr in self.reads.drain(..) {
+                                flight.waiting += 1;
+                                r.submit(read_op(base, rr));
+                            }
+                            drop(r);
+                            self.read_ahead(rbuf, ctx, limits, self.rpos + consumed);
+                            return None;
+                        }
+                        Prep::Busy => {
+                            self.busy = true;
+                            return None;
+                        }
+                    }
+                    (&self.flights.head(head).fetched, reruns < max_runs)
+                }
+                None => (&empty, false),
+            };
+            // A request that may ask for reads may run again: keep a copy
+            // (a multiget is rebuilt from its keys).
+            let again = (may_read && whole.is_none()).then(|| req.clone());
+            let attempt = Attempt {
+                fetched,
+                may_read,
+                out_limit: self.wpos + max_pending,
+            };
+            let mark = self.wbuf.len();
+            let outcome = execute(req, &mut self.wbuf, ctx, &attempt);
+            match outcome {
+                Outcome::Wait(Wait::Busy) => {
+                    // Changed nothing: drop the reply, run it again later.
+                    self.wbuf.truncate(mark);
+                    self.wait_busy(rbuf, ctx, limits, consumed);
+                    return None;
+                }
+                Outcome::Wait(Wait::Reads) => {
+                    self.wbuf.truncate(mark);
+                    self.count_rerun(head);
+                    request = Some(again.expect("asks for reads only when it may"));
+                }
+                Outcome::Stopped { at, wait } => {
+                    // The keys before `at` are answered: resume there.
+                    self.get_at = sub_at + at;
+                    match wait {
+                        Some(Wait::Busy) => {
+                            self.wait_busy(rbuf, ctx, limits, consumed);
+                            return None;
+                        }
+                        Some(Wait::Reads) => self.count_rerun(head),
+                        None => {
+                            self.flights.done(head);
+                            if !self.may_produce(max_pending) {
+                                return None;
+                            }
+                        }
+                    }
+                }
+                done => match more {
+                    // The chunk is answered and keys remain: its END goes.
+                    Some(next) => {
+                        if self.wbuf.ends_with(b"END\r\n") {
+                            self.wbuf.truncate(self.wbuf.len() - 5);
+                        }
+                        self.flights.done(head);
+                        self.get_at = next;
+                        if !self.may_produce(max_pending) {
+                            return None;
+                        }
+                    }
+                    None => return Some(done),
+                },
+            }
+        }
+    }
+
+    /// The head request ran once more for its keys' flash records.
+    fn count_rerun(&mut self, head: u64) {
+        let f = self.flights.head(head);
+        f.reruns = f.reruns.saturating_add(1);
+    }
+
+    /// The head request waits for the flash tier (back-pressure): ask the
+    /// crash journal now for the tombstones of the changes pipelined behind
+    /// it (once per waiting request).
+    fn wait_busy(&mut self, rbuf: &[u8], ctx: &Ctx<'_>, limits: &Limits, consumed: usize) {
+        self.busy = true;
+        if ctx.reader.is_some() && self.journal_ahead_at != Some(self.rpos) {
+            self.journal_ahead_at = Some(self.rpos);
+            let rest = &rbuf[self.rpos + consumed..self.rend];
+            crate::prefetch::journal_ahead(rest, limits, ctx);
+        }
     }
 
     /// A flash read of this connection finished.

@@ -9,8 +9,6 @@
 use crate::execute::Ctx;
 use std::borrow::Cow;
 use tiercache_engine::flash::{Fetched, ReadReq};
-use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::Engine;
 use tiercache_proto::{Request, StoreMode};
 
 /// Whether the request can run now.
@@ -30,11 +28,11 @@ enum Need {
     Read,
     /// Read them and copy the key's item back to RAM (changes).
     Promote,
-    /// A plain set ([`verifies_first`]): its first run stores at once,
-    /// unless its key has entries under its tag on flash and reading them
-    /// has been paying (`Shard::worth_verifying`, asked in the store's own
-    /// lock hold); then the records are read and the set runs again,
-    /// keeping other keys' records instead of dropping them with the key's.
+    /// A plain set: its first run stores at once, unless its key has
+    /// entries under its tag on flash and reading them has been paying (the
+    /// engine's store says [`Wait::Reads`](tiercache_engine::command::Wait));
+    /// then the records are read and the set runs again, keeping other
+    /// keys' records instead of dropping them with the key's.
     Verify,
 }
 
@@ -53,12 +51,6 @@ fn plain_set_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {
         }
         _ => None,
     }
-}
-
-/// Whether a request is a plain set ([`plain_set_key`]), whose first run
-/// may ask for its tag's flash records (`Ctx::verify_first`).
-pub fn verifies_first(req: &Request<'_>) -> bool {
-    plain_set_key(req).is_some()
 }
 
 /// The keys a request touches and what it needs of them. Plain gets and
@@ -100,7 +92,7 @@ fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> (Vec<Cow<'a, [u8]>>, Ne
 
 /// Probes the request's keys; adds the reads it must wait for to `reads`.
 /// `after_miss`: a plain get or set ran and asked for its keys' flash
-/// records (`Ctx::need_flash`); probe them now.
+/// records (`Outcome::Wait(Wait::Reads)`); probe them now.
 pub fn prepare(
     req: &Request<'_>,
     ctx: &Ctx<'_>,
@@ -118,15 +110,15 @@ pub fn prepare(
         return Prep::Ready;
     }
     for key in &keys {
-        let hash = Engine::hash(key);
-        let mut s = engine.lock(hash, ctx.now);
-        if let Probe::Flash(loc) = s.probe(key, hash, ctx.now, fetched, reads) {
-            if need == Need::Promote {
-                let item = fetched.item(loc).expect("probed");
-                if s.promote(hash, loc, item) == Err(InsertError::Busy) {
-                    return Prep::Busy;
-                }
+        if need == Need::Promote {
+            if engine
+                .probe_to_change(key, ctx.now, fetched, reads)
+                .is_err()
+            {
+                return Prep::Busy;
             }
+        } else {
+            engine.probe(key, ctx.now, fetched, reads);
         }
     }
     if reads.is_empty() {
@@ -146,12 +138,7 @@ pub fn read_ahead(
     reads: &mut Vec<ReadReq>,
 ) {
     let engine = &ctx.shared.engine;
-    let mut probe = |key: &[u8]| {
-        let hash = Engine::hash(key);
-        engine
-            .lock(hash, ctx.now)
-            .probe(key, hash, ctx.now, fetched, reads);
-    };
+    let mut probe = |key: &[u8]| engine.probe(key, ctx.now, fetched, reads);
     match req {
         Request::Get(g) => g.keys().for_each(&mut probe),
         Request::MetaGet { key, .. } => probe(key),
@@ -189,8 +176,7 @@ pub fn journal_ahead(mut buf: &[u8], limits: &tiercache_proto::Limits, ctx: &Ctx
             return;
         };
         if let Some(key) = changed_key(&request) {
-            let hash = Engine::hash(key);
-            let _ = engine.lock(hash, ctx.now).journal_gate(key, hash);
+            engine.prepare_change(key, ctx.now);
         }
         buf = &buf[consumed..];
     }

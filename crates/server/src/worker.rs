@@ -22,7 +22,7 @@ use crate::stats::{bump, WorkerStats};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -152,12 +152,6 @@ pub fn run(
             shared: &shared,
             stats: &stats,
             now: unix_now(),
-            retry: Cell::new(false),
-            need_flash: Cell::new(false),
-            verify_first: Cell::new(false),
-            refetch: Cell::new(false),
-            out_limit: Cell::new(usize::MAX),
-            get_stopped: Cell::new(None),
             reader: reader.as_ref(),
         };
         let mut woken = events.is_empty() || any_busy;

@@ -26,11 +26,10 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::command::Found;
+use tiercache_engine::command::{Found, Mode, Store, StoreResult};
 use tiercache_engine::flash::fault::MemDevice;
-use tiercache_engine::flash::{BlockDevice, FlashTier, TierParams};
-use tiercache_engine::shard::InsertError;
-use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+use tiercache_engine::flash::{BlockDevice, Fetched, FlashTier, TierParams};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
 /// The policy name that selects the engine: `tiercache` (the server's default
 /// policy) or `tiercache:POLICY` (`tiercache:lru`).
@@ -143,10 +142,7 @@ struct Client<'a> {
 impl Client<'_> {
     /// A get: true on a hit (RAM or flash).
     fn get(&mut self, key: &[u8], now: u32) -> bool {
-        match self
-            .engine
-            .get_blocking(key, now, true, |found, _, _| found)
-        {
+        match self.engine.get_blocking(key, now, true, |found, _| found) {
             Some(Found::Flash) => {
                 self.flash_hits += 1;
                 true
@@ -157,19 +153,24 @@ impl Client<'_> {
     }
 
     /// A set of `size` bytes of zeros (capped to a segment); false if not stored.
-    fn set(&mut self, key: &[u8], hash: u64, size: u32, now: u32) -> bool {
+    fn set(&mut self, key: &[u8], size: u32, now: u32) -> bool {
         let vlen = (size as usize).min(self.max_value);
         let deadline = Instant::now() + Duration::from_secs(30);
+        let set = Store {
+            mode: Mode::Set,
+            key,
+            flags: 0,
+            exptime: 0,
+            data: &self.zeros[..vlen],
+            compare_cas: 0,
+            set_stale: false,
+            binary_key: false,
+        };
+        let none = Fetched::default();
         loop {
-            let r = self.engine.lock(hash, now).insert(
-                key,
-                hash,
-                NewItem::default(),
-                &[&self.zeros[..vlen]],
-            );
-            match r {
-                Ok(_) => return true,
-                Err(InsertError::Busy) if Instant::now() < deadline => {
+            match self.engine.store(&set, now, &none, false) {
+                Ok(r) => return matches!(r, StoreResult::Stored { .. }),
+                Err(_) if Instant::now() < deadline => {
                     self.busy_retries += 1;
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -223,10 +224,7 @@ pub fn replay_engine(
     let avg = (bytes / objects.max(1)).max(64) as usize;
     let engine = build(policy, ram, flash_size, avg)?;
     let seg = engine.stats(CONSTANT_NOW).segment_size as usize;
-    let max_value = {
-        let s = engine.lock(0, CONSTANT_NOW);
-        (0..seg).rev().find(|&v| s.fits(8, v)).unwrap_or(0)
-    };
+    let max_value = (0..seg).rev().find(|&v| engine.fits(8, v)).unwrap_or(0);
     let mut c = Client {
         engine: &engine,
         flash: engine.flash().cloned(),
@@ -255,24 +253,21 @@ pub fn replay_engine(
             let size = trace.sizes[i];
             let now = now_of(i);
             let key = id.to_le_bytes();
-            let hash = Engine::hash(&key);
             let op = trace.ops.get(i).copied().unwrap_or(Op::Get);
             match op {
                 Op::Set if opts.honor_ops => {
-                    c.set(&key, hash, size, now);
+                    c.set(&key, size, now);
                 }
                 Op::Delete if opts.honor_ops => {
-                    let mut s = engine.lock(hash, now);
-                    let ok = s
-                        .journal_gate(&key, hash)
+                    // Nothing read: the key's flash entries all go.
+                    engine
+                        .delete(&key, now, &Fetched::default(), false)
                         .expect("the replay keeps no crash journal: no change waits for it");
-                    s.remove_key(&key, hash, now, &ok);
-                    s.purge_flash(hash, &ok);
                 }
                 _ => {
                     let hit = c.get(&key, now);
                     if !hit {
-                        c.set(&key, hash, size, now);
+                        c.set(&key, size, now);
                     }
                     w.requests += 1;
                     w.bytes += size as u64;

@@ -1,14 +1,14 @@
-//! Shared by the flash tests: performing a probe's device reads in place of
-//! the server's asynchronous reader, and requests as the server runs them
-//! (through the crash journal's gate, retrying while it or the flusher is
-//! behind). Each test binary uses part of it.
+//! Shared by the flash tests: the engine's commands run to their end on the
+//! test's thread (the device reads a command asks for done in place of the
+//! server's asynchronous reader, retrying while the crash journal or the
+//! flusher is behind). Each test binary uses part of it.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
+use tiercache_engine::command::{Found, Mode, Store, StoreResult, Wait};
 use tiercache_engine::flash::TierParams;
 use tiercache_engine::flash::{Fetched, FlashTier, ReadReq};
-use tiercache_engine::shard::{InsertError, Probe, Shard};
-use tiercache_engine::{Engine, EngineConfig, FlashConfig, NewItem};
+use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
 /// The tests' clock.
 pub const NOW: u32 = 1_000_000;
@@ -44,82 +44,91 @@ pub fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadRe
     flash.read_blocking(fetched, reads);
 }
 
-/// Runs `change` on the key's shard once the crash journal allows it,
-/// retrying through journal waits and flash back-pressure (as the server
-/// does). `change` returns None for "busy, retry".
-pub fn mutate<R>(e: &Engine, k: &[u8], mut change: impl FnMut(&mut Shard, u64) -> Option<R>) -> R {
-    let hash = Engine::hash(k);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(Instant::now() < deadline, "mutation never allowed");
-        let mut s = e.lock(hash, NOW);
-        if s.journal_gate(k, hash).is_some() {
-            if let Some(r) = change(&mut s, hash) {
-                return r;
-            }
-        }
-        drop(s);
-        std::thread::sleep(Duration::from_micros(200));
-    }
+/// Runs an engine command to its end on this thread, as the server does
+/// with its reader: reading the key's flash records when it asks for them
+/// (`Wait::Reads`), retrying while the crash journal or the flusher is
+/// behind (`Wait::Busy`).
+pub fn run<R>(e: &Engine, k: &[u8], cmd: impl FnMut(&Fetched, bool) -> Result<R, Wait>) -> R {
+    run_at(e, k, NOW, cmd)
 }
 
-pub fn set(e: &Engine, k: &[u8], v: &[u8]) {
-    mutate(e, k, |s, hash| {
-        match s.insert(k, hash, NewItem::default(), &[v]) {
-            Ok(_) => Some(()),
-            Err(InsertError::Busy) => None,
-            Err(err) => panic!("insert: {err:?}"),
-        }
-    })
-}
-
-/// Probes until the key is found (in RAM or in a fetched flash record) or
-/// absent, then runs `found` on it in the same lock hold.
-pub fn with_item<R>(
+/// [`run`] at time `now`.
+pub fn run_at<R>(
     e: &Engine,
     k: &[u8],
-    mut found: impl FnMut(&mut Shard, u64, &Fetched, Probe) -> Option<R>,
+    now: u32,
+    mut cmd: impl FnMut(&Fetched, bool) -> Result<R, Wait>,
 ) -> R {
-    let hash = Engine::hash(k);
-    let flash = e.flash().unwrap().clone();
     let mut fetched = Fetched::default();
+    let mut reads = Vec::new();
+    let mut rounds = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        assert!(Instant::now() < deadline, "probe never settled");
-        let mut reads = Vec::new();
-        let mut s = e.lock(hash, NOW);
-        let p = s.probe(k, hash, NOW, &mut fetched, &mut reads);
-        if p != Probe::Need {
-            if let Some(r) = found(&mut s, hash, &fetched, p) {
-                return r;
+        assert!(Instant::now() < deadline, "command never ran");
+        match cmd(&fetched, rounds < 3) {
+            Ok(r) => return r,
+            Err(Wait::Reads) => {
+                rounds += 1;
+                e.probe(k, now, &mut fetched, &mut reads);
+                read_all(e.flash().expect("reads"), &mut fetched, &mut reads);
             }
-            drop(s);
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
+            Err(Wait::Busy) => std::thread::sleep(Duration::from_micros(200)),
         }
-        drop(s);
-        read_all(&flash, &mut fetched, &mut reads);
     }
+}
+
+/// A plain set of `k` (no flags, no exptime).
+pub fn plain_set<'a>(k: &'a [u8], v: &'a [u8]) -> Store<'a> {
+    Store {
+        mode: Mode::Set,
+        key: k,
+        flags: 0,
+        exptime: 0,
+        data: v,
+        compare_cas: 0,
+        set_stale: false,
+        binary_key: false,
+    }
+}
+
+/// A plain set, through the engine's command; panics unless stored.
+pub fn set(e: &Engine, k: &[u8], v: &[u8]) {
+    set_at(e, &plain_set(k, v), NOW)
+}
+
+/// Runs a storage command at `now`; panics unless stored.
+pub fn set_at(e: &Engine, st: &Store<'_>, now: u32) {
+    match run_at(e, st.key, now, |fetched, may_read| {
+        e.store(st, now, fetched, may_read)
+    }) {
+        StoreResult::Stored { .. } => {}
+        r => panic!("set: {r:?}"),
+    }
+}
+
+/// Where a get finds the key (None: a miss), without recording a hit.
+pub fn found(e: &Engine, k: &[u8]) -> Option<Found> {
+    e.get_blocking(k, NOW, false, |found, _| found)
+}
+
+/// Whether the key is on flash (and not in RAM).
+pub fn on_flash(e: &Engine, k: &[u8]) -> bool {
+    found(e, k) == Some(Found::Flash)
+}
+
+/// Whether the key is in RAM.
+pub fn in_ram(e: &Engine, k: &[u8]) -> bool {
+    e.peek_ram(k, NOW, |_| ()).is_some()
 }
 
 /// A get; `promote` lets the hit count (toward promotion, too) as a server
 /// get does; without it, a peek.
 pub fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {
-    e.get_blocking(k, NOW, promote, |_, _, v| v.to_vec())
+    e.get_blocking(k, NOW, promote, |_, item| item.value().to_vec())
 }
 
 pub fn delete(e: &Engine, k: &[u8]) -> bool {
-    with_item(e, k, |s, hash, _, p| {
-        if p == Probe::Absent {
-            return Some(false);
-        }
-        let ok = s.journal_gate(k, hash)?;
-        Some(match p {
-            Probe::Flash(loc) => {
-                s.unlink_flash(hash, loc, &ok);
-                true
-            }
-            _ => s.remove_key(k, hash, NOW, &ok),
-        })
+    run(e, k, |fetched, may_read| {
+        e.delete(k, NOW, fetched, may_read)
     })
 }

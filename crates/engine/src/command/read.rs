@@ -1,0 +1,140 @@
+//! The read path, once for every front end: a get (RAM, then the verified
+//! flash records the caller fetched), the probe that says which records to
+//! fetch, and the blocking loop of both for callers that may wait on the
+//! device (the simulator, the engine's tests). The server runs the same
+//! steps with its asynchronous reader: [`Engine::get_with`] answers or asks
+//! for reads ([`Wait::Reads`]); [`Engine::probe`] lists them.
+
+use super::{Found, ItemView, Wait};
+use crate::flash::{Fetched, ReadReq};
+use crate::shard::{InsertError, Probe};
+use crate::Engine;
+
+/// Rounds of reads a blocking get does before it calls the key a miss (a
+/// record can move between a probe and its read; it settles in one or two).
+const READ_ROUNDS: usize = 8;
+
+impl Engine {
+    /// `get` of one key: `f` with where the item was found and the item,
+    /// the hit recorded (frequency, access time, a flash hit's promotion).
+    /// A key in neither RAM nor `fetched` whose flash records were not all
+    /// read is [`Wait::Reads`] while `may_read` (probe and read them, then
+    /// ask again), else a miss.
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+        f: impl FnOnce(Found, ItemView<'_>) -> R,
+    ) -> Result<Option<R>, Wait> {
+        self.lookup(key, now, fetched, may_read, true, f)
+    }
+
+    /// [`get_with`](Self::get_with); `update` false is a peek (nothing
+    /// about the item changes).
+    fn lookup<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+        update: bool,
+        f: impl FnOnce(Found, ItemView<'_>) -> R,
+    ) -> Result<Option<R>, Wait> {
+        let hash = Engine::hash(key);
+        let mut s = self.lock(hash, now);
+        if let Some(mut loc) = s.find(key, hash, now) {
+            if update {
+                loc = s.hit(hash, loc, now);
+            }
+            return Ok(Some(f(
+                Found::Ram,
+                ItemView::new(s.header(loc), s.value(loc)),
+            )));
+        }
+        if let Some(loc) = s.flash_lookup(key, hash, now, fetched) {
+            let item = fetched.item(loc).expect("looked up");
+            if update {
+                s.flash_hit(hash, loc, item);
+            }
+            drop(s);
+            return Ok(Some(f(Found::Flash, ItemView::of_bytes(item))));
+        }
+        if may_read && s.needs_fetch(hash, fetched) {
+            return Err(Wait::Reads);
+        }
+        Ok(None)
+    }
+
+    /// The key's flash records that a command on it needs: records still in
+    /// write buffers are copied into `fetched` at once, the others get a
+    /// read pushed to `reads` (the caller submits them and completes them
+    /// into `fetched`). Changes nothing the key's readers see.
+    pub fn probe(&self, key: &[u8], now: u32, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
+        let hash = Engine::hash(key);
+        self.lock(hash, now).probe(key, hash, now, fetched, reads);
+    }
+
+    /// [`probe`](Self::probe) for a command that changes the key: once its
+    /// record is in `fetched`, the item is copied back to RAM (promoted), so
+    /// the change runs on a RAM item. [`Wait::Busy`] when RAM for it must
+    /// wait for the flash tier to write.
+    pub fn probe_to_change(
+        &self,
+        key: &[u8],
+        now: u32,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) -> Result<(), Wait> {
+        let hash = Engine::hash(key);
+        let mut s = self.lock(hash, now);
+        if let Probe::Flash(loc) = s.probe(key, hash, now, fetched, reads) {
+            let item = fetched.item(loc).expect("probed");
+            if s.promote(hash, loc, item) == Err(InsertError::Busy) {
+                return Err(Wait::Busy);
+            }
+        }
+        Ok(())
+    }
+
+    /// The item of `key` in RAM, without recording an access (`me`).
+    pub fn peek_ram<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Option<R> {
+        let hash = Engine::hash(key);
+        let mut s = self.lock(hash, now);
+        let loc = s.find(key, hash, now)?;
+        Some(f(ItemView::new(s.header(loc), s.value(loc))))
+    }
+
+    /// A get for callers that may block on the device (the simulator, the
+    /// engine's tests): [`get_with`](Self::get_with), reading the records it
+    /// asks for on this thread. `update`: record the hit as a server get
+    /// does; false is a peek.
+    pub fn get_blocking<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        update: bool,
+        f: impl FnOnce(Found, ItemView<'_>) -> R,
+    ) -> Option<R> {
+        let mut fetched = Fetched::default();
+        let mut reads = Vec::new();
+        let mut f = Some(f);
+        for _ in 0..READ_ROUNDS {
+            let run = |found, item: ItemView<'_>| (f.take().expect("once"))(found, item);
+            match self.lookup(key, now, &fetched, true, update, run) {
+                Ok(r) => return r,
+                Err(_) => {
+                    self.probe(key, now, &mut fetched, &mut reads);
+                    self.flash()?.read_blocking(&mut fetched, &mut reads);
+                }
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,81 @@
+//! Storage commands and incr/decr as commands: one lock hold each, the
+//! crash journal's gate and every item bit decided inside (see
+//! [`ops`](crate::ops) for memcached's semantics of each mode).
+
+use super::Wait;
+use crate::flash::Fetched;
+use crate::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
+use crate::Engine;
+
+/// A storage command: set, add, replace, append, prepend, cas, and meta
+/// set's variants. `exptime` is absolute (see [`crate::clock`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Store<'a> {
+    pub mode: Mode,
+    pub key: &'a [u8],
+    pub flags: u32,
+    pub exptime: u32,
+    pub data: &'a [u8],
+    /// The CAS to compare (cas, meta C); 0 = none.
+    pub compare_cas: u64,
+    /// Meta `I` with a CAS: a lower CAS may still store, marked stale.
+    pub set_stale: bool,
+    /// The key was given in base64 (meta `b`).
+    pub binary_key: bool,
+}
+
+impl Store<'_> {
+    /// A plain set replaces the key's item whatever it was: it need not
+    /// promote it from flash, only keep other keys' records under its tag.
+    pub fn is_plain_set(&self) -> bool {
+        self.mode == Mode::Set && self.compare_cas == 0 && !self.set_stale
+    }
+}
+
+impl Engine {
+    /// Runs a storage command. `fetched`: the flash records under the key's
+    /// tag, when the caller read them (those of other keys are kept). A
+    /// plain set with none read, whose tag has entries on flash while
+    /// reading them has been paying, is [`Wait::Reads`] while `may_read`
+    /// (read them with [`probe`](Self::probe), then run it again);
+    /// otherwise it stores at once. [`Wait::Busy`]: nothing changed.
+    pub fn store(
+        &self,
+        st: &Store<'_>,
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
+        let a = StoreArgs {
+            mode: st.mode,
+            key: st.key,
+            hash: Engine::hash(st.key),
+            flags: st.flags,
+            exptime: st.exptime,
+            data: st.data,
+            compare_cas: st.compare_cas,
+            new_cas: 0,
+            set_stale: st.set_stale,
+            binary_key: st.binary_key,
+        };
+        let mut s = self.lock(a.hash, now);
+        if may_read && st.is_plain_set() && fetched.is_empty() && s.worth_verifying(a.hash) {
+            return Err(Wait::Reads);
+        }
+        let keep = s.other_keys_on_flash(a.key, a.hash, fetched);
+        match ops::store_keeping(&mut s, &a, now, &keep) {
+            StoreResult::Busy => Err(Wait::Busy),
+            r => Ok(r),
+        }
+    }
+
+    /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0.
+    pub fn arith(&self, key: &[u8], now: u32, incr: bool, delta: u64) -> Result<ArithResult, Wait> {
+        let hash = Engine::hash(key);
+        let mut s = self.lock(hash, now);
+        match ops::arith(&mut s, key, hash, incr, delta, 0, now) {
+            ArithResult::Busy => Err(Wait::Busy),
+            r => Ok(r),
+        }
+    }
+}
