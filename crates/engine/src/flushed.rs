@@ -29,7 +29,7 @@ pub struct Leftover {
 }
 
 impl Flushed {
-    #[inline]
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }

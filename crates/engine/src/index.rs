@@ -211,6 +211,7 @@ pub struct Index {
 }
 
 impl Index {
+    #[cfg(test)]
     /// An index with `2^power` primary buckets.
     pub fn new(power: u32) -> Index {
         Index::with_buckets(1usize << power)
@@ -228,6 +229,7 @@ impl Index {
         }
     }
 
+    #[cfg(test)]
     /// The power for an index that holds `entries` at no more than the
     /// design load (for an index that cannot grow).
     pub fn power_for(entries: usize) -> u32 {
@@ -243,10 +245,12 @@ impl Index {
         (entries * 100).div_ceil(per_bucket).max(1)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.items
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.items == 0
     }
@@ -267,6 +271,7 @@ impl Index {
         self.primary
     }
 
+    #[cfg(test)]
     /// Overflow buckets in use (a measure of how far past its design load
     /// the index is).
     pub fn overflow_buckets(&self) -> usize {

@@ -1,5 +1,9 @@
 //! tiercache-engine: the cache as a library, with no network code. The server,
-//! the simulator and the tests drive the same engine.
+//! the simulator and the tests drive the same engine through one API: the
+//! commands of [`command`] (each returning a typed outcome, or what it waits
+//! for), the configuration and stats types of [`engine`] and
+//! [`flash::FlashStats`], and the flash reader they drive ([`flash::io`]).
+//! Shards, items, the index and the memory pool are private to the crate.
 //!
 //! ```text
 //!  Engine ──hash──► Mutex<Shard> × N ──► Index (10-slot cache-line buckets, two per key:
@@ -18,8 +22,10 @@
 //! - [`shard`]: primitives (find, insert, unlink, hit, evacuation, expiry
 //!   sweep), the RAM side of the flash tier (demotion, probes, promotion) and
 //!   the crash-safety gate.
-//! - [`command`]: delete, touch, gat, md and refused stores as engine
-//!   commands, the crash journal's gate inside, typed outcomes.
+//! - [`command`]: every protocol command as the engine runs it (get, the
+//!   storage modes, delete, touch, incr/decr, flush, the meta commands, the
+//!   probe that lists a key's flash reads), the crash journal's gate, CAS,
+//!   promotion and item bits inside, typed outcomes.
 //! - [`ops`]: memcached semantics (storage modes, incr/decr, touch).
 //! - [`engine`]: sharding, flush_all, stats, start-up (snapshot or crash
 //!   recovery) and shutdown.
@@ -32,20 +38,21 @@
 
 pub mod clock;
 pub mod command;
-pub mod credit;
+pub(crate) mod credit;
 pub mod engine;
 pub mod error;
 pub mod flash;
-pub mod flushed;
-pub mod index;
-pub mod item;
-pub mod ops;
-pub mod persist;
-pub mod pool;
-pub mod segment;
-pub mod shard;
+pub(crate) mod flushed;
+pub(crate) mod index;
+pub(crate) mod item;
+pub(crate) mod ops;
+pub(crate) mod persist;
+pub(crate) mod pool;
+pub(crate) mod segment;
+pub(crate) mod shard;
 
 pub use engine::{Engine, EngineConfig, EngineStats, FlashConfig};
 pub use error::{ConfigError, SnapshotError};
 pub use index::Loc;
-pub use shard::{NewItem, Shard};
+/// Bytes of header each item carries in RAM (the stats' DRAM-per-item figure).
+pub use item::HEADER as ITEM_HEADER;

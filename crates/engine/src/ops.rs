@@ -60,12 +60,7 @@ impl From<InsertError> for StoreResult {
     }
 }
 
-/// Executes a storage command.
-pub fn store(shard: &mut Shard, a: &StoreArgs<'_>, now: u32) -> StoreResult {
-    store_keeping(shard, a, now, &[])
-}
-
-/// [`store`], keeping the flash entries in `keep` (other keys' records
+/// Executes a storage command, keeping the flash entries in `keep` (other keys' records
 /// under the same tag: see [`Shard::other_keys_on_flash`]).
 pub fn store_keeping(shard: &mut Shard, a: &StoreArgs<'_>, now: u32, keep: &[Loc]) -> StoreResult {
     let old = shard.find(a.key, a.hash, now);

@@ -1,29 +1,28 @@
 //! The index starts small and grows with the item count (RAM-only shards).
 
-use tiercache_engine::ops::{self, Mode, StoreArgs, StoreResult};
+use tiercache_engine::command::{Mode, Store, StoreResult};
+use tiercache_engine::flash::Fetched;
 use tiercache_engine::{Engine, EngineConfig};
 
 const NOW: u32 = 1_700_000_000;
 
 fn set(e: &Engine, key: &[u8], data: &[u8]) -> StoreResult {
-    let a = StoreArgs {
+    let a = Store {
         mode: Mode::Set,
         key,
-        hash: Engine::hash(key),
         flags: 0,
         exptime: 0,
         data,
         compare_cas: 0,
-        new_cas: 0,
         set_stale: false,
         binary_key: false,
     };
-    ops::store(&mut e.lock(a.hash, NOW), &a, NOW)
+    e.store(&a, NOW, &Fetched::default(), false)
+        .expect("no flash tier to wait for")
 }
 
 fn present(e: &Engine, key: &[u8]) -> bool {
-    let h = Engine::hash(key);
-    e.lock(h, NOW).find(key, h, NOW).is_some()
+    e.peek_ram(key, NOW, |_| ()).is_some()
 }
 
 #[test]

@@ -6,12 +6,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use tiercache_engine::command::Store;
 use tiercache_engine::flash::fault::MemDevice;
 use tiercache_engine::flash::BlockDevice;
-use tiercache_engine::item::HEADER;
-use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{ConfigError, Engine, EngineConfig, NewItem, SnapshotError};
+use tiercache_engine::{ConfigError, Engine, EngineConfig, SnapshotError};
 
 const NOW: u32 = 1_000_000;
 
@@ -29,59 +27,26 @@ fn value(i: u64) -> Vec<u8> {
 
 fn set(e: &Engine, i: u64) {
     let key = format!("k{i}");
-    let hash = Engine::hash(key.as_bytes());
-    let new = NewItem {
+    let value = value(i);
+    let st = Store {
         flags: i as u32,
         exptime: if i.is_multiple_of(3) { NOW + 1000 } else { 0 },
-        ..NewItem::default()
+        ..common::plain_set(key.as_bytes(), &value)
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match e
-            .lock(hash, NOW)
-            .insert(key.as_bytes(), hash, new, &[&value(i)])
-        {
-            Ok(_) => return,
-            Err(InsertError::Busy) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1))
-            }
-            Err(err) => panic!("{err:?}"),
-        }
-    }
+    common::set_at(e, &st, NOW);
 }
 
 /// (value, flags, exptime, cas) of key i, reading flash as needed.
 fn get(e: &Engine, i: u64) -> Option<(Vec<u8>, u32, u32, u64)> {
     let key = format!("k{i}");
-    let hash = Engine::hash(key.as_bytes());
-    let mut fetched = tiercache_engine::flash::Fetched::default();
-    let flash = e.flash().unwrap().clone();
-    loop {
-        let mut reads = Vec::new();
-        let mut s = e.lock(hash, NOW);
-        match s.probe(key.as_bytes(), hash, NOW, &mut fetched, &mut reads) {
-            Probe::Ram => {
-                let loc = s.find(key.as_bytes(), hash, NOW).unwrap();
-                let h = s.header(loc);
-                return Some((s.value(loc).to_vec(), h.flags, h.exptime, h.cas));
-            }
-            Probe::Absent => return None,
-            Probe::Flash(loc) => {
-                let item = fetched.item(loc).unwrap();
-                let h = tiercache_engine::item::Header::read(item);
-                let k = HEADER + h.klen as usize;
-                return Some((
-                    item[k..k + h.vlen as usize].to_vec(),
-                    h.flags,
-                    h.exptime,
-                    h.cas,
-                ));
-            }
-            Probe::Need => {}
-        }
-        drop(s);
-        common::read_all(&flash, &mut fetched, &mut reads);
-    }
+    e.get_blocking(key.as_bytes(), NOW, false, |_, item| {
+        (
+            item.value().to_vec(),
+            item.flags(),
+            item.exptime(),
+            item.cas(),
+        )
+    })
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {

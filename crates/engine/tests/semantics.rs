@@ -1,6 +1,7 @@
 //! The engine's memcached semantics and its memory bound, driven directly.
 
-use tiercache_engine::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
+use tiercache_engine::command::{ArithResult, Mode, Store, StoreResult};
+use tiercache_engine::flash::Fetched;
 use tiercache_engine::{Engine, EngineConfig};
 
 const NOW: u32 = 1_700_000_000;
@@ -15,32 +16,36 @@ fn engine(mb: usize, policy: &str) -> Engine {
     .unwrap()
 }
 
-fn args<'a>(mode: Mode, key: &'a [u8], data: &'a [u8]) -> StoreArgs<'a> {
-    StoreArgs {
+fn args<'a>(mode: Mode, key: &'a [u8], data: &'a [u8]) -> Store<'a> {
+    Store {
         mode,
         key,
-        hash: Engine::hash(key),
         flags: 7,
         exptime: 0,
         data,
         compare_cas: 0,
-        new_cas: 0,
         set_stale: false,
         binary_key: false,
     }
 }
 
+/// Runs a storage command (RAM only: it never waits).
+fn store(e: &Engine, a: &Store<'_>) -> StoreResult {
+    e.store(a, NOW, &Fetched::default(), false)
+        .expect("no flash tier to wait for")
+}
+
 fn set(e: &Engine, key: &[u8], data: &[u8]) -> StoreResult {
-    let a = args(Mode::Set, key, data);
-    ops::store(&mut e.lock(a.hash, NOW), &a, NOW)
+    store(e, &args(Mode::Set, key, data))
+}
+
+fn arith(e: &Engine, key: &[u8], incr: bool, delta: u64) -> ArithResult {
+    e.arith(key, NOW, incr, delta)
+        .expect("no flash tier to wait for")
 }
 
 fn get(e: &Engine, key: &[u8], now: u32) -> Option<Vec<u8>> {
-    let h = Engine::hash(key);
-    let mut s = e.lock(h, now);
-    let loc = s.find(key, h, now)?;
-    let loc = s.hit(h, loc, now);
-    Some(s.value(loc).to_vec())
+    e.get_blocking(key, now, true, |_, item| item.value().to_vec())
 }
 
 #[test]
@@ -48,80 +53,46 @@ fn storage_modes() {
     let e = engine(16, "s3fifo");
     assert_eq!(set(&e, b"a", b"1"), StoreResult::Stored { cas: 1 });
     let add = args(Mode::Add, b"a", b"2");
-    assert_eq!(
-        ops::store(&mut e.lock(add.hash, NOW), &add, NOW),
-        StoreResult::NotStored
-    );
+    assert_eq!(store(&e, &add), StoreResult::NotStored);
     let rep = args(Mode::Replace, b"b", b"2");
-    assert_eq!(
-        ops::store(&mut e.lock(rep.hash, NOW), &rep, NOW),
-        StoreResult::NotStored
-    );
+    assert_eq!(store(&e, &rep), StoreResult::NotStored);
     let app = args(Mode::Append, b"a", b"xy");
-    assert!(matches!(
-        ops::store(&mut e.lock(app.hash, NOW), &app, NOW),
-        StoreResult::Stored { .. }
-    ));
+    assert!(matches!(store(&e, &app), StoreResult::Stored { .. }));
     let pre = args(Mode::Prepend, b"a", b"<");
-    assert!(matches!(
-        ops::store(&mut e.lock(pre.hash, NOW), &pre, NOW),
-        StoreResult::Stored { .. }
-    ));
+    assert!(matches!(store(&e, &pre), StoreResult::Stored { .. }));
     assert_eq!(get(&e, b"a", NOW).unwrap(), b"<1xy");
     let mut cas = args(Mode::Cas, b"a", b"new");
     cas.compare_cas = 999;
-    assert_eq!(
-        ops::store(&mut e.lock(cas.hash, NOW), &cas, NOW),
-        StoreResult::Exists
-    );
+    assert_eq!(store(&e, &cas), StoreResult::Exists);
     cas.compare_cas = 3;
-    assert_eq!(
-        ops::store(&mut e.lock(cas.hash, NOW), &cas, NOW),
-        StoreResult::Stored { cas: 4 }
-    );
-    let missing = StoreArgs {
-        key: b"zz",
-        hash: Engine::hash(b"zz"),
-        ..cas
-    };
-    assert_eq!(
-        ops::store(&mut e.lock(missing.hash, NOW), &missing, NOW),
-        StoreResult::NotFound
-    );
+    assert_eq!(store(&e, &cas), StoreResult::Stored { cas: 4 });
+    let missing = Store { key: b"zz", ..cas };
+    assert_eq!(store(&e, &missing), StoreResult::NotFound);
 }
 
 #[test]
 fn arith_wraps_floors_and_pads() {
     let e = engine(16, "s3fifo");
     set(&e, b"n", b"10");
-    let h = Engine::hash(b"n");
-    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, false, 1, 0, NOW);
+    let r = arith(&e, b"n", false, 1);
     assert!(matches!(r, ArithResult::Ok { value: 9, .. }));
     assert_eq!(
         get(&e, b"n", NOW).unwrap(),
         b"9 ",
         "memcached pads in place"
     );
-    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, false, 100, 0, NOW);
+    let r = arith(&e, b"n", false, 100);
     assert!(matches!(r, ArithResult::Ok { value: 0, .. }));
     set(&e, b"n", b"18446744073709551615");
-    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, true, 2, 0, NOW);
+    let r = arith(&e, b"n", true, 2);
     assert!(matches!(r, ArithResult::Ok { value: 1, .. }));
     set(&e, b"n", b"99");
-    let r = ops::arith(&mut e.lock(h, NOW), b"n", h, true, 1, 0, NOW);
+    let r = arith(&e, b"n", true, 1);
     assert!(matches!(r, ArithResult::Ok { value: 100, .. }));
     assert_eq!(get(&e, b"n", NOW).unwrap(), b"100");
     set(&e, b"s", b"abc");
-    let hs = Engine::hash(b"s");
-    assert_eq!(
-        ops::arith(&mut e.lock(hs, NOW), b"s", hs, true, 1, 0, NOW),
-        ArithResult::NonNumeric
-    );
-    let hm = Engine::hash(b"missing");
-    assert_eq!(
-        ops::arith(&mut e.lock(hm, NOW), b"missing", hm, true, 1, 0, NOW),
-        ArithResult::NotFound
-    );
+    assert_eq!(arith(&e, b"s", true, 1), ArithResult::NonNumeric);
+    assert_eq!(arith(&e, b"missing", true, 1), ArithResult::NotFound);
 }
 
 #[test]
@@ -129,15 +100,15 @@ fn expiry_and_flush() {
     let e = engine(16, "s3fifo");
     let mut a = args(Mode::Set, b"t", b"v");
     a.exptime = NOW + 10;
-    ops::store(&mut e.lock(a.hash, NOW), &a, NOW);
+    store(&e, &a);
     assert!(get(&e, b"t", NOW + 9).is_some());
     assert!(get(&e, b"t", NOW + 10).is_none());
     set(&e, b"x", b"1");
-    e.flush_all(5, NOW);
+    e.flush(5, NOW).unwrap();
     assert!(get(&e, b"x", NOW + 3).is_some());
     assert!(get(&e, b"x", NOW + 4).is_none());
     set(&e, b"y", b"1");
-    e.flush_all(0, NOW);
+    e.flush(0, NOW).unwrap();
     assert!(get(&e, b"y", NOW).is_none());
     assert_eq!(e.stats(NOW).shard.curr_items, 0);
 }
@@ -150,7 +121,7 @@ fn sweeper_frees_expired_segments() {
         let key = format!("k{i}");
         let mut a = args(Mode::Set, key.as_bytes(), &v);
         a.exptime = NOW + 5;
-        ops::store(&mut e.lock(a.hash, NOW), &a, NOW);
+        store(&e, &a);
     }
     let before = e.stats(NOW).shard;
     assert!(before.curr_items > 0);

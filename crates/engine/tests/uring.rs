@@ -8,12 +8,11 @@ mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tiercache_engine::command::Found;
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::io::{Completion, IoBackend, IoMode, Notify, ReadOp, Reader};
 use tiercache_engine::flash::{uring, BlockDevice, Fetched, FileDevice, ReadReq};
-use tiercache_engine::item::{Header, HEADER};
-use tiercache_engine::shard::{InsertError, Probe};
-use tiercache_engine::{ConfigError, Engine, EngineConfig, NewItem};
+use tiercache_engine::{ConfigError, Engine, EngineConfig};
 
 const NOW: u32 = 1_000_000;
 
@@ -29,22 +28,7 @@ fn value_of(i: u64) -> Vec<u8> {
     v
 }
 
-fn set(e: &Engine, key: &[u8], value: &[u8]) {
-    let hash = Engine::hash(key);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match e
-            .lock(hash, NOW)
-            .insert(key, hash, NewItem::default(), &[value])
-        {
-            Ok(_) => return,
-            Err(InsertError::Busy) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1))
-            }
-            Err(err) => panic!("insert failed: {err:?}"),
-        }
-    }
-}
+use common::set;
 
 /// Submits a read of key number `k` (token: key number and slot).
 fn submit(reader: &mut Box<dyn Reader>, k: u64, r: ReadReq) {
@@ -102,12 +86,9 @@ fn records_on_a_real_file_come_back_through_io_uring() {
     let mut fetched: Vec<Fetched> = (0..n).map(|_| Fetched::default()).collect();
     let mut on_flash = Vec::new();
     for (k, key) in keys.iter().enumerate() {
-        let hash = Engine::hash(key);
         let mut reads = Vec::new();
-        let p = e
-            .lock(hash, NOW)
-            .probe(key, hash, NOW, &mut fetched[k], &mut reads);
-        if matches!(p, Probe::Need) {
+        e.probe(key, NOW, &mut fetched[k], &mut reads);
+        if !reads.is_empty() {
             on_flash.push(k);
             for r in reads {
                 submit(&mut reader, k as u64, r);
@@ -138,19 +119,17 @@ fn records_on_a_real_file_come_back_through_io_uring() {
     let mut missing = 0;
     for &k in &on_flash {
         let key = &keys[k];
-        let hash = Engine::hash(key);
-        let mut reads = Vec::new();
-        let mut s = e.lock(hash, NOW);
-        match s.probe(key, hash, NOW, &mut fetched[k], &mut reads) {
-            Probe::Flash(loc) => {
-                let item = fetched[k].item(loc).unwrap();
-                let h = Header::read(item);
-                let kl = HEADER + h.klen as usize;
-                assert_eq!(&item[HEADER..kl], &key[..]);
-                assert!(item[kl..kl + h.vlen as usize] == value_of(k as u64)[..]);
-            }
-            Probe::Absent => missing += 1,
-            other => panic!("key {k}: {other:?} after its reads"),
+        let got = e.get_with(key, NOW, &fetched[k], true, |found, item| {
+            assert_eq!(found, Found::Flash);
+            assert!(
+                item.value() == &value_of(k as u64)[..],
+                "key {k}: wrong value"
+            );
+        });
+        match got {
+            Ok(Some(())) => {}
+            Ok(None) => missing += 1,
+            Err(w) => panic!("key {k}: {w:?} after its reads"),
         }
     }
     assert!(missing <= n as usize / 400, "{missing} missing");

@@ -178,7 +178,7 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "reinserted", e.shard.reinserted);
     stat(out, "shards", e.shards);
     let per_item = if e.shard.curr_items > 0 {
-        e.index_bytes as f64 / e.shard.curr_items as f64 + tiercache_engine::item::HEADER as f64
+        e.index_bytes as f64 / e.shard.curr_items as f64 + tiercache_engine::ITEM_HEADER as f64
     } else {
         0.0
     };

@@ -152,7 +152,7 @@ impl Engine {
             (None, None) => return Ok(None),
         };
         let mut item = MetaItem {
-            shard: &mut *s,
+            shard: &mut s,
             loc,
             ok,
             created,
@@ -204,7 +204,7 @@ impl Engine {
         // change twice).
         let ok = s.journal_gate(key, hash);
         let mut item = MetaItem {
-            shard: &mut *s,
+            shard: &mut s,
             loc,
             ok,
             created,

@@ -100,7 +100,9 @@ pub fn set(e: &Engine, k: &[u8], v: &[u8]) {
 /// under its tag first (a plain set's reads are the test's choice: see
 /// flash.rs `set_verified`); panics unless stored.
 pub fn set_at(e: &Engine, st: &Store<'_>, now: u32) {
-    match run_at(e, st.key, now, |fetched, _| e.store(st, now, fetched, false)) {
+    match run_at(e, st.key, now, |fetched, _| {
+        e.store(st, now, fetched, false)
+    }) {
         StoreResult::Stored { .. } => {}
         r => panic!("set: {r:?}"),
     }
