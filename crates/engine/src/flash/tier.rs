@@ -15,10 +15,10 @@
 //! append is refused with [`Busy`]: the caller applies back-pressure rather
 //! than dropping data the device has room for.
 //!
-//! This file holds the slots, the write buffers and appends; `flusher`
-//! writes and reclaims, `recovery` rebuilds after a crash, `snapshot`
-//! drains and saves for a graceful restart, `superblock` checks and stamps
-//! the devices.
+//! This file holds the slots, the write buffers and appends; `params` the
+//! settings; `read` locates and fetches records; `flusher` writes and
+//! reclaims, `recovery` rebuilds after a crash, `snapshot` drains and saves
+//! for a graceful restart, `superblock` checks and stamps the devices.
 
 use super::aligned::{round_up, AlignedBuf, BLOCK};
 use super::device::{BlockDevice, DeviceError};
@@ -42,77 +42,6 @@ pub const MAX_SLOTS: usize = (1 << 16) - FLASH_SEG_BASE as usize;
 #[inline]
 pub fn is_flash(loc: Loc) -> bool {
     loc.seg >= FLASH_SEG_BASE
-}
-
-/// Settings of the flash tier.
-#[derive(Debug, Clone)]
-pub struct TierParams {
-    /// Bytes per segment (a multiple of 4 KiB, at most 8 MiB).
-    pub segment_size: usize,
-    /// Write buffers (each `segment_size` of RAM): one open, the rest queued or in flight.
-    pub write_buffers: usize,
-    /// Items with fewer value bytes stay in RAM only (memcached's ext_item_size).
-    pub min_value_size: usize,
-    /// Reinsert items that were read while on flash when their segment is reclaimed.
-    pub reinsert_hits: bool,
-    /// When a get served from flash copies the item back to RAM.
-    pub promote: Promote,
-    /// Items that expire within this many seconds go to their own segments
-    /// (memcached's ext_low_ttl), so that expiry frees whole segments; 0 =
-    /// one stream for all. Needs at least 3 write buffers.
-    pub low_ttl: u32,
-    /// Device write budget in bytes per second (0 = none): admission drops past it.
-    pub write_budget: u64,
-    /// Overwrite devices that hold something other than our format.
-    pub wipe: bool,
-    /// Keep the crash journal (tombstones before changes, the floor before
-    /// reclaims), so that a crash can be recovered from. Off: changes never
-    /// wait for tombstones, and the devices are marked so that no later run
-    /// recovers from them until its floor covers everything on them.
-    pub crash_journal: bool,
-}
-
-impl Default for TierParams {
-    fn default() -> Self {
-        TierParams {
-            segment_size: 4 << 20,
-            write_buffers: 4,
-            min_value_size: 0,
-            reinsert_hits: true,
-            promote: Promote::Second,
-            low_ttl: 3600,
-            write_budget: 0,
-            wipe: false,
-            crash_journal: true,
-        }
-    }
-}
-
-/// Which flash hits copy the item back to RAM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Promote {
-    /// Never: flash items stay on flash (fewest device writes).
-    Never,
-    /// On the second hit while on flash (the first sets the entry's hit
-    /// bit), while promoted items keep getting hit in RAM before they leave
-    /// it; when they mostly leave unhit (reuse too far apart for RAM to
-    /// keep them, as under uniform reads of a set much larger than RAM),
-    /// only one second hit in 64 is promoted, sparing the copy and the
-    /// later flash write.
-    Second,
-    /// On every hit.
-    Always,
-}
-
-impl Promote {
-    pub fn parse(s: &str) -> Option<Promote> {
-        match s {
-            "never" => Some(Promote::Never),
-            "second" | "hit" => Some(Promote::Second),
-            "always" => Some(Promote::Always),
-            _ => None,
-        }
-    }
 }
 
 /// No write buffer or free slot right now; retry after the flusher's next step.
@@ -699,95 +628,6 @@ impl FlashTier {
         }
     }
 
-    /// Where the record at `loc` is. Records still in a write buffer are
-    /// copied out (and verified) at once.
-    pub fn locate(&self, loc: Loc) -> Where {
-        let st = self.state.lock();
-        let i = (loc.seg - FLASH_SEG_BASE) as usize;
-        let Some(slot) = st.slots.get(i) else {
-            return Where::Gone;
-        };
-        let off = loc.off as usize;
-        let from_buf =
-            |buf: &[u8]| match format::check_record(&buf[off..], slot.seq, buf.len() - off) {
-                Ok(item) => Where::Resident(item.to_vec(), slot.seq),
-                Err(_) => Where::Gone,
-            };
-        match &slot.state {
-            SlotState::Open => {
-                let o = st
-                    .open
-                    .iter()
-                    .flatten()
-                    .find(|o| o.slot as usize == i)
-                    .expect("open slot has a buffer");
-                if off >= o.write {
-                    return Where::Gone;
-                }
-                from_buf(&o.buf.as_slice()[..o.write])
-            }
-            SlotState::Queued(b) | SlotState::Writing(b) => from_buf(b.as_slice()),
-            SlotState::Sealed | SlotState::Reclaiming => {
-                let abs = slot.dev_off + off as u64;
-                let block = abs / BLOCK as u64 * BLOCK as u64;
-                Where::Device {
-                    dev: slot.dev,
-                    offset: block,
-                    skew: (abs - block) as usize,
-                    seq: slot.seq,
-                }
-            }
-            SlotState::Free | SlotState::Failed => Where::Gone,
-        }
-    }
-
-    /// Starts fetching the record at `loc` into `fetched`: copied at once
-    /// from a write buffer, or a device read pushed to `reads`. False when
-    /// the entry points nowhere any more (its segment was reclaimed).
-    pub fn fetch(&self, loc: Loc, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) -> bool {
-        match self.locate(loc) {
-            Where::Resident(item, seq) => fetched.insert_resident(loc, item, seq),
-            Where::Device {
-                dev,
-                offset,
-                skew,
-                seq,
-            } => {
-                reads.push(fetched.add_read(loc, dev, offset, skew, seq));
-                self.stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
-            }
-            Where::Gone => return false,
-        }
-        true
-    }
-
-    /// Performs `reads` (and any longer read a record turns out to need)
-    /// synchronously on the calling thread, completing them in `fetched`.
-    /// For crash recovery and tests; requests use the asynchronous reader.
-    pub fn read_blocking(&self, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
-        while let Some(r) = reads.pop() {
-            let mut buf = AlignedBuf::new(r.len);
-            let res = self.devices[r.dev]
-                .read_at(buf.as_mut_slice(), r.offset)
-                .map(|n| (buf, n));
-            if let Some(more) = fetched.complete(r.slot, res, self.params.segment_size, &self.stats)
-            {
-                reads.push(more);
-            }
-        }
-    }
-
-    /// The sequence number of the segment `loc` points into, while it holds
-    /// data (a fetched record is only good if the segment was not reused).
-    pub fn seq_of(&self, loc: Loc) -> Option<u64> {
-        let st = self.state.lock();
-        let slot = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
-        match slot.state {
-            SlotState::Free | SlotState::Failed => None,
-            _ => Some(slot.seq),
-        }
-    }
-
     /// Tells the flusher what time it is (for freeing expired segments).
     pub fn set_clock(&self, now: u32) {
         self.clock.store(now, Ordering::Relaxed);
@@ -832,9 +672,13 @@ pub struct Usage {
 }
 
 mod flusher;
+mod params;
+mod read;
 mod recovery;
 mod snapshot;
 mod superblock;
+
+pub use params::{Promote, TierParams};
 
 pub use flusher::RecordOwner;
 pub use recovery::Recovery;

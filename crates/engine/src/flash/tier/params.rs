@@ -1,0 +1,72 @@
+//! The flash tier's settings and its promotion policy's names.
+
+/// Settings of the flash tier.
+#[derive(Debug, Clone)]
+pub struct TierParams {
+    /// Bytes per segment (a multiple of 4 KiB, at most 8 MiB).
+    pub segment_size: usize,
+    /// Write buffers (each `segment_size` of RAM): one open, the rest queued or in flight.
+    pub write_buffers: usize,
+    /// Items with fewer value bytes stay in RAM only (memcached's ext_item_size).
+    pub min_value_size: usize,
+    /// Reinsert items that were read while on flash when their segment is reclaimed.
+    pub reinsert_hits: bool,
+    /// When a get served from flash copies the item back to RAM.
+    pub promote: Promote,
+    /// Items that expire within this many seconds go to their own segments
+    /// (memcached's ext_low_ttl), so that expiry frees whole segments; 0 =
+    /// one stream for all. Needs at least 3 write buffers.
+    pub low_ttl: u32,
+    /// Device write budget in bytes per second (0 = none): admission drops past it.
+    pub write_budget: u64,
+    /// Overwrite devices that hold something other than our format.
+    pub wipe: bool,
+    /// Keep the crash journal (tombstones before changes, the floor before
+    /// reclaims), so that a crash can be recovered from. Off: changes never
+    /// wait for tombstones, and the devices are marked so that no later run
+    /// recovers from them until its floor covers everything on them.
+    pub crash_journal: bool,
+}
+
+impl Default for TierParams {
+    fn default() -> Self {
+        TierParams {
+            segment_size: 4 << 20,
+            write_buffers: 4,
+            min_value_size: 0,
+            reinsert_hits: true,
+            promote: Promote::Second,
+            low_ttl: 3600,
+            write_budget: 0,
+            wipe: false,
+            crash_journal: true,
+        }
+    }
+}
+
+/// Which flash hits copy the item back to RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Promote {
+    /// Never: flash items stay on flash (fewest device writes).
+    Never,
+    /// On the second hit while on flash (the first sets the entry's hit
+    /// bit), while promoted items keep getting hit in RAM before they leave
+    /// it; when they mostly leave unhit (reuse too far apart for RAM to
+    /// keep them, as under uniform reads of a set much larger than RAM),
+    /// only one second hit in 64 is promoted, sparing the copy and the
+    /// later flash write.
+    Second,
+    /// On every hit.
+    Always,
+}
+
+impl Promote {
+    pub fn parse(s: &str) -> Option<Promote> {
+        match s {
+            "never" => Some(Promote::Never),
+            "second" | "hit" => Some(Promote::Second),
+            "always" => Some(Promote::Always),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Reading records back: where a record is (a write buffer or the device),
+//! starting its fetch, and the blocking read loop for recovery and the
+//! engine's blocking get.
+
+use super::*;
+
+impl FlashTier {
+    /// Where the record at `loc` is. Records still in a write buffer are
+    /// copied out (and verified) at once.
+    pub fn locate(&self, loc: Loc) -> Where {
+        let st = self.state.lock();
+        let i = (loc.seg - FLASH_SEG_BASE) as usize;
+        let Some(slot) = st.slots.get(i) else {
+            return Where::Gone;
+        };
+        let off = loc.off as usize;
+        let from_buf =
+            |buf: &[u8]| match format::check_record(&buf[off..], slot.seq, buf.len() - off) {
+                Ok(item) => Where::Resident(item.to_vec(), slot.seq),
+                Err(_) => Where::Gone,
+            };
+        match &slot.state {
+            SlotState::Open => {
+                let o = st
+                    .open
+                    .iter()
+                    .flatten()
+                    .find(|o| o.slot as usize == i)
+                    .expect("open slot has a buffer");
+                if off >= o.write {
+                    return Where::Gone;
+                }
+                from_buf(&o.buf.as_slice()[..o.write])
+            }
+            SlotState::Queued(b) | SlotState::Writing(b) => from_buf(b.as_slice()),
+            SlotState::Sealed | SlotState::Reclaiming => {
+                let abs = slot.dev_off + off as u64;
+                let block = abs / BLOCK as u64 * BLOCK as u64;
+                Where::Device {
+                    dev: slot.dev,
+                    offset: block,
+                    skew: (abs - block) as usize,
+                    seq: slot.seq,
+                }
+            }
+            SlotState::Free | SlotState::Failed => Where::Gone,
+        }
+    }
+
+    /// Starts fetching the record at `loc` into `fetched`: copied at once
+    /// from a write buffer, or a device read pushed to `reads`. False when
+    /// the entry points nowhere any more (its segment was reclaimed).
+    pub fn fetch(&self, loc: Loc, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) -> bool {
+        match self.locate(loc) {
+            Where::Resident(item, seq) => fetched.insert_resident(loc, item, seq),
+            Where::Device {
+                dev,
+                offset,
+                skew,
+                seq,
+            } => {
+                reads.push(fetched.add_read(loc, dev, offset, skew, seq));
+                self.stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
+            }
+            Where::Gone => return false,
+        }
+        true
+    }
+
+    /// Performs `reads` (and any longer read a record turns out to need)
+    /// synchronously on the calling thread, completing them in `fetched`.
+    /// For crash recovery and tests; requests use the asynchronous reader.
+    pub fn read_blocking(&self, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
+        while let Some(r) = reads.pop() {
+            let mut buf = AlignedBuf::new(r.len);
+            let res = self.devices[r.dev]
+                .read_at(buf.as_mut_slice(), r.offset)
+                .map(|n| (buf, n));
+            if let Some(more) = fetched.complete(r.slot, res, self.params.segment_size, &self.stats)
+            {
+                reads.push(more);
+            }
+        }
+    }
+
+    /// The sequence number of the segment `loc` points into, while it holds
+    /// data (a fetched record is only good if the segment was not reused).
+    pub fn seq_of(&self, loc: Loc) -> Option<u64> {
+        let st = self.state.lock();
+        let slot = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
+        match slot.state {
+            SlotState::Free | SlotState::Failed => None,
+            _ => Some(slot.seq),
+        }
+    }
+}
