@@ -18,9 +18,9 @@ use tiercache_engine::command::{ItemView, Mode, Store as StoreCmd, StoreResult, 
 use tiercache_engine::flash::io::Reader;
 use tiercache_engine::flash::Fetched;
 use tiercache_engine::Engine;
+use tiercache_proto::reply;
 use tiercache_proto::request::errors;
-use tiercache_proto::response as resp;
-use tiercache_proto::{Get, Request, Store, StoreMode};
+use tiercache_proto::{ErrorReply, Get, MetaCode, Reply, Request, Store, StoreMode};
 
 /// What the connection does after a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,9 +88,9 @@ impl Ctx<'_> {
     }
 }
 
-fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
+fn reply(out: &mut Vec<u8>, noreply: bool, r: Reply<'_>) {
     if !noreply {
-        resp::line(out, line);
+        r.encode(out);
     }
 }
 
@@ -107,10 +107,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             ctx.shared.detail.record_delete(key);
             if found {
                 bump(&ctx.stats.delete_hits);
-                reply(out, noreply, b"DELETED");
+                reply(out, noreply, Reply::Deleted);
             } else {
                 bump(&ctx.stats.delete_misses);
-                reply(out, noreply, b"NOT_FOUND");
+                reply(out, noreply, Reply::NotFound);
             }
         }
         Request::Arith {
@@ -131,10 +131,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             bump(&ctx.stats.cmd_touch);
             if found {
                 bump(&ctx.stats.touch_hits);
-                reply(out, noreply, b"TOUCHED");
+                reply(out, noreply, Reply::Touched);
             } else {
                 bump(&ctx.stats.touch_misses);
-                reply(out, noreply, b"NOT_FOUND");
+                reply(out, noreply, Reply::NotFound);
             }
         }
         Request::FlushAll { delay, noreply } => {
@@ -142,35 +142,26 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
                 return Outcome::Wait(w);
             }
             bump(&ctx.stats.cmd_flush);
-            reply(out, noreply, b"OK");
+            reply(out, noreply, Reply::Ok);
         }
         Request::Version => {
-            out.extend_from_slice(b"VERSION ");
-            resp::line(out, crate::VERSION.as_bytes());
+            reply::version(out, crate::VERSION.as_bytes());
         }
-        Request::Verbosity { noreply } => reply(out, noreply, b"OK"),
+        Request::Verbosity { noreply } => reply(out, noreply, Reply::Ok),
         Request::Quit => return Outcome::Close,
         Request::Stats(args) => crate::shared::stats_command(args, out, ctx),
         Request::Shutdown { .. } => {
             if !ctx.shared.config.server.enable_shutdown {
-                resp::line(out, b"ERROR: shutdown not enabled");
+                Reply::ShutdownDisabled.encode(out);
             } else {
                 return Outcome::Shutdown;
             }
         }
         Request::CacheMemlimit { megabytes, noreply } => {
             if megabytes < 8 {
-                reply(
-                    out,
-                    noreply,
-                    b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
-                );
+                reply(out, noreply, Reply::MemlimitTooSmall);
             } else {
-                reply(
-                    out,
-                    noreply,
-                    b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust",
-                );
+                reply(out, noreply, Reply::MemlimitAdjustFailed);
             }
         }
         Request::MetaGet { key, flags } => return meta::get(&key, &flags, out, ctx),
@@ -179,7 +170,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
         }
         Request::MetaDelete { key, flags } => return meta::delete(&key, &flags, out, ctx),
         Request::MetaArith { key, flags } => return meta::arith(&key, &flags, out, ctx),
-        Request::MetaNoop => resp::line(out, b"MN"),
+        Request::MetaNoop => Reply::meta(MetaCode::Mn, &[]).encode(out),
         Request::MetaDebug { key } => meta::debug(&key, out, ctx),
         Request::StoreRefused {
             key,
@@ -197,10 +188,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
                 ctx.shared.detail.record_set(&key);
             }
             bump(&ctx.stats.store_too_large);
-            reply(out, noreply, r.line());
+            reply(out, noreply, r.into());
         }
-        Request::Error { reply: r, noreply } => reply(out, noreply, r.line()),
-        Request::GetKeyTooLong => resp::line(out, errors::BAD_FORMAT.as_bytes()),
+        Request::Error { reply: r, noreply } => reply(out, noreply, r.into()),
+        Request::GetKeyTooLong => Reply::from(ErrorReply::Client(errors::BAD_FORMAT)).encode(out),
         Request::HttpHangup => return Outcome::Close,
     }
     Outcome::Continue
@@ -208,16 +199,8 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
 
 /// `VALUE key flags bytes [cas]`, the value and its line end.
 fn value_reply(out: &mut Vec<u8>, key: &[u8], item: &ItemView<'_>, return_cas: bool) {
-    let v = item.value();
-    resp::value_header(
-        out,
-        key,
-        item.flags(),
-        v.len(),
-        return_cas.then_some(item.cas()),
-    );
-    out.extend_from_slice(v);
-    out.extend_from_slice(b"\r\n");
+    let cas = return_cas.then_some(item.cas());
+    reply::value(out, key, item.flags(), cas, item.value());
 }
 
 /// get, gets, gat, gats: each key in turn, stopping at the output bound or
@@ -284,7 +267,7 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outco
     add(hit, hits);
     add(miss, misses);
     stopped.unwrap_or_else(|| {
-        out.extend_from_slice(b"END\r\n");
+        Reply::End.encode(out);
         Outcome::Continue
     })
 }
@@ -337,19 +320,21 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> O
         Err(w) => return Outcome::Wait(w),
     };
     ctx.shared.detail.record_set(s.key);
-    let line: &[u8] = match r {
-        StoreResult::Stored { .. } => b"STORED",
-        StoreResult::NotStored => b"NOT_STORED",
-        StoreResult::Exists => b"EXISTS",
-        StoreResult::NotFound => b"NOT_FOUND",
+    let r = match r {
+        StoreResult::Stored { .. } => Reply::Stored,
+        StoreResult::NotStored => Reply::NotStored,
+        StoreResult::Exists => Reply::Exists,
+        StoreResult::NotFound => Reply::NotFound,
         // memcached refuses an append/prepend that outgrows the item limit as NOT_STORED.
         StoreResult::TooLarge if matches!(s.mode, StoreMode::Append | StoreMode::Prepend) => {
-            b"NOT_STORED"
+            Reply::NotStored
         }
-        StoreResult::TooLarge => errors::TOO_LARGE.as_bytes(),
-        StoreResult::NoMemory | StoreResult::Busy => errors::OUT_OF_MEMORY.as_bytes(),
+        StoreResult::TooLarge => ErrorReply::Server(errors::TOO_LARGE).into(),
+        StoreResult::NoMemory | StoreResult::Busy => {
+            ErrorReply::Server(errors::OUT_OF_MEMORY).into()
+        }
     };
-    reply(out, s.noreply, line);
+    reply(out, s.noreply, r);
     Outcome::Continue
 }
 
@@ -373,19 +358,18 @@ fn arith(
     match r {
         ArithResult::Ok { value, .. } => {
             bump(hits);
-            if !noreply {
-                resp::number(out, value);
-                out.extend_from_slice(b"\r\n");
-            }
+            reply(out, noreply, Reply::Number(value));
         }
         ArithResult::NotFound => {
             bump(misses);
-            reply(out, noreply, b"NOT_FOUND");
+            reply(out, noreply, Reply::NotFound);
         }
-        ArithResult::NonNumeric => reply(out, noreply, errors::NON_NUMERIC.as_bytes()),
-        ArithResult::CasMismatch => reply(out, noreply, b"EXISTS"),
+        ArithResult::NonNumeric => {
+            reply(out, noreply, ErrorReply::Client(errors::NON_NUMERIC).into())
+        }
+        ArithResult::CasMismatch => reply(out, noreply, Reply::Exists),
         ArithResult::NoMemory | ArithResult::Busy => {
-            reply(out, noreply, b"SERVER_ERROR out of memory")
+            reply(out, noreply, Reply::ServerError(b"out of memory"))
         }
     }
     Outcome::Continue

@@ -6,29 +6,40 @@ use super::{meta_deleted, run_store, Ctx, Outcome};
 use crate::stats::bump;
 use tiercache_engine::command::{ArithFailed, MetaArith, MetaGet, MetaItem, Mode};
 use tiercache_engine::command::{Store as StoreCmd, StoreResult};
+use tiercache_proto::reply::{meta_debug, MetaDebug};
 use tiercache_proto::request::errors;
-use tiercache_proto::response as resp;
-use tiercache_proto::MetaFlags;
+use tiercache_proto::{ErrorReply, MetaCode, MetaFlag, MetaFlags, MetaWriter, Reply};
 
-/// Appends the opaque and key flags, the only ones echoed on misses and by md/ms.
-fn echo_opaque_and_key(out: &mut Vec<u8>, flags: &MetaFlags<'_>, key: &[u8], binary: bool) {
+/// `code` with the opaque and key flags, the only ones echoed on misses and
+/// by md/ms (and `c`, for ms, when `cas` is given).
+fn echo(out: &mut Vec<u8>, code: MetaCode, flags: &MetaFlags<'_>, key: &[u8], cas: Option<u64>) {
+    let mut w = MetaWriter::new(out, code);
     for tok in &flags.order {
-        match tok[0] {
-            b'O' => resp::meta_token(out, tok),
-            b'k' => resp::meta_key(out, key, binary),
-            _ => {}
-        }
+        match (tok[0], cas) {
+            (b'O', _) => w.flag(&MetaFlag::Opaque(&tok[1..])),
+            (b'k', _) => w.flag(&MetaFlag::key(key, flags.base64_key)),
+            (b'c', Some(cas)) => w.flag(&MetaFlag::Cas(cas)),
+            _ => &mut w,
+        };
+    }
+    w.finish();
+}
+
+/// `t`: seconds left, or -1 (None) for an item that never expires.
+fn ttl_left(exptime: u32, now: u32) -> MetaFlag<'static> {
+    MetaFlag::Ttl((exptime != 0).then(|| u64::from(exptime.wrapping_sub(now))))
+}
+
+/// `HD`, or `VA <len>` when the value is asked for.
+fn start(out: &mut Vec<u8>, value: Option<usize>) -> MetaWriter<'_> {
+    match value {
+        Some(len) => MetaWriter::value(out, len),
+        None => MetaWriter::new(out, MetaCode::Hd),
     }
 }
 
-/// ` t<seconds left>`, or ` t-1` for an item that never expires.
-fn ttl_flag(out: &mut Vec<u8>, exptime: u32, now: u32) {
-    out.extend_from_slice(b" t");
-    if exptime == 0 {
-        out.extend_from_slice(b"-1");
-    } else {
-        resp::number(out, u64::from(exptime.wrapping_sub(now)));
-    }
+fn error(out: &mut Vec<u8>, e: ErrorReply) {
+    Reply::from(e).encode(out);
 }
 
 /// `mg`.
@@ -43,44 +54,45 @@ pub(super) fn get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ct
     let reply = |item: &mut MetaItem<'_>| {
         // What `T` and `R` do not change, as it was.
         let v = item.view();
-        let vlen = v.value().len() as u64;
+        let vlen = v.value().len();
         let (client_flags, idle, fetched, binary) =
             (v.flags(), v.idle_seconds(now), v.fetched(), v.binary_key());
-        if flags.value {
-            out.extend_from_slice(b"VA ");
-            resp::number(out, vlen);
-        } else {
-            out.extend_from_slice(b"HD");
-        }
+        let mut w = start(out, flags.value.then_some(vlen));
         for tok in &flags.order {
-            match tok[0] {
-                b'T' => item.set_exptime(ctx.exptime(flags.ttl.unwrap_or(0))),
-                b'R' => item.recache(ctx.exptime(flags.recache.unwrap_or(0))),
-                b's' => resp::meta_num(out, b's', vlen),
-                b't' => ttl_flag(out, item.view().exptime(), now),
-                b'c' => resp::meta_num(out, b'c', item.view().cas()),
-                b'f' => resp::meta_num(out, b'f', u64::from(client_flags)),
-                b'l' => resp::meta_num(out, b'l', u64::from(idle)),
-                b'h' => resp::meta_num(out, b'h', u64::from(fetched)),
-                b'O' => resp::meta_token(out, tok),
-                b'k' => resp::meta_key(out, key, binary),
-                _ => {}
-            }
+            let f = match tok[0] {
+                b'T' => {
+                    item.set_exptime(ctx.exptime(flags.ttl.unwrap_or(0)));
+                    continue;
+                }
+                b'R' => {
+                    item.recache(ctx.exptime(flags.recache.unwrap_or(0)));
+                    continue;
+                }
+                b's' => MetaFlag::Size(vlen as u64),
+                b't' => ttl_left(item.view().exptime(), now),
+                b'c' => MetaFlag::Cas(item.view().cas()),
+                b'f' => MetaFlag::Flags(client_flags),
+                b'l' => MetaFlag::LastAccess(u64::from(idle)),
+                b'h' => MetaFlag::Hit(fetched),
+                b'O' => MetaFlag::Opaque(&tok[1..]),
+                b'k' => MetaFlag::key(key, binary),
+                _ => continue,
+            };
+            w.flag(&f);
         }
         let token = item.token();
-        if token.sent_before {
-            out.extend_from_slice(b" Z");
+        for (set, f) in [
+            (token.sent_before, MetaFlag::TokenSent),
+            (token.stale, MetaFlag::Stale),
+            (token.won, MetaFlag::Win),
+        ] {
+            if set {
+                w.flag(&f);
+            }
         }
-        if token.stale {
-            out.extend_from_slice(b" X");
-        }
-        if token.won {
-            out.extend_from_slice(b" W");
-        }
-        out.extend_from_slice(b"\r\n");
-        if flags.value {
-            out.extend_from_slice(item.view().value());
-            out.extend_from_slice(b"\r\n");
+        match flags.value {
+            true => w.finish_value(item.view().value()),
+            false => w.finish(),
         }
     };
     let r = match ctx.engine().meta_get(key, now, &opts, reply) {
@@ -102,9 +114,7 @@ pub(super) fn get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ct
             bump(&ctx.stats.cmd_get);
             bump(&ctx.stats.get_misses);
             if !flags.quiet {
-                out.extend_from_slice(b"EN");
-                echo_opaque_and_key(out, flags, key, flags.base64_key);
-                out.extend_from_slice(b"\r\n");
+                echo(out, MetaCode::En, flags, key, None);
             }
         }
     }
@@ -145,41 +155,26 @@ pub(super) fn set(
         Err(w) => return Outcome::Wait(w),
     };
     bump(&ctx.stats.cmd_meta);
-    let code: &[u8] = match r {
-        StoreResult::Stored { .. } => {
+    let (code, cas) = match r {
+        StoreResult::Stored { cas } => {
             if flags.quiet {
                 return Outcome::Continue;
             }
-            b"HD"
+            (MetaCode::Hd, cas)
         }
-        StoreResult::NotStored => b"NS",
-        StoreResult::Exists => b"EX",
-        StoreResult::NotFound => b"NF",
+        StoreResult::NotStored => (MetaCode::Ns, 0),
+        StoreResult::Exists => (MetaCode::Ex, 0),
+        StoreResult::NotFound => (MetaCode::Nf, 0),
         StoreResult::TooLarge => {
-            resp::line(out, errors::TOO_LARGE.as_bytes());
+            error(out, ErrorReply::Server(errors::TOO_LARGE));
             return Outcome::Continue;
         }
         StoreResult::NoMemory | StoreResult::Busy => {
-            resp::line(out, errors::OUT_OF_MEMORY.as_bytes());
+            error(out, ErrorReply::Server(errors::OUT_OF_MEMORY));
             return Outcome::Continue;
         }
     };
-    out.extend_from_slice(code);
-    for tok in &flags.order {
-        match tok[0] {
-            b'O' => resp::meta_token(out, tok),
-            b'k' => resp::meta_key(out, key, flags.base64_key),
-            b'c' => {
-                let cas = match r {
-                    StoreResult::Stored { cas } => cas,
-                    _ => 0,
-                };
-                resp::meta_num(out, b'c', cas);
-            }
-            _ => {}
-        }
-    }
-    out.extend_from_slice(b"\r\n");
+    echo(out, code, flags, key, Some(cas));
     Outcome::Continue
 }
 
@@ -201,19 +196,17 @@ pub(super) fn delete(
     bump(&ctx.stats.cmd_meta);
     meta_deleted(ctx, r);
     use tiercache_engine::command::MetaDeleted;
-    let code: &[u8] = match r {
-        MetaDeleted::NotFound => b"NF",
-        MetaDeleted::Exists => b"EX",
+    let code = match r {
+        MetaDeleted::NotFound => MetaCode::Nf,
+        MetaDeleted::Exists => MetaCode::Ex,
         MetaDeleted::Deleted | MetaDeleted::Invalidated => {
             if flags.quiet {
                 return Outcome::Continue;
             }
-            b"HD"
+            MetaCode::Hd
         }
     };
-    out.extend_from_slice(code);
-    echo_opaque_and_key(out, flags, key, flags.base64_key);
-    out.extend_from_slice(b"\r\n");
+    echo(out, code, flags, key, None);
     Outcome::Continue
 }
 
@@ -245,27 +238,26 @@ pub(super) fn arith(
             return item.created();
         }
         let digits = value.to_string();
-        if flags.value {
-            out.extend_from_slice(b"VA ");
-            resp::number(out, digits.len() as u64);
-        } else {
-            out.extend_from_slice(b"HD");
-        }
+        let digits = digits.as_bytes();
+        let mut w = start(out, flags.value.then_some(digits.len()));
         for tok in &flags.order {
-            match tok[0] {
-                b'c' => resp::meta_num(out, b'c', item.view().cas()),
-                b't' => ttl_flag(out, item.view().exptime(), now),
-                b'T' | b'N' => set_ttl(item, tok[0]),
-                b'O' => resp::meta_token(out, tok),
-                b'k' => resp::meta_key(out, key, flags.base64_key),
-                _ => {}
-            }
+            let f = match tok[0] {
+                b'c' => MetaFlag::Cas(item.view().cas()),
+                b't' => ttl_left(item.view().exptime(), now),
+                b'T' | b'N' => {
+                    set_ttl(item, tok[0]);
+                    continue;
+                }
+                b'O' => MetaFlag::Opaque(&tok[1..]),
+                b'k' => MetaFlag::key(key, flags.base64_key),
+                _ => continue,
+            };
+            w.flag(&f);
         }
-        if flags.value {
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(digits.as_bytes());
+        match flags.value {
+            true => w.finish_value(digits),
+            false => w.finish(),
         }
-        out.extend_from_slice(b"\r\n");
         item.created()
     };
     let r = match ctx.engine().meta_arith(key, now, &a, reply) {
@@ -289,21 +281,16 @@ pub(super) fn arith(
         Err(f) => f,
     };
     match failed {
-        ArithFailed::NonNumeric => resp::line(out, errors::NON_NUMERIC.as_bytes()),
-        ArithFailed::NoMemory => resp::line(out, b"SERVER_ERROR out of memory"),
+        ArithFailed::NonNumeric => error(out, ErrorReply::Client(errors::NON_NUMERIC)),
+        ArithFailed::NoMemory => Reply::ServerError(b"out of memory").encode(out),
         ArithFailed::NoMemoryForNew => {
-            resp::line(out, b"SERVER_ERROR Out of memory allocating new item")
+            Reply::ServerError(b"Out of memory allocating new item").encode(out)
         }
-        ArithFailed::NotFound | ArithFailed::CasMismatch => {
-            out.extend_from_slice(if failed == ArithFailed::NotFound {
-                bump(misses);
-                b"NF"
-            } else {
-                b"EX"
-            });
-            echo_opaque_and_key(out, flags, key, flags.base64_key);
-            out.extend_from_slice(b"\r\n");
+        ArithFailed::NotFound => {
+            bump(misses);
+            echo(out, MetaCode::Nf, flags, key, None);
         }
+        ArithFailed::CasMismatch => echo(out, MetaCode::Ex, flags, key, None),
     }
     Outcome::Continue
 }
@@ -313,30 +300,23 @@ pub(super) fn debug(key: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
     bump(&ctx.stats.cmd_meta);
     let now = ctx.now;
     let found = ctx.engine().peek_ram(key, now, |item| {
-        out.extend_from_slice(b"ME ");
-        if item.binary_key() {
-            let mut k = Vec::new();
-            resp::meta_key(&mut k, key, true);
-            out.extend_from_slice(&k[2..k.len() - 2]);
-        } else {
-            out.extend_from_slice(key);
-        }
-        let exp: i64 = if item.exptime() == 0 {
-            -1
-        } else {
-            i64::from(now) - i64::from(item.exptime())
+        let exp = match item.exptime() {
+            0 => -1,
+            e => i64::from(now) - i64::from(e),
         };
-        let line = format!(
-            " exp={} la={} cas={} fetch={} cls=1 size={}\r\n",
+        let d = MetaDebug {
+            key,
+            binary: item.binary_key(),
             exp,
-            item.idle_seconds(now),
-            item.cas(),
-            if item.fetched() { "yes" } else { "no" },
-            item.stored_size()
-        );
-        out.extend_from_slice(line.as_bytes());
+            la: u64::from(item.idle_seconds(now)),
+            cas: item.cas(),
+            fetch: item.fetched(),
+            cls: 1,
+            size: item.stored_size() as u64,
+        };
+        meta_debug(out, &d);
     });
     if found.is_none() {
-        resp::line(out, b"EN");
+        Reply::meta(MetaCode::En, &[]).encode(out);
     }
 }
