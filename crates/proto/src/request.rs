@@ -75,6 +75,8 @@ pub enum Request<'a> {
     },
     Version,
     Verbosity {
+        /// The level asked for (memcached: 0 quiet, 1 `-v`, 2 `-vv`, ...).
+        level: u32,
         noreply: bool,
     },
     Quit,

@@ -443,7 +443,7 @@ fn flush_all<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
 fn verbosity<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
     let noreply = tokens.noreply();
     match parse_u32(tokens.get(1)) {
-        Some(_) => done(Request::Verbosity { noreply }, consumed),
+        Some(level) => done(Request::Verbosity { level, noreply }, consumed),
         None => error(ErrorReply::Client(errors::BAD_FORMAT), noreply, consumed),
     }
 }

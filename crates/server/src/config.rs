@@ -19,9 +19,11 @@ pub struct Args {
     /// TCP port to listen on (memcached -p).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
-    /// Interface to listen on (memcached -l), default 127.0.0.1.
+    /// Addresses to listen on (memcached -l), default 127.0.0.1: repeat the
+    /// flag or give a comma list (`-l 127.0.0.1,::1`); an entry may carry
+    /// its own port (`127.0.0.1:11212`, `[::1]:11212`).
     #[arg(short = 'l', long = "listen")]
-    pub listen: Option<String>,
+    pub listen: Vec<String>,
     /// Number of worker threads (memcached -t).
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
@@ -43,9 +45,19 @@ pub struct Args {
     /// UDP port (memcached -U); only 0 (disabled) is supported.
     #[arg(short = 'U', long = "udp-port")]
     pub udp_port: Option<u16>,
-    /// User to run as (memcached -u); accepted and ignored.
+    /// User to run as (memcached -u): started as root, tiercache binds its
+    /// sockets and opens its devices, then switches to this user; as root
+    /// it refuses to start without -u (`-u root` to stay root).
     #[arg(short = 'u', long = "user")]
     pub user: Option<String>,
+    /// Run as a daemon (memcached -d): the command returns once the server
+    /// listens (exit 0) or says why it could not start.
+    #[arg(short = 'd', long = "daemon")]
+    pub daemonize: bool,
+    /// Write the server's pid to this file once it listens; removed at a
+    /// clean exit (memcached -P).
+    #[arg(short = 'P', long = "pidfile")]
+    pub pidfile: Option<std::path::PathBuf>,
     /// Key prefix delimiter for `stats detail`; also turns detail on (memcached -D).
     #[arg(short = 'D')]
     pub prefix_delimiter: Option<String>,
@@ -83,6 +95,9 @@ pub struct ServerConfig {
     pub detail_enabled: bool,
     /// What ends a key's prefix for `stats detail` (`-D`, default `:`).
     pub detail_delimiter: u8,
+    /// Close connections that sent nothing for this many seconds (0 = never;
+    /// `-o idle_timeout`).
+    pub idle_timeout: u32,
 }
 
 impl Default for ServerConfig {
@@ -98,6 +113,7 @@ impl Default for ServerConfig {
             max_pending_output: 64 << 10,
             detail_enabled: false,
             detail_delimiter: b':',
+            idle_timeout: 0,
         }
     }
 }
@@ -202,6 +218,10 @@ pub struct Config {
     pub server: ServerConfig,
     pub cache: CacheConfig,
     pub flash: FlashSection,
+    /// The flash tier is the default file ([`DEFAULT_FLASH`]), not one the
+    /// operator gave: it is made smaller when `-m` is too small for it.
+    #[serde(skip)]
+    pub flash_is_default: bool,
 }
 
 /// Parses `path:size` (memcached's ext_path); the size may be left out for
@@ -254,6 +274,7 @@ impl Config {
                     paths: vec![DEFAULT_FLASH.into()],
                     ..FlashSection::default()
                 },
+                flash_is_default: true,
                 ..Config::default()
             },
             Some(path) => {
@@ -268,8 +289,8 @@ impl Config {
         if let Some(p) = args.port {
             s.port = p;
         }
-        if let Some(l) = &args.listen {
-            s.listen = l.clone();
+        if !args.listen.is_empty() {
+            s.listen = args.listen.join(",");
         }
         if let Some(t) = args.threads {
             s.threads = t;
@@ -307,6 +328,7 @@ impl Config {
             for opt in group.split(',').filter(|o| !o.is_empty()) {
                 if opt.starts_with("ext_path=") && std::mem::take(&mut default_paths) {
                     cfg.flash.paths.clear();
+                    cfg.flash_is_default = false;
                 }
                 cfg.apply_extended(opt)?;
             }
@@ -327,6 +349,11 @@ impl Config {
             "segment_size" => self.cache.segment_size = parse_size(v)?,
             "shards" => self.cache.shards = num(v)?,
             "max_get_line" => self.server.max_get_line = parse_size(v)?,
+            "idle_timeout" => {
+                self.server.idle_timeout = v.parse().with_context(|| {
+                    format!("-o idle_timeout: '{v}' is not a number of seconds")
+                })?
+            }
             "ext_path" if v == "none" => self.flash.paths.clear(),
             "ext_path" => {
                 parse_ext_path(v)?;
@@ -357,10 +384,10 @@ impl Config {
             // memcached options that have no meaning here but are harmless.
             "modern" | "no_modern" | "slab_reassign" | "slab_automove" | "lru_crawler"
             | "lru_maintainer" | "maxconns_fast" | "hash_algorithm" | "no_lru_crawler"
-            | "no_lru_maintainer" | "idle_timeout" | "watcher_logbuf_size"
+            | "no_lru_maintainer" | "watcher_logbuf_size"
             | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe"
             ),
         }
         Ok(())
@@ -382,6 +409,7 @@ impl Config {
         if self.cache.memory_mb == 0 {
             bail!("-m must be at least 1");
         }
+        self.listen_addrs()?;
         for p in &self.flash.paths {
             parse_ext_path(p)?;
         }
@@ -415,6 +443,47 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The addresses to listen on: `listen` split at commas, each entry a
+    /// host (IPv4, IPv6 with or without brackets, or a name) with `port`,
+    /// or `host:port` / `[v6]:port` with its own port, as memcached's `-l`.
+    pub fn listen_addrs(&self) -> Result<Vec<(String, u16)>> {
+        let mut out = Vec::new();
+        for entry in self.server.listen.split(',').map(str::trim) {
+            if entry.is_empty() {
+                bail!(
+                    "-l '{}': an empty address (write -l 127.0.0.1,::1, or repeat -l)",
+                    self.server.listen
+                );
+            }
+            let port_of = |p: &str| -> Result<u16> {
+                p.parse()
+                    .with_context(|| format!("-l {entry}: '{p}' is not a port number"))
+            };
+            let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+                let (h, tail) = rest
+                    .split_once(']')
+                    .with_context(|| format!("-l {entry}: no ']' after the IPv6 address"))?;
+                match tail {
+                    "" => (h, self.server.port),
+                    t => match t.strip_prefix(':') {
+                        Some(p) => (h, port_of(p)?),
+                        None => bail!("-l {entry}: expected ':port' after ']'"),
+                    },
+                }
+            } else if entry.matches(':').count() == 1 {
+                let (h, p) = entry.split_once(':').unwrap_or((entry, ""));
+                (h, port_of(p)?)
+            } else {
+                (entry, self.server.port)
+            };
+            if host.is_empty() {
+                bail!("-l {entry}: no host before the port");
+            }
+            out.push((host.to_string(), port));
+        }
+        Ok(out)
     }
 
     /// The flash reader asked for (`ext_io`).

@@ -147,7 +147,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
         Request::Version => {
             reply::version(out, crate::VERSION.as_bytes());
         }
-        Request::Verbosity { noreply } => reply(out, noreply, Reply::Ok),
+        Request::Verbosity { level, noreply } => {
+            crate::logging::set_verbosity(level);
+            reply(out, noreply, Reply::Ok)
+        }
         Request::Quit => return Outcome::Close,
         Request::Stats(args) => crate::shared::stats_command(args, out, ctx),
         Request::Shutdown { .. } => {

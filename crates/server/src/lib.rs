@@ -9,15 +9,25 @@
 
 pub mod config;
 pub mod conn;
+pub mod daemon;
 pub mod detail;
 pub mod execute;
 pub mod flights;
+pub mod logging;
 pub mod prefetch;
+pub mod registry;
 pub mod server;
 pub mod shared;
 pub mod stats;
 pub mod worker;
 
-/// The version string `version` and `stats` report: the memcached protocol
-/// level first (clients and tools such as memccapable parse it), then ours.
-pub const VERSION: &str = concat!("1.6.18-tiercache-", env!("CARGO_PKG_VERSION"));
+/// The version `version` and `stats` report: the memcached protocol level
+/// tiercache implements, alone, because clients parse it as a version
+/// number to decide what the server supports (a semver parser read
+/// `1.6.18-tiercache-0.1.0` as 0.1.0, which made the Node client treat the
+/// server as ancient). tiercache's own version is `stats`
+/// `tiercache_version` and `tiercache --version`.
+pub const VERSION: &str = "1.6.18";
+
+/// tiercache's own version.
+pub const TIERCACHE_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,59 +1,122 @@
 //! The `tiercache` binary: parse flags, start the server, stop on SIGTERM/SIGINT.
+//!
+//! As memcached: as root it refuses to start without `-u`; `-d` forks into
+//! the background once the flags are read, and the foreground process
+//! exits when the server listens (0) or with the start-up error; the pid
+//! file (`-P`) is written after the sockets are bound and removed at a
+//! clean exit; `-u` switches user after binding (see `daemon.rs`).
 
 use clap::Parser;
 use std::io::Write;
 use tiercache_server::config::{Args, Config};
+use tiercache_server::daemon::{self, Ready};
+use tracing_subscriber::prelude::*;
 use tracing_subscriber::EnvFilter;
 
-/// Says why the server cannot run and exits with `code`. The message is
-/// written best effort: with stderr on a full disk (or closed) the exit
-/// code still tells, where `eprintln!` would panic and exit with 101.
-fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
-    let _ = writeln!(std::io::stderr(), "tiercache: {msg}");
+/// Says why the server cannot run and exits with `code`: to the waiting
+/// parent with `-d`, else on stderr. The message is written best effort:
+/// with stderr on a full disk (or closed) the exit code still tells, where
+/// `eprintln!` would panic and exit with 101.
+fn fail(ready: &mut Ready, code: i32, msg: impl std::fmt::Display) -> ! {
+    let msg = msg.to_string();
+    if !ready.fail(code, &msg) {
+        let _ = writeln!(std::io::stderr(), "tiercache: {msg}");
+    }
     std::process::exit(code);
 }
 
 fn main() {
     let args = Args::parse();
+    let mut ready = Ready::none();
     let config = match Config::load(&args) {
         Ok(c) => c,
-        Err(e) => fail(64, format_args!("{e:#}")),
+        Err(e) => fail(&mut ready, 64, format_args!("{e:#}")),
     };
     if args.print_config {
         if let Err(e) = std::io::stdout().write_all(config.to_toml().as_bytes()) {
-            fail(74, format_args!("cannot print the configuration: {e}"));
+            fail(
+                &mut ready,
+                74,
+                format_args!("cannot print the configuration: {e}"),
+            );
         }
         return;
     }
-    let level = match config.server.verbosity {
-        0 => "info",
-        1 => "debug",
-        _ => "trace",
+    let user = match daemon::check_user(args.user.as_deref()) {
+        Ok(u) => u,
+        Err(r) => fail(&mut ready, r.code, r.msg),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level)),
+    if args.daemonize {
+        ready = match daemon::daemonize(config.server.verbosity > 0) {
+            Ok(r) => r,
+            Err(r) => fail(&mut ready, r.code, r.msg),
+        };
+    }
+    let verbosity = u32::from(config.server.verbosity);
+    tiercache_server::logging::init(verbosity);
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(tiercache_server::logging::filter_for(verbosity)));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    tiercache_server::logging::set_reloader(Box::new(move |f: &str| {
+        handle.reload(EnvFilter::new(f)).map_err(|e| e.to_string())
+    }));
     let server = match tiercache_server::server::start(config.clone()) {
         Ok(s) => s,
-        Err(e) => fail(71, format_args!("{e:#}")),
+        Err(e) => fail(&mut ready, 71, format_args!("{e:#}")),
     };
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(sig, server.shutdown_flag()) {
-            fail(71, format_args!("cannot install signal handler: {e}"));
+            fail(
+                &mut ready,
+                71,
+                format_args!("cannot install signal handler: {e}"),
+            );
         }
     }
+    let pidfile = match args
+        .pidfile
+        .as_deref()
+        .map(daemon::PidFile::write)
+        .transpose()
+    {
+        Ok(p) => p,
+        Err(r) => fail(&mut ready, r.code, r.msg),
+    };
+    if let Some(u) = &user {
+        match daemon::drop_privileges(u) {
+            Ok(true) => {
+                tracing::info!(user = %u.name, uid = u.uid, gid = u.gid, "switched user (-u)")
+            }
+            Ok(false) if u.uid == 0 => tracing::info!("running as root (-u root)"),
+            Ok(false) => {
+                tracing::info!(user = %u.name, "not started as root: -u has nothing to switch")
+            }
+            Err(r) => fail(&mut ready, r.code, r.msg),
+        }
+    }
+    let addrs: Vec<String> = server.addrs.iter().map(ToString::to_string).collect();
     tracing::info!(
         addr = %server.addr,
+        all = %addrs.join(","),
         threads = config.server.threads,
         memory_mb = config.cache.memory_mb,
         policy = %config.cache.policy,
-        "tiercache {} listening",
+        "tiercache {} (memcached {}) listening",
+        tiercache_server::TIERCACHE_VERSION,
         tiercache_server::VERSION
     );
+    ready.ok();
     server.wait();
+    if let Some(p) = pidfile {
+        p.remove();
+    }
     tracing::info!("tiercache stopped");
 }

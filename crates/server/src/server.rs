@@ -17,7 +17,10 @@ use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
 /// A running server.
 pub struct ServerHandle {
+    /// The first listening address.
     pub addr: SocketAddr,
+    /// Every listening address (one per `-l` entry and resolved address).
+    pub addrs: Vec<SocketAddr>,
     pub shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -58,8 +61,75 @@ impl ServerHandle {
     }
 }
 
+/// The default flash file (no `ext_path` given) sized down until it fits
+/// in `-m`: its write buffers and its index come out of the memory limit,
+/// and 1 GiB with four 4 MiB buffers needs `-m 30`. Halves the file down to
+/// 64 MiB, then uses three buffers, then two (without `ext_low_ttl`, which
+/// needs three); if none fits, runs RAM-only. Says what it did in the log.
+/// A flash tier the operator gave is never changed (too little memory for
+/// it is an error).
+pub fn fit_default_flash(cfg: &mut Config) {
+    if !cfg.flash_is_default || cfg.flash.paths.len() != 1 {
+        return;
+    }
+    let Ok((path, asked)) = crate::config::parse_ext_path(&cfg.flash.paths[0]) else {
+        return;
+    };
+    let fits = |c: &Config, bytes: u64| -> bool {
+        let Ok(ec) = engine_config(c) else {
+            return false;
+        };
+        tiercache_engine::engine::min_memory_mb(&ec, bytes)
+            .is_some_and(|mb| mb <= c.cache.memory_mb)
+    };
+    if fits(cfg, asked) {
+        return;
+    }
+    let mut sizes = Vec::new();
+    let mut size = asked / 2;
+    while size >= 64 << 20 {
+        sizes.push(size);
+        size /= 2;
+    }
+    for (wbufs, low_ttl) in [
+        (cfg.flash.wbuf_count, cfg.flash.low_ttl),
+        (3, cfg.flash.low_ttl),
+        (2, 0),
+    ] {
+        for &bytes in std::iter::once(&asked).chain(&sizes) {
+            let mut c = cfg.clone();
+            c.flash.paths = vec![format!("{}:{}M", path.display(), bytes >> 20)];
+            c.flash.wbuf_count = wbufs.min(cfg.flash.wbuf_count);
+            c.flash.low_ttl = low_ttl;
+            if fits(&c, bytes) {
+                tracing::warn!(
+                    memory_mb = cfg.cache.memory_mb,
+                    flash_mb = bytes >> 20,
+                    ext_wbuf_count = c.flash.wbuf_count,
+                    ext_low_ttl = c.flash.low_ttl,
+                    "-m is too small for the default 1 GiB flash file: using a smaller one \
+                     (give -o ext_path=FILE:SIZE to choose, or ext_path=none for RAM only)"
+                );
+                *cfg = c;
+                return;
+            }
+        }
+    }
+    tracing::warn!(
+        memory_mb = cfg.cache.memory_mb,
+        "-m is too small for any default flash file: running RAM-only \
+         (give -o ext_path=FILE:SIZE and a larger -m for a flash tier)"
+    );
+    cfg.flash.paths.clear();
+}
+
 /// Builds the engine from the configuration.
 pub fn build_engine(cfg: &Config) -> Result<Engine> {
+    Engine::new(engine_config(cfg)?).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The engine's configuration for `cfg`.
+fn engine_config(cfg: &Config) -> Result<EngineConfig> {
     let ec = EngineConfig {
         memory_limit: cfg.cache.memory_mb << 20,
         segment_size: cfg.effective_segment_size(),
@@ -99,14 +169,14 @@ pub fn build_engine(cfg: &Config) -> Result<Engine> {
         },
         ..ec
     };
-    Engine::new(ec).map_err(|e| anyhow::anyhow!("{e}"))
+    Ok(ec)
 }
 
 /// File descriptors the server uses besides its connections: stdio, the
 /// listener and its copy per worker, each worker's epoll, waker and flash
 /// reader (io_uring ring and eventfd), the flash devices and their journal
 /// and snapshot, with room to spare. Measured: 17 with `-t 4` and no flash.
-fn fd_headroom(cfg: &Config) -> u64 {
+pub fn fd_headroom(cfg: &Config) -> u64 {
     32 + 8 * cfg.server.threads as u64 + 4 * cfg.flash.paths.len() as u64
 }
 
@@ -191,26 +261,151 @@ fn fix_mmap_threshold() {
     }
 }
 
+/// Binds every `-l` address (each may resolve to several).
+fn bind_all(config: &Config) -> Result<Vec<TcpListener>> {
+    let mut listeners: Vec<TcpListener> = Vec::new();
+    for (host, port) in config.listen_addrs()? {
+        let addrs: Vec<SocketAddr> = (host.as_str(), port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve listen address '{host}'"))?
+            .collect();
+        if addrs.is_empty() {
+            anyhow::bail!("no address for '{host}'");
+        }
+        for addr in addrs {
+            if listeners
+                .iter()
+                .any(|l| l.local_addr().is_ok_and(|a| a == addr && port != 0))
+            {
+                continue;
+            }
+            let l = bind_one(addr).with_context(|| {
+                format!("cannot listen on {addr} (is another server using the port? choose one with -p)")
+            })?;
+            listeners.push(l);
+        }
+    }
+    Ok(listeners)
+}
+
+/// The listen backlog (memcached's `-b` default, `tcp_backlog`).
+pub const TCP_BACKLOG: i32 = 1024;
+
+/// A listening socket on `addr` with SO_REUSEADDR and a backlog of
+/// [`TCP_BACKLOG`]; an IPv6 one takes only IPv6 (so that `-l 0.0.0.0,::`
+/// binds both, as memcached does).
+fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: socket() returns a new fd or -1; it is owned by the
+    // TcpListener made from it right away, so it is closed on every path.
+    #[allow(unsafe_code)]
+    let l = unsafe {
+        let fd = libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        TcpListener::from_raw_fd(fd)
+    };
+    let fd = l.as_raw_fd();
+    let one: libc::c_int = 1;
+    let int_len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a zeroed sockaddr_storage, large enough for either family,
+    // filled as the family's struct below.
+    #[allow(unsafe_code)]
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in fits in sockaddr_storage (both repr(C)).
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin)
+            };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_in6 fits in sockaddr_storage (both repr(C)).
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6)
+            };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: a valid socket fd we own, int options with their size, and
+    // the address filled above with its length.
+    #[allow(unsafe_code)]
+    unsafe {
+        let opt = |level, name| {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&one as *const libc::c_int).cast(),
+                int_len,
+            )
+        };
+        if opt(libc::SOL_SOCKET, libc::SO_REUSEADDR) != 0
+            || (family == libc::AF_INET6 && opt(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) != 0)
+            || libc::bind(
+                fd,
+                (&ss as *const libc::sockaddr_storage).cast(),
+                len as libc::socklen_t,
+            ) != 0
+            || libc::listen(fd, TCP_BACKLOG) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(l)
+}
+
 /// Starts the server and returns once it is accepting connections.
-pub fn start(config: Config) -> Result<ServerHandle> {
+pub fn start(mut config: Config) -> Result<ServerHandle> {
     raise_fd_limit(&config);
     fix_mmap_threshold();
+    fit_default_flash(&mut config);
+    // Bind first: a port in use is the commonest start-up error, and
+    // opening the flash devices first would leave their files behind.
+    let listeners = bind_all(&config)?;
     let engine = build_engine(&config)?;
-    let addr = (config.server.listen.as_str(), config.server.port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve listen address '{}'", config.server.listen))?
-        .next()
-        .with_context(|| format!("no address for '{}'", config.server.listen))?;
-    let listener = TcpListener::bind(addr).with_context(|| {
-        format!("cannot listen on {addr} (is another server using the port? choose one with -p)")
-    })?;
-    listener.set_nonblocking(true)?;
-    let local = listener.local_addr()?;
+    let mut infos = Vec::new();
+    for l in &listeners {
+        l.set_nonblocking(true)?;
+        infos.push(crate::registry::ListenerInfo {
+            fd: std::os::fd::AsRawFd::as_raw_fd(l),
+            addr: l.local_addr()?,
+        });
+    }
+    let addrs: Vec<SocketAddr> = infos.iter().map(|l| l.addr).collect();
     let workers: Vec<Arc<WorkerStats>> = (0..config.server.threads)
         .map(|_| Arc::new(WorkerStats::default()))
         .collect();
     let detail =
         crate::detail::Detail::new(config.server.detail_delimiter, config.server.detail_enabled);
+    let registry = crate::registry::Registry::new(workers.len(), infos, unix_now());
+    let reserved_fds = fd_headroom(&config);
     let shared = Arc::new(Shared {
         engine,
         config,
@@ -220,6 +415,8 @@ pub fn start(config: Config) -> Result<ServerHandle> {
         start_unix: u64::from(unix_now()),
         shutdown: Arc::new(AtomicBool::new(false)),
         detail,
+        registry,
+        reserved_fds,
     });
     let polls = workers
         .iter()
@@ -229,14 +426,17 @@ pub fn start(config: Config) -> Result<ServerHandle> {
     let dispatch = Arc::new(crate::worker::Dispatch::new(&registries)?);
     let mut threads = Vec::new();
     for (i, (stats, poll)) in workers.into_iter().zip(polls).enumerate() {
-        let l = listener.try_clone()?;
+        let ls = listeners
+            .iter()
+            .map(TcpListener::try_clone)
+            .collect::<std::io::Result<Vec<_>>>()?;
         let sh = shared.clone();
         let d = dispatch.clone();
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
                 .spawn(move || {
-                    if let Err(e) = crate::worker::run(i, poll, l, sh.clone(), stats, d) {
+                    if let Err(e) = crate::worker::run(i, poll, ls, sh.clone(), stats, d) {
                         tracing::error!(error = %e, "worker {i} failed; stopping the server");
                         sh.shutdown.store(true, Ordering::Relaxed);
                     }
@@ -250,7 +450,8 @@ pub fn start(config: Config) -> Result<ServerHandle> {
             .spawn(move || maintenance(sh))?,
     );
     Ok(ServerHandle {
-        addr: local,
+        addr: addrs[0],
+        addrs,
         shared,
         threads,
     })

@@ -20,6 +20,10 @@ pub struct Shared {
     pub shutdown: Arc<AtomicBool>,
     /// `stats detail`: per key-prefix counts.
     pub detail: crate::detail::Detail,
+    /// Open connections and listeners (`stats conns`, idle timeout).
+    pub registry: crate::registry::Registry,
+    /// Descriptors kept for the server's own use (`reserved_fds`).
+    pub reserved_fds: u64,
 }
 
 impl Shared {
@@ -48,6 +52,9 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 conns: &shared.conns,
                 totals: shared.totals(),
                 engine: shared.engine.stats(ctx.now),
+                listeners: shared.registry.listeners.len(),
+                reserved_fds: shared.reserved_fds,
+                idle_timeout: shared.config.server.idle_timeout > 0,
             };
             stats::general(out, &view);
             if let Some(f) = shared.engine.flash_stats() {
@@ -63,13 +70,21 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             resp::line(out, b"RESET");
             return;
         }
-        Some(b"settings") => {
-            stats::settings(out, &shared.config, shared.engine.config().segment_size)
-        }
-        Some(b"items") => stats::items(out, &shared.engine.stats(ctx.now), false),
-        Some(b"slabs") => stats::items(out, &shared.engine.stats(ctx.now), true),
+        Some(b"settings") => stats::settings(
+            out,
+            &shared.config,
+            shared.engine.config().segment_size,
+            crate::logging::verbosity(),
+        ),
+        Some(b"items") => stats::items(out, &shared.engine.stats(ctx.now), &shared.totals(), false),
+        Some(b"slabs") => stats::items(out, &shared.engine.stats(ctx.now), &shared.totals(), true),
         Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
-        Some(b"conns") => {}
+        Some(b"conns") => crate::registry::stats_conns(
+            out,
+            &shared.registry,
+            crate::worker::current_fd(),
+            ctx.now,
+        ),
         Some(b"detail") => {
             match words.next() {
                 Some(b"on") => {

@@ -88,6 +88,9 @@ pub struct ConnStats {
     pub listen_disabled_num: AtomicU64,
     /// Workers that are not accepting now (for `accepting_conns`).
     pub accept_blocked: AtomicU64,
+    /// Connections closed for being idle longer than `-o idle_timeout`
+    /// (memcached's name).
+    pub idle_kicks: AtomicU64,
 }
 
 fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
@@ -105,6 +108,13 @@ pub struct StatsView<'a> {
     pub conns: &'a ConnStats,
     pub totals: Totals,
     pub engine: EngineStats,
+    /// Listening sockets.
+    pub listeners: usize,
+    /// File descriptors kept for the server's own use (memcached's
+    /// `reserved_fds`).
+    pub reserved_fds: u64,
+    /// `-o idle_timeout` is on (memcached prints `idle_kicks` only then).
+    pub idle_timeout: bool,
 }
 
 fn rusage() -> (f64, f64) {
@@ -127,6 +137,7 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "uptime", v.started.elapsed().as_secs());
     stat(out, "time", v.now);
     stat(out, "version", crate::VERSION);
+    stat(out, "tiercache_version", crate::TIERCACHE_VERSION);
     stat(out, "pointer_size", 64);
     stat(out, "rusage_user", format!("{user:.6}"));
     stat(out, "rusage_system", format!("{sys:.6}"));
@@ -146,6 +157,13 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         "rejected_connections",
         v.conns.rejected_connections.load(Ordering::Relaxed),
     );
+    // Connections and listeners the server holds state for.
+    stat(
+        out,
+        "connection_structures",
+        v.conns.curr_connections.load(Ordering::Relaxed) + v.listeners as u64,
+    );
+    stat(out, "reserved_fds", v.reserved_fds);
     // Counted where the engine looks keys up (as memcached's item lookup
     // counts them), whichever command asked.
     let mut totals = v.totals;
@@ -161,6 +179,17 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         v.conns.listen_disabled_num.load(Ordering::Relaxed),
     );
     stat(out, "threads", v.threads);
+    // memcached yields a connection after `-R` requests of one read;
+    // tiercache runs every request a read brought before the next
+    // connection's, so it never yields.
+    stat(out, "conn_yields", 0);
+    if v.idle_timeout {
+        stat(
+            out,
+            "idle_kicks",
+            v.conns.idle_kicks.load(Ordering::Relaxed),
+        );
+    }
     stat(out, "hash_power_level", e.index_buckets.trailing_zeros());
     stat(out, "hash_bytes", e.index_bytes);
     stat(out, "hash_is_expanding", 0);
@@ -171,6 +200,13 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "expired_unfetched", e.shard.expired_unfetched);
     stat(out, "evicted_unfetched", e.shard.evicted_unfetched);
     stat(out, "bytes", e.shard.bytes);
+    // RAM segments allocated and not holding items now: memcached's pool
+    // of free slab pages.
+    stat(
+        out,
+        "slab_global_page_pool",
+        e.segments_allocated.saturating_sub(e.shard.segments),
+    );
     // tiercache's own figures.
     stat(out, "segment_size", e.segment_size);
     stat(out, "segments_allocated", e.segments_allocated);
@@ -185,47 +221,97 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "dram_overhead_per_item", format!("{per_item:.1}"));
 }
 
-/// `stats settings`.
-pub fn settings(out: &mut Vec<u8>, cfg: &crate::config::Config, seg: usize) {
+/// `stats settings`: memcached's names for the settings tiercache has
+/// (`inter`, not `interface`; `interface` is kept for dashboards that read
+/// it). Settings of memcached's slab allocator, LRU maintainer and
+/// crawler, which tiercache does not have, are left out (the list is in
+/// `tests/stats_keys.rs`).
+pub fn settings(out: &mut Vec<u8>, cfg: &crate::config::Config, seg: usize, verbosity: u32) {
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
     stat(out, "maxbytes", cfg.cache.memory_mb << 20);
     stat(out, "maxconns", cfg.server.max_connections);
     stat(out, "tcpport", cfg.server.port);
     stat(out, "udpport", 0);
+    stat(out, "inter", &cfg.server.listen);
     stat(out, "interface", &cfg.server.listen);
-    stat(out, "verbosity", cfg.server.verbosity);
-    stat(out, "num_threads", cfg.server.threads);
+    stat(out, "verbosity", verbosity);
     stat(out, "evictions", "on");
-    stat(out, "cas_enabled", "yes");
-    stat(out, "item_size_max", cfg.cache.max_item_size);
-    stat(out, "eviction_policy", &cfg.cache.policy);
-    stat(out, "segment_size", seg);
-    stat(out, "flush_enabled", "yes");
+    // No unix socket (-s).
+    stat(out, "domain_socket", "NULL");
+    stat(out, "shutdown_command", yes_no(cfg.server.enable_shutdown));
+    stat(out, "num_threads", cfg.server.threads);
     stat(
         out,
-        "shutdown_command",
-        if cfg.server.enable_shutdown {
-            "yes"
-        } else {
-            "no"
-        },
+        "stat_key_prefix",
+        char::from(cfg.server.detail_delimiter),
     );
+    stat(out, "detail_enabled", yes_no(cfg.server.detail_enabled));
+    stat(out, "cas_enabled", "yes");
+    stat(out, "binding_protocol", "ascii");
+    stat(out, "auth_enabled_sasl", "no");
+    stat(out, "auth_enabled_ascii", "no");
+    stat(out, "item_size_max", cfg.cache.max_item_size);
+    // Over -c a connection gets "ERROR Too many open connections" and is
+    // closed at once, as memcached's maxconns_fast does.
+    stat(out, "maxconns_fast", "yes");
+    stat(out, "hashpower_init", cfg.cache.hash_power);
+    stat(out, "flush_enabled", "yes");
+    stat(out, "tcp_backlog", crate::server::TCP_BACKLOG);
+    stat(out, "hash_algorithm", "xxh3");
+    stat(out, "idle_timeout", cfg.server.idle_timeout);
+    // `stats sizes` is not kept.
+    stat(out, "track_sizes", "no");
+    // The flash tier's settings, also without one (as memcached built
+    // with extstore prints them). A write buffer is one flash segment; a
+    // reclaimed flash segment drops the items nobody read while they were
+    // on it (hit ones are reinserted with ext_reinsert).
+    stat(out, "ext_item_size", cfg.flash.item_size);
+    stat(out, "ext_low_ttl", cfg.flash.low_ttl);
+    stat(out, "ext_wbuf_size", cfg.flash_page_size());
+    stat(out, "ext_drop_unread", "yes");
+    stat(out, "eviction_policy", &cfg.cache.policy);
+    stat(out, "segment_size", seg);
 }
 
-/// `stats items` / `stats slabs`: one pseudo class holding everything.
-pub fn items(out: &mut Vec<u8>, e: &EngineStats, slabs: bool) {
+/// `stats items` / `stats slabs`: one class (1) holding every item. For
+/// `stats slabs` a page and a chunk are both a RAM segment (the unit
+/// memory is taken and reclaimed in): `total_pages` and `used_chunks` are
+/// the segments holding items, none is partly free in memcached's sense
+/// (`free_chunks` 0), and free segments are `slab_global_page_pool` in
+/// `stats`. The command counters are the server's, all of them in the one
+/// class.
+pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, slabs: bool) {
     let s = &e.shard;
     if slabs {
         stat(out, "1:chunk_size", e.segment_size);
-        stat(out, "1:total_pages", e.shard.segments);
-        stat(out, "1:used_chunks", s.curr_items);
+        stat(out, "1:chunks_per_page", 1);
+        stat(out, "1:total_pages", s.segments);
+        stat(out, "1:total_chunks", s.segments);
+        stat(out, "1:used_chunks", s.segments);
+        stat(out, "1:free_chunks", 0);
+        stat(out, "1:free_chunks_end", 0);
+        stat(out, "1:get_hits", t.get_hits);
+        stat(out, "1:cmd_set", t.cmd_set);
+        stat(out, "1:delete_hits", t.delete_hits);
+        stat(out, "1:incr_hits", t.incr_hits);
+        stat(out, "1:decr_hits", t.decr_hits);
+        stat(out, "1:cas_hits", t.cas_hits);
+        stat(out, "1:cas_badval", t.cas_badval);
+        stat(out, "1:touch_hits", t.touch_hits);
         stat(out, "active_slabs", 1);
         stat(out, "total_malloced", e.segments_allocated * e.segment_size);
-    } else {
+    } else if s.curr_items > 0 {
+        // memcached lists only classes that hold items.
         stat(out, "items:1:number", s.curr_items);
+        stat(out, "items:1:mem_requested", s.bytes);
         stat(out, "items:1:evicted", s.evictions);
-        stat(out, "items:1:evicted_unfetched", s.evicted_unfetched);
-        stat(out, "items:1:expired_unfetched", s.expired_unfetched);
+        stat(out, "items:1:outofmemory", t.store_no_memory);
+        // No reference counts, so no tail repairs and no locked items.
+        stat(out, "items:1:tailrepairs", 0);
         stat(out, "items:1:reclaimed", s.reclaimed);
+        stat(out, "items:1:expired_unfetched", s.expired_unfetched);
+        stat(out, "items:1:evicted_unfetched", s.evicted_unfetched);
+        stat(out, "items:1:lrutail_reflocked", 0);
     }
 }
 
@@ -244,6 +330,21 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "extstore_bytes_read", f.bytes_read);
     stat(out, "extstore_page_reclaims", f.segments_reclaimed);
     stat(out, "extstore_io_queue", f.reads_in_flight);
+    // A write buffer takes a free flash segment (a page) for every
+    // segment written; reclaiming the oldest segment to make room drops
+    // what is left on it (memcached's page evictions); tiercache does not
+    // compact pages, so nothing is lost, rescued or skipped by compaction.
+    stat(out, "extstore_page_allocs", f.segments_written);
+    stat(out, "extstore_page_evictions", f.segments_reclaimed);
+    stat(out, "extstore_compact_lost", 0);
+    stat(out, "extstore_compact_rescues", 0);
+    stat(out, "extstore_compact_skipped", 0);
+    // Gets answered from flash (memcached's get_extstore), flash hits
+    // copied back to RAM (recache), and records that failed verification.
+    stat(out, "get_extstore", e.shard.flash_hits);
+    stat(out, "recache_from_extstore", e.shard.promoted);
+    stat(out, "badcrc_from_extstore", f.verify_failures);
+    stat(out, "miss_from_extstore", f.tag_misses);
     stat(out, "flash_segments_written", f.segments_written);
     stat(out, "flash_bytes_admitted", f.bytes_admitted);
     stat(

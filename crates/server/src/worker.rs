@@ -17,13 +17,15 @@
 
 use crate::conn::{split_token, token_base, Conn, State};
 use crate::execute::Ctx;
+use crate::registry::ConnInfo;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -31,7 +33,8 @@ use tiercache_engine::clock::unix_now;
 use tiercache_engine::flash::io::Notify;
 use tiercache_proto::Limits;
 
-const LISTENER: Token = Token(usize::MAX);
+/// Listening socket `i` has token `LISTENERS - i`.
+const LISTENERS: usize = usize::MAX - 16;
 const MAILBOX: Token = Token(usize::MAX - 1);
 /// The io_uring reader's eventfd: readable when flash reads completed.
 const FLASH_IO: Token = Token(usize::MAX - 2);
@@ -92,19 +95,53 @@ impl Dispatch {
     }
 }
 
+std::thread_local! {
+    /// The fd of the connection this worker is running requests of, for
+    /// `stats conns` (which shows that one as `conn_parse_cmd`).
+    static CURRENT_FD: Cell<Option<i32>> = const { Cell::new(None) };
+}
+
+/// The fd of the connection whose requests the calling worker runs.
+pub fn current_fd() -> Option<i32> {
+    CURRENT_FD.with(Cell::get)
+}
+
+/// The listener a token names, if it names one.
+fn listener_of(t: Token, n: usize) -> Option<usize> {
+    let i = LISTENERS.checked_sub(t.0)?;
+    (t.0 <= LISTENERS && i < n).then_some(i)
+}
+
+/// A worker's connections: the slab and, by the same key, what `stats
+/// conns` and the idle timeout know of each.
+pub struct Conns {
+    slab: Slab<Conn>,
+    info: Vec<Option<Arc<ConnInfo>>>,
+    me: usize,
+}
+
 /// Runs worker `me` on `poll` (whose registry made mailbox `me`).
 pub fn run(
     me: usize,
     mut poll: Poll,
-    listener: std::net::TcpListener,
+    listeners: Vec<std::net::TcpListener>,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
     dispatch: Arc<Dispatch>,
 ) -> io::Result<()> {
-    let mut listener = TcpListener::from_std(listener);
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let mut conns: Slab<Conn> = Slab::new();
+    let mut listeners: Vec<TcpListener> =
+        listeners.into_iter().map(TcpListener::from_std).collect();
+    for (i, l) in listeners.iter_mut().enumerate() {
+        poll.registry()
+            .register(l, Token(LISTENERS - i), Interest::READABLE)?;
+    }
+    let mut conns = Conns {
+        slab: Slab::new(),
+        info: Vec::new(),
+        me,
+    };
+    let idle_timeout = shared.config.server.idle_timeout;
+    let mut last_idle_check = unix_now();
     let mut events = Events::with_capacity(1024);
     // Flash reads complete, and the flusher makes progress, through the
     // mailbox's waker (mio allows one waker per poll).
@@ -156,14 +193,13 @@ pub fn run(
         };
         let mut woken = events.is_empty() || any_busy;
         for ev in events.iter() {
-            if ev.token() == LISTENER {
+            if let Some(i) = listener_of(ev.token(), listeners.len()) {
                 accept_blocked = accept(
-                    &listener,
+                    &listeners[i..=i],
                     &poll,
                     &mut conns,
                     &shared,
                     &dispatch,
-                    me,
                     accept_blocked,
                 );
                 continue;
@@ -182,7 +218,14 @@ pub fn run(
                         .unwrap_or_else(PoisonError::into_inner),
                 );
                 for stream in handed {
-                    adopt(stream, &poll, &mut conns, &shared, &dispatch.boxes[me]);
+                    adopt(
+                        stream,
+                        &poll,
+                        &mut conns,
+                        &shared,
+                        &dispatch.boxes[me],
+                        ctx.now,
+                    );
                 }
                 continue;
             }
@@ -203,13 +246,13 @@ pub fn run(
             ready.clear();
             for c in completions.drain(..) {
                 let (key, _, _, _) = split_token(c.token);
-                if let Some(conn) = conns.get_mut(key) {
+                if let Some(conn) = conns.slab.get_mut(key) {
                     conn.complete_read(c.token, c.result, &ctx);
                     ready.push(key);
                 }
             }
             // Requests parked for back-pressure try again.
-            for (key, conn) in conns.iter_mut() {
+            for (key, conn) in conns.slab.iter_mut() {
                 if conn.busy {
                     conn.busy = false;
                     ready.push(key);
@@ -233,34 +276,63 @@ pub fn run(
         if let Some(r) = &reader {
             r.borrow_mut().flush();
         }
-        any_busy = reader.is_some() && conns.iter().any(|(_, c)| c.busy);
+        any_busy = reader.is_some() && conns.slab.iter().any(|(_, c)| c.busy);
         if accept_blocked {
             accept_blocked = accept(
-                &listener,
+                &listeners,
                 &poll,
                 &mut conns,
                 &shared,
                 &dispatch,
-                me,
                 accept_blocked,
             );
+        }
+        if idle_timeout > 0 && ctx.now != last_idle_check {
+            last_idle_check = ctx.now;
+            kick_idle(&poll, &mut conns, &shared, &dispatch.boxes[me], ctx.now);
         }
     }
     Ok(())
 }
 
+/// Closes the connections that sent nothing for more than `-o
+/// idle_timeout` seconds (memcached's test, `idle_kicks`). A connection
+/// whose request waits for the flash tier or the journal is not idle.
+fn kick_idle(poll: &Poll, conns: &mut Conns, shared: &Shared, mailbox: &Mailbox, now: u32) {
+    let limit = shared.config.server.idle_timeout;
+    let idle: Vec<usize> = conns
+        .info
+        .iter()
+        .enumerate()
+        .filter_map(|(key, i)| {
+            let i = i.as_ref()?;
+            let waiting = conns.slab.get(key).is_some_and(|c| c.busy);
+            (i.idle_secs(now) > limit && !waiting).then_some(key)
+        })
+        .collect();
+    for key in idle {
+        if let Some(i) = &conns.info[key] {
+            tracing::debug!(peer = %i.peer, idle = i.idle_secs(now), "closing an idle connection (idle_timeout)");
+        }
+        bump(&shared.conns.idle_kicks);
+        close(poll, conns, key, shared, mailbox);
+    }
+}
+
 /// Accepts what the listen queue holds and returns whether accepting is
 /// blocked (`was`: it was blocked before), counting and logging the changes.
 fn accept(
-    listener: &TcpListener,
+    listeners: &[TcpListener],
     poll: &Poll,
-    conns: &mut Slab<Conn>,
+    conns: &mut Conns,
     shared: &Shared,
     dispatch: &Dispatch,
-    me: usize,
     was: bool,
 ) -> bool {
-    let blocked = match accept_all(listener, poll, conns, shared, dispatch, me) {
+    let all = listeners
+        .iter()
+        .try_for_each(|l| accept_all(l, poll, conns, shared, dispatch));
+    let blocked = match all {
         Ok(()) => false,
         Err(e) => {
             if !was {
@@ -287,7 +359,7 @@ fn accept(
 fn drive(
     key: usize,
     ev: Option<&mio::event::Event>,
-    conns: &mut Slab<Conn>,
+    conns: &mut Conns,
     ctx: &Ctx<'_>,
     poll: &Poll,
     shared: &Shared,
@@ -298,19 +370,28 @@ fn drive(
         item_size_max: cfg.cache.max_item_size,
         max_get_line: cfg.server.max_get_line,
     };
-    let Some(conn) = conns.get_mut(key) else {
+    let Some(conn) = conns.slab.get_mut(key) else {
         return;
     };
+    let info = conns.info.get(key).and_then(Option::as_ref);
+    if ev.is_some_and(|e| e.is_readable()) {
+        if let Some(i) = info {
+            i.touch(ctx.now);
+        }
+    }
     // The peer closed its side or reset: its FIN may have come with the
     // last data in this one edge.
     let hup = ev.is_some_and(|e| e.is_read_closed() || e.is_error());
-    match conn.drive(
+    CURRENT_FD.with(|c| c.set(info.map(|i| i.fd)));
+    let state = conn.drive(
         ctx,
         &limits,
         cfg.server.max_pending_output,
         ev.is_some(),
         hup,
-    ) {
+    );
+    CURRENT_FD.with(|c| c.set(None));
+    match state {
         State::Open => {}
         State::Closed => close(poll, conns, key, shared, mailbox),
         State::Shutdown => {
@@ -325,11 +406,11 @@ fn drive(
 fn accept_all(
     listener: &TcpListener,
     poll: &Poll,
-    conns: &mut Slab<Conn>,
+    conns: &mut Conns,
     shared: &Shared,
     dispatch: &Dispatch,
-    me: usize,
 ) -> io::Result<()> {
+    let me = conns.me;
     loop {
         match listener.accept() {
             Ok((mut stream, peer)) => {
@@ -353,7 +434,7 @@ fn accept_all(
                 let to = dispatch.pick();
                 let mailbox = &dispatch.boxes[to];
                 if to == me {
-                    adopt(stream, poll, conns, shared, mailbox);
+                    adopt(stream, poll, conns, shared, mailbox, unix_now());
                 } else {
                     mailbox
                         .inbox
@@ -378,32 +459,50 @@ fn accept_all(
 fn adopt(
     mut stream: TcpStream,
     poll: &Poll,
-    conns: &mut Slab<Conn>,
+    conns: &mut Conns,
     shared: &Shared,
     mailbox: &Mailbox,
+    now: u32,
 ) {
-    let entry = conns.vacant_entry();
+    let (peer, local) = match (stream.peer_addr(), stream.local_addr()) {
+        (Ok(p), Ok(l)) => (p, l),
+        // Reset before it was adopted: nothing to serve.
+        _ => return uncount(shared, mailbox),
+    };
+    let entry = conns.slab.vacant_entry();
     let token = Token(entry.key());
     if let Err(e) =
         poll.registry()
             .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
     {
         tracing::warn!(error = %e, "cannot register connection");
-        mailbox.conns.fetch_sub(1, Ordering::Relaxed);
-        shared
-            .conns
-            .curr_connections
-            .fetch_sub(1, Ordering::Relaxed);
-        return;
+        return uncount(shared, mailbox);
     }
     static SERIAL: AtomicU64 = AtomicU64::new(1);
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+    let info = Arc::new(ConnInfo::new(stream.as_raw_fd(), peer, local, now));
     entry.insert(Conn::new(stream, token_base(token.0, serial)));
+    let key = token.0;
+    if conns.info.len() <= key {
+        conns.info.resize(key + 1, None);
+    }
+    shared.registry.add(conns.me, key, info.clone());
+    conns.info[key] = Some(info);
 }
 
-fn close(poll: &Poll, conns: &mut Slab<Conn>, key: usize, shared: &Shared, mailbox: &Mailbox) {
-    let mut conn = conns.remove(key);
+fn close(poll: &Poll, conns: &mut Conns, key: usize, shared: &Shared, mailbox: &Mailbox) {
+    if let Some(slot) = conns.info.get_mut(key) {
+        *slot = None;
+    }
+    shared.registry.remove(conns.me, key);
+    let mut conn = conns.slab.remove(key);
     let _ = poll.registry().deregister(&mut conn.stream);
+    uncount(shared, mailbox);
+}
+
+/// A connection is gone: it no longer counts against its worker nor in
+/// `curr_connections`.
+fn uncount(shared: &Shared, mailbox: &Mailbox) {
     mailbox.conns.fetch_sub(1, Ordering::Relaxed);
     shared
         .conns

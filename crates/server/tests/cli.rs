@@ -120,11 +120,12 @@ fn the_memory_minimum_the_error_names_is_the_real_one() {
     let (_, msg) = starts(&dir, &["-m", "7", "-I", "2m", "-o", "ext_path=none"]).unwrap_err();
     assert!(msg.contains("needs at least -m 8"), "{msg}");
     starts(&dir, &["-m", "8", "-I", "2m", "-o", "ext_path=none"]).expect("-m 8 -I 2m");
-    // With the default 1 GiB flash file: the write buffers and the index
+    // With a 1 GiB flash file given: the write buffers and the index
     // sized for it come out of -m; the message names the minimum and the
     // RAM-only way out, and the minimum is the real one.
+    let given = ["-o", "ext_path=tiercache.flash:1G"];
     for m in ["3", "29"] {
-        let (code, msg) = starts(&dir, &["-m", m]).unwrap_err();
+        let (code, msg) = starts(&dir, &[&["-m", m][..], &given[..]].concat()).unwrap_err();
         assert_eq!(code, Some(71), "{msg}");
         assert!(
             msg.contains("needs at least -m 30")
@@ -136,6 +137,15 @@ fn the_memory_minimum_the_error_names_is_the_real_one() {
             "refused: file removed"
         );
     }
-    starts(&dir, &["-m", "30"]).expect("-m 30 with the default flash file");
+    starts(&dir, &["-m", "30", "-o", "ext_path=tiercache.flash:1G"])
+        .expect("-m 30 with a 1 GiB flash file");
+    std::fs::remove_file(dir.join("tiercache.flash")).unwrap();
+    let _ = std::fs::remove_file(dir.join("tiercache.flash.snapshot"));
+    // The default flash file (no ext_path) is made to fit a small -m
+    // instead (`a_small_memory_limit_starts_with_a_smaller_default_flash_file`
+    // in ops.rs); below what RAM alone needs the error names that minimum.
+    let (code, msg) = starts(&dir, &["-m", "3"]).unwrap_err();
+    assert_eq!(code, Some(71), "{msg}");
+    assert!(msg.contains("needs at least -m 4"), "{msg}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
