@@ -111,10 +111,38 @@ impl Engine {
         Some(f(ItemView::new(s.header(loc), s.value(loc))))
     }
 
-    /// A get for callers that may block on the device (the simulator, the
-    /// engine's tests): [`get_with`](Self::get_with), reading the records it
-    /// asks for on this thread. `update`: record the hit as a server get
-    /// does; false is a peek.
+    /// Runs a command to its end on the calling thread, for callers that
+    /// may block on the device (the simulator, the engine's tests): when it
+    /// asks for the key's flash records ([`Wait::Reads`]), they are probed
+    /// and read here and it runs again (`cmd` gets the records read so far
+    /// and whether it may still ask). [`Wait::Busy`] goes back to the
+    /// caller, who chooses how to wait. The server does the same with its
+    /// asynchronous reader.
+    pub fn run_blocking<R>(
+        &self,
+        key: &[u8],
+        now: u32,
+        mut cmd: impl FnMut(&Fetched, bool) -> Result<R, Wait>,
+    ) -> Result<R, Wait> {
+        let mut fetched = Fetched::default();
+        let mut reads = Vec::new();
+        for round in 0.. {
+            match cmd(&fetched, round < READ_ROUNDS) {
+                Err(Wait::Reads) => {
+                    self.probe(key, now, &mut fetched, &mut reads);
+                    if let Some(flash) = self.flash() {
+                        flash.read_blocking(&mut fetched, &mut reads);
+                    }
+                }
+                r => return r,
+            }
+        }
+        unreachable!("the last round may not ask for reads")
+    }
+
+    /// A get for callers that may block on the device: [`get_with`](Self::get_with)
+    /// through [`run_blocking`](Self::run_blocking). `update`: record the
+    /// hit as a server get does; false is a peek.
     pub fn get_blocking<R>(
         &self,
         key: &[u8],
@@ -122,19 +150,11 @@ impl Engine {
         update: bool,
         f: impl FnOnce(Found, ItemView<'_>) -> R,
     ) -> Option<R> {
-        let mut fetched = Fetched::default();
-        let mut reads = Vec::new();
         let mut f = Some(f);
-        for _ in 0..READ_ROUNDS {
+        self.run_blocking(key, now, |fetched, may_read| {
             let run = |found, item: ItemView<'_>| (f.take().expect("once"))(found, item);
-            match self.lookup(key, now, &fetched, true, update, run) {
-                Ok(r) => return r,
-                Err(_) => {
-                    self.probe(key, now, &mut fetched, &mut reads);
-                    self.flash()?.read_blocking(&mut fetched, &mut reads);
-                }
-            }
-        }
-        None
+            self.lookup(key, now, fetched, may_read, update, run)
+        })
+        .unwrap_or(None)
     }
 }

@@ -44,10 +44,10 @@ pub fn read_all(flash: &FlashTier, fetched: &mut Fetched, reads: &mut Vec<ReadRe
     flash.read_blocking(fetched, reads);
 }
 
-/// Runs an engine command to its end on this thread, as the server does
-/// with its reader: reading the key's flash records when it asks for them
-/// (`Wait::Reads`), retrying while the crash journal or the flusher is
-/// behind (`Wait::Busy`).
+/// Runs an engine command to its end on this thread
+/// (`Engine::run_blocking`: it reads the key's flash records when the
+/// command asks), retrying while the crash journal or the flusher is behind
+/// (`Wait::Busy`), as the server does.
 pub fn run<R>(e: &Engine, k: &[u8], cmd: impl FnMut(&Fetched, bool) -> Result<R, Wait>) -> R {
     run_at(e, k, NOW, cmd)
 }
@@ -59,20 +59,12 @@ pub fn run_at<R>(
     now: u32,
     mut cmd: impl FnMut(&Fetched, bool) -> Result<R, Wait>,
 ) -> R {
-    let mut fetched = Fetched::default();
-    let mut reads = Vec::new();
-    let mut rounds = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         assert!(Instant::now() < deadline, "command never ran");
-        match cmd(&fetched, rounds < 3) {
+        match e.run_blocking(k, now, &mut cmd) {
             Ok(r) => return r,
-            Err(Wait::Reads) => {
-                rounds += 1;
-                e.probe(k, now, &mut fetched, &mut reads);
-                read_all(e.flash().expect("reads"), &mut fetched, &mut reads);
-            }
-            Err(Wait::Busy) => std::thread::sleep(Duration::from_micros(200)),
+            Err(_) => std::thread::sleep(Duration::from_micros(200)),
         }
     }
 }
