@@ -161,9 +161,13 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             }
         }
         Request::CacheMemlimit { megabytes, noreply } => {
+            let now = ctx.shared.config.cache.memory_mb;
             if megabytes < 8 {
                 reply(out, noreply, Reply::MemlimitTooSmall);
+            } else if usize::try_from(megabytes).is_ok_and(|m| m == now) {
+                reply(out, noreply, Reply::Ok);
             } else {
+                crate::logging::memlimit_refused(megabytes, now);
                 reply(out, noreply, Reply::MemlimitAdjustFailed);
             }
         }

@@ -50,3 +50,16 @@ pub fn set_verbosity(level: u32) {
         }
     }
 }
+
+/// `cache_memlimit N` with N other than `-m`: refused with memcached's
+/// failure reply (`MEMLIMIT_ADJUST_FAILED`), and the log says why. The RAM
+/// tier's segments, shards and index are sized from `-m` at start and
+/// cannot be resized while it runs; restart with `-m N` instead.
+pub fn memlimit_refused(asked_mb: u32, memory_mb: usize) {
+    tracing::warn!(
+        asked_mb,
+        memory_mb,
+        "cache_memlimit refused: the RAM tier (segments, shards, index) is sized from -m at \
+         start and cannot be resized while it runs; restart with -m {asked_mb}"
+    );
+}

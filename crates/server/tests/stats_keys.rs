@@ -23,9 +23,9 @@
 
 mod common;
 
+use common::free_port;
 use common::process::Proc;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -306,14 +306,6 @@ fn skip(why: &str) {
     eprintln!("skipped: {why} (tests/interop/install.sh installs memcached)");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A memcached child, killed on drop.
 struct Memcached {
     child: Child,
@@ -329,11 +321,7 @@ impl Memcached {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: geteuid has no effects.
-        #[allow(unsafe_code)]
-        if unsafe { libc::geteuid() } == 0 {
-            cmd.args(["-u", "root"]);
-        }
+        cmd.args(common::as_root());
         let child = cmd.spawn().expect("run memcached");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let t = Instant::now();
@@ -365,20 +353,8 @@ impl Client {
         Client(s)
     }
 
-    fn until(&mut self, cmd: &str, end: &[u8]) -> String {
-        self.0.write_all(cmd.as_bytes()).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 65536];
-        while !got.ends_with(end) {
-            let n = self.0.read(&mut buf).unwrap();
-            assert!(
-                n > 0,
-                "closed after {cmd:?}: {:?}",
-                String::from_utf8_lossy(&got)
-            );
-            got.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8(got).unwrap()
+    fn until(&mut self, cmd: &str, end: &str) -> String {
+        common::tx(&mut self.0, cmd, end)
     }
 
     /// `stats <group>` as (key, value) lines, in order.
@@ -388,7 +364,7 @@ impl Client {
         } else {
             format!("stats {group}\r\n")
         };
-        self.until(&cmd, b"END\r\n")
+        self.until(&cmd, "END\r\n")
             .lines()
             .filter_map(|l| l.strip_prefix("STAT "))
             .map(|l| {
@@ -400,9 +376,9 @@ impl Client {
 
     /// A key stored and read, so that per-class groups have a class.
     fn prime(&mut self) {
-        assert_eq!(self.until("set k 0 0 1\r\nx\r\n", b"\r\n"), "STORED\r\n");
+        assert_eq!(self.until("set k 0 0 1\r\nx\r\n", "\r\n"), "STORED\r\n");
         assert!(self
-            .until("get k\r\n", b"END\r\n")
+            .until("get k\r\n", "END\r\n")
             .starts_with("VALUE k 0 1"));
     }
 }
@@ -530,7 +506,7 @@ fn scrape(addr: SocketAddr) -> Result<Scrape, String> {
     c.prime();
     let mut s = Scrape::default();
     for g in ["stats\r\n", "stats slabs\r\n", "stats items\r\n"] {
-        for line in c.until(g, b"END\r\n").split("\r\n") {
+        for line in c.until(g, "END\r\n").split("\r\n") {
             let parts: Vec<&str> = line.split(' ').collect();
             if parts.len() != 3 || parts[0] != "STAT" {
                 continue;
@@ -553,7 +529,7 @@ fn scrape(addr: SocketAddr) -> Result<Scrape, String> {
             }
         }
     }
-    for line in c.until("stats settings\r\n", b"END\r\n").split("\r\n") {
+    for line in c.until("stats settings\r\n", "END\r\n").split("\r\n") {
         if line == "END" || line.is_empty() {
             continue;
         }

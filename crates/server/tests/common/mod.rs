@@ -61,3 +61,54 @@ impl Client {
         String::from_utf8_lossy(&self.tx(bytes)).into_owned()
     }
 }
+
+/// Sends `req` and reads the reply up to the end marker `until`.
+pub fn tx(s: &mut TcpStream, req: &str, until: &str) -> String {
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !got.ends_with(until.as_bytes()) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "closed after {req:?}: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(got).unwrap()
+}
+
+/// The value of `STAT <key>` in a `stats` reply.
+pub fn stat_of(text: &str, key: &str) -> Option<String> {
+    let want = format!("STAT {key} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&want).map(|v| v.trim().to_string()))
+}
+
+/// A port free now on 127.0.0.1 (for servers that must be told a port).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no effects.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid() == 0
+    }
+}
+
+/// `-u root` when the test runs as root (memcached and tiercache want to be
+/// told which user to run as).
+pub fn as_root() -> Vec<&'static str> {
+    if is_root() {
+        vec!["-u", "root"]
+    } else {
+        vec![]
+    }
+}

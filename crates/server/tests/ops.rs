@@ -1,0 +1,473 @@
+//! Operating the binary as memcached is operated: the version reply,
+//! `verbosity` and `cache_memlimit` at run time, several `-l` addresses,
+//! `-o idle_timeout`, a small `-m` with the default flash file, `-d`, `-P`
+//! and `-u`. Each test runs the real binary on real sockets.
+//!
+//! Cost: about 6 s in all; the idle timeout test waits 3 s (the shortest
+//! timeout is 1 s and is checked once a second), the daemon tests up to 2 s
+//! for the daemon to stop; the others take well under a second.
+
+mod common;
+
+use common::process::Proc;
+use common::{as_root, free_port, is_root, stat_of, tx};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ops-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs the binary to completion (a refusal, or `-d`'s foreground part).
+fn run(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run tiercache")
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid, 0) == 0
+    }
+}
+
+fn wait_gone(pid: i32, within: Duration) -> bool {
+    let t = Instant::now();
+    while alive(pid) {
+        if t.elapsed() > within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// memcached-aware clients (Node's `memcached`, pylibmc's feature checks)
+/// parse the `VERSION` line as a dotted version: a reply of
+/// `1.6.18-tiercache-0.1.0` read as semver gave 0.1.0 to some of them.
+/// The wire says the protocol level alone; `stats` carries ours.
+#[test]
+fn version_is_the_memcached_protocol_level_and_stats_has_ours() {
+    let p = Proc::start(&[]);
+    let mut s = p.client();
+    assert_eq!(tx(&mut s, "version\r\n", "\r\n"), "VERSION 1.6.18\r\n");
+    // What a semver parser makes of it: 1.6.18, no pre-release part.
+    let v = "1.6.18";
+    let parts: Vec<u32> = v.split('.').map(|x| x.parse().unwrap()).collect();
+    assert_eq!(parts, [1, 6, 18]);
+    let st = tx(&mut s, "stats\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "version").as_deref(), Some("1.6.18"));
+    assert_eq!(
+        stat_of(&st, "tiercache_version").as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// `verbosity N` changes the log level while the server runs: connection
+/// accepts are logged at debug, so they appear after `verbosity 1` and
+/// stop after `verbosity 0`; `stats settings` shows the level.
+#[test]
+fn verbosity_changes_the_log_level_at_run_time() {
+    let p = Proc::start(&[]);
+    let accepted = || {
+        p.log()
+            .iter()
+            .filter(|l| l.contains("connection accepted"))
+            .count()
+    };
+    let mut s = p.client();
+    assert_eq!(tx(&mut s, "version\r\n", "\r\n"), "VERSION 1.6.18\r\n");
+    assert_eq!(accepted(), 0, "debug lines at verbosity 0");
+    assert_eq!(tx(&mut s, "verbosity 1\r\n", "\r\n"), "OK\r\n");
+    let st = tx(&mut s, "stats settings\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "verbosity").as_deref(), Some("1"));
+    let mut c = p.client();
+    assert_eq!(tx(&mut c, "version\r\n", "\r\n"), "VERSION 1.6.18\r\n");
+    let t = Instant::now();
+    while accepted() == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "no debug line after verbosity 1: {:?}",
+            p.log()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(tx(&mut s, "verbosity 0\r\n", "\r\n"), "OK\r\n");
+    let before = accepted();
+    let mut c = p.client();
+    assert_eq!(tx(&mut c, "version\r\n", "\r\n"), "VERSION 1.6.18\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(accepted(), before, "debug lines after verbosity 0");
+    // A bad level is refused as memcached refuses it.
+    assert_eq!(
+        tx(&mut s, "verbosity abc\r\n", "\r\n"),
+        "CLIENT_ERROR bad command line format\r\n"
+    );
+}
+
+/// `cache_memlimit` to the size the server has is applied (nothing to
+/// change); any other size is refused with memcached's failure reply and
+/// the reason in the log: the RAM tier is sized at start.
+#[test]
+fn cache_memlimit_is_refused_with_the_reason_in_the_log() {
+    let p = Proc::start(&["-m", "32"]);
+    let mut s = p.client();
+    assert_eq!(tx(&mut s, "cache_memlimit 32\r\n", "\r\n"), "OK\r\n");
+    assert_eq!(
+        tx(&mut s, "cache_memlimit 4\r\n", "\r\n"),
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+    );
+    assert_eq!(
+        tx(&mut s, "cache_memlimit 64\r\n", "\r\n"),
+        "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n"
+    );
+    let t = Instant::now();
+    loop {
+        if p.log()
+            .iter()
+            .any(|l| l.contains("cache_memlimit refused") && l.contains("restart with -m 64"))
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", p.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The limit is unchanged.
+    let st = tx(&mut s, "stats\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "limit_maxbytes").as_deref(), Some("33554432"));
+}
+
+/// The listening addresses `stats conns` shows (`tcp:` / `tcp6:`).
+fn listeners(s: &mut TcpStream) -> Vec<SocketAddr> {
+    let text = tx(s, "stats conns\r\n", "END\r\n");
+    let fds: Vec<String> = text
+        .lines()
+        .filter(|l| l.ends_with(":state conn_listening"))
+        .map(|l| l.split([' ', ':']).nth(1).unwrap().to_string())
+        .collect();
+    fds.iter()
+        .map(|fd| {
+            let want = format!("STAT {fd}:addr ");
+            let a = text.lines().find_map(|l| l.strip_prefix(&want)).unwrap();
+            let a = a
+                .strip_prefix("tcp6:")
+                .or_else(|| a.strip_prefix("tcp:"))
+                .unwrap();
+            a.parse().unwrap()
+        })
+        .collect()
+}
+
+/// `-l` repeated and `-l a,b` lists: every address listens and serves,
+/// IPv4 and IPv6 (memcached's syntax; an IPv6 socket is v6-only).
+#[test]
+fn several_listen_addresses_repeated_and_comma_separated() {
+    // Proc gives `-l 127.0.0.1`; add a comma list with IPv6 and another
+    // loopback address.
+    let p = Proc::start(&["-l", "::1,127.0.0.2"]);
+    let mut s = p.client();
+    let addrs = listeners(&mut s);
+    assert_eq!(addrs.len(), 3, "{addrs:?}");
+    assert!(
+        addrs.iter().any(|a| a.ip().to_string() == "::1"),
+        "{addrs:?}"
+    );
+    assert!(
+        addrs.iter().any(|a| a.ip().to_string() == "127.0.0.2"),
+        "{addrs:?}"
+    );
+    for a in &addrs {
+        let mut c = TcpStream::connect(a).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(
+            tx(&mut c, "set k 0 0 1\r\nx\r\n", "\r\n"),
+            "STORED\r\n",
+            "{a}"
+        );
+        // `stats settings` names them in memcached's key.
+        let st = tx(&mut c, "stats settings\r\n", "END\r\n");
+        assert_eq!(
+            stat_of(&st, "inter").as_deref(),
+            Some("127.0.0.1,::1,127.0.0.2")
+        );
+    }
+    // A port per address, and bad lists are refused clearly.
+    let dir = scratch("listen");
+    let port = free_port();
+    let one = format!("127.0.0.1:{port}");
+    let out = run(
+        &[
+            &["-p", "0", "-l", "127.0.0.1,", "-o", "ext_path=none"][..],
+            &as_root(),
+        ]
+        .concat(),
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("an empty address"));
+    let out = run(
+        &[&["-l", "[::1", "-o", "ext_path=none"][..], &as_root()].concat(),
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no ']'"));
+    let p = Proc::start(&["-l", &one]);
+    let mut s = p.client();
+    assert!(listeners(&mut s).contains(&one.parse().unwrap()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-o idle_timeout=1`: a connection that sends nothing is closed after
+/// more than a second (checked once a second, so within about 3 s) and
+/// counted in `idle_kicks`; one that keeps talking stays open.
+#[test]
+fn idle_connections_are_closed_and_counted() {
+    let p = Proc::start(&["-o", "idle_timeout=1"]);
+    let mut idle = p.client();
+    let mut busy = p.client();
+    let t = Instant::now();
+    let mut closed_after = None;
+    idle.set_read_timeout(Some(Duration::from_millis(250)))
+        .unwrap();
+    while t.elapsed() < Duration::from_secs(4) {
+        assert_eq!(tx(&mut busy, "version\r\n", "\r\n"), "VERSION 1.6.18\r\n");
+        let mut b = [0u8; 16];
+        match idle.read(&mut b) {
+            Ok(0) => {
+                closed_after = Some(t.elapsed());
+                break;
+            }
+            Ok(n) => panic!("unexpected bytes {:?}", &b[..n]),
+            Err(_) => {} // timed out: still open
+        }
+    }
+    let after = closed_after.expect("the idle connection was not closed within 4 s");
+    assert!(
+        after >= Duration::from_millis(1000),
+        "closed after {after:?}"
+    );
+    let st = tx(&mut busy, "stats\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "idle_kicks").as_deref(), Some("1"));
+    let st = tx(&mut busy, "stats settings\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "idle_timeout").as_deref(), Some("1"));
+    // Without the option nobody is kicked and memcached's stat is absent.
+    let q = Proc::start(&[]);
+    let st = tx(&mut q.client(), "stats\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "idle_kicks"), None);
+}
+
+/// Starts the binary in `dir` (no `-o ext_path`: the default flash file)
+/// and returns its log lines up to "listening", and the child.
+// The child is returned to the caller, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
+fn start_in(dir: &Path, args: &[&str]) -> (std::process::Child, Vec<String>, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(["-p", "0", "-l", "127.0.0.1"])
+        .args(args)
+        .args(as_root())
+        .current_dir(dir)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tiercache");
+    let mut lines = Vec::new();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("did not start: {lines:?}");
+        }
+        lines.push(line.trim_end().to_string());
+        if let Some(i) = line.find("addr=") {
+            let a: String = line[i + 5..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .collect();
+            // Keep draining stderr so the server never blocks on it.
+            std::thread::spawn(move || for _ in err.lines() {});
+            return (child, lines, a.parse().unwrap());
+        }
+    }
+}
+
+/// `-m 16` with no `ext_path`: the default 1 GiB flash file's write
+/// buffers and index do not fit in 16 MiB, so the file is made smaller (the
+/// log says so) and the server starts with a flash tier.
+#[test]
+fn a_small_memory_limit_starts_with_a_smaller_default_flash_file() {
+    let dir = scratch("m16");
+    let (mut child, lines, addr) = start_in(&dir, &["-m", "16"]);
+    assert!(
+        lines.iter().any(|l| l.contains("using a smaller one")),
+        "{lines:?}"
+    );
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(tx(&mut s, "set k 0 0 1\r\nx\r\n", "\r\n"), "STORED\r\n");
+    assert_eq!(
+        tx(&mut s, "get k\r\n", "END\r\n"),
+        "VALUE k 0 1\r\nx\r\nEND\r\n"
+    );
+    let st = tx(&mut s, "stats\r\n", "END\r\n");
+    let flash: u64 = stat_of(&st, "extstore_limit_maxbytes")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(flash > 0 && flash < 1 << 30, "{flash}");
+    assert_eq!(stat_of(&st, "limit_maxbytes").as_deref(), Some("16777216"));
+    let file = std::fs::metadata(dir.join("tiercache.flash"))
+        .unwrap()
+        .len();
+    assert!(file < 1 << 30, "{file}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-d -P file`: the command returns 0 once the server listens; the pid
+/// file holds the daemon's pid (not the command's), which serves; SIGTERM
+/// stops it and the pid file is removed. A daemon that cannot start says
+/// why in the foreground with the exit code of a foreground start.
+#[test]
+fn daemon_with_pidfile_and_clean_exit() {
+    let dir = scratch("daemon");
+    let pidfile = dir.join("tiercache.pid");
+    let port = free_port();
+    let port_s = port.to_string();
+    let daemon = |pidfile: &Path| -> Vec<String> {
+        let mut a: Vec<String> = ["-d", "-P", pidfile.to_str().unwrap(), "-p", &port_s]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        a.extend(["-l", "127.0.0.1", "-o", "ext_path=none"].map(String::from));
+        a.extend(as_root().into_iter().map(String::from));
+        a
+    };
+    let args = daemon(&pidfile);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t = Instant::now();
+    let out = run(&args, &dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .expect("pid file written")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the daemon listens");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let st = tx(&mut s, "stats\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "pid"), Some(pid.to_string()));
+    // A second daemon on the same port cannot bind: the foreground says so.
+    let pid2 = dir.join("second.pid");
+    let args2 = daemon(&pid2);
+    let args2: Vec<&str> = args2.iter().map(String::as_str).collect();
+    let out = run(&args2, &dir);
+    assert_eq!(out.status.code(), Some(71));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("cannot listen on 127.0.0.1"), "{msg}");
+    assert!(!pid2.exists(), "a pid file for a server that did not start");
+    // SAFETY: signals the daemon this test started (its pid from its file).
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)),
+        "the daemon did not stop"
+    );
+    assert!(!pidfile.exists(), "the pid file was not removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A pid file that cannot be written is an error, not ignored.
+#[test]
+fn an_unwritable_pidfile_is_refused() {
+    let dir = scratch("badpid");
+    let out = run(
+        &[
+            &[
+                "-p",
+                "0",
+                "-l",
+                "127.0.0.1",
+                "-o",
+                "ext_path=none",
+                "-P",
+                "/nonexistent-ops-dir/x.pid",
+            ][..],
+            &as_root(),
+        ]
+        .concat(),
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(73));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(msg.contains("cannot write the pid file"), "{msg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `-u`: an unknown user is refused before anything starts (exit 67, as
+/// memcached's "can't find the user"); as root, `-u nobody` switches to
+/// nobody after binding (so a port below 1024 would still work).
+#[test]
+fn dash_u_switches_user_after_binding_and_refuses_unknown_users() {
+    let dir = scratch("user");
+    let out = run(
+        &["-p", "0", "-o", "ext_path=none", "-u", "no-such-user-ops"],
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(67));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("can't find the user no-such-user-ops"),
+        "{msg}"
+    );
+    if !is_root() {
+        eprintln!("skipped the switch: not running as root");
+        return;
+    }
+    let nobody = tiercache_server::daemon::lookup_user("nobody").expect("user nobody");
+    let p = Proc::start(&["-u", "nobody"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid())).unwrap();
+    let line = |k: &str| -> Vec<u32> {
+        let l = status.lines().find(|l| l.starts_with(k)).unwrap();
+        l.split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(line("Uid:"), [nobody.uid; 4], "{status}");
+    assert_eq!(line("Gid:"), [nobody.gid; 4], "{status}");
+    let mut s = p.client();
+    assert_eq!(tx(&mut s, "set k 0 0 1\r\nx\r\n", "\r\n"), "STORED\r\n");
+    assert!(
+        p.log().iter().any(|l| l.contains("switched user")),
+        "{:?}",
+        p.log()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
