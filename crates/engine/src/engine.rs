@@ -27,8 +27,10 @@ pub struct FlashConfig {
     pub read_threads: usize,
     /// Which reader to use (`ext_io`).
     pub io: IoMode,
-    /// Expected bytes per item on flash: the index is sized for the devices
-    /// full of such items (its entries cannot be rehashed later).
+    /// A hint, 0 = none: expected bytes per item on flash. The index then
+    /// starts sized for the devices full of such items and does not shrink
+    /// below that; without it the index starts small. Either way it grows
+    /// and shrinks with the items it holds (see index.rs).
     pub avg_item_size: usize,
     /// Where a graceful shutdown writes the snapshot the next start reads.
     pub snapshot: Option<PathBuf>,
@@ -71,8 +73,6 @@ impl Default for EngineConfig {
 /// Average item size the index is first sized for when no hash power is
 /// given; it grows with the item count from there.
 const SIZING_ITEM_BYTES: usize = 4096;
-/// Smallest initial index per shard, in buckets.
-const MIN_BUCKETS_PER_SHARD: usize = 64;
 /// Segments each shard should own at least.
 const MIN_SEGMENTS_PER_SHARD: usize = 8;
 
@@ -116,6 +116,8 @@ fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend
         }
     }
 }
+
+type SnapFile = crate::persist::SnapReader<std::io::BufReader<std::fs::File>>;
 
 /// The shards, shared with the flusher thread.
 struct Shards {
@@ -237,12 +239,11 @@ impl Engine {
                 shards: config.shards,
             });
         }
-        // Primary index buckets per shard: 2^hashpower over the shards when
-        // given, else exactly what the expected items need (not rounded to a
-        // power of two: a flash index is sized for the devices and is most
-        // of the DRAM a flash item costs).
-        let (per_shard_buckets, hash_power) = index_size(&config, device_bytes);
-        config.hash_power = hash_power;
+        // Index buckets per shard at start: 2^hashpower over the shards when
+        // given, else what RAM items of 4 KiB (and flash items of
+        // ext_avg_item_size, when given) need; it resizes itself from there.
+        let sizing = index_size(&config, device_bytes);
+        config.hash_power = sizing.hash_power;
         if segments / config.shards + 16 >= crate::flash::FLASH_SEG_BASE as usize {
             return Err(ConfigError::TooManySegmentsPerShard {
                 segments,
@@ -274,6 +275,7 @@ impl Engine {
             flush_gen: AtomicU64::new(0),
             flush_at: AtomicU32::new(0),
             nshards: config.shards,
+            index_cap: index_cap(&config),
         });
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
@@ -293,15 +295,16 @@ impl Engine {
             .map(|_| {
                 let policy = tiercache_policy::by_name(&config.policy).expect("checked");
                 Mutex::new(Shard::new(
-                    per_shard_buckets,
+                    sizing.precision,
+                    sizing.buckets,
                     policy,
                     shared.clone(),
                     flash.clone(),
                 ))
             })
             .collect();
-        // The index (sized up front for a flash tier) and the write buffers
-        // come out of -m: what is left must hold a working RAM tier.
+        // The index and the write buffers come out of -m: what is left must
+        // hold a working RAM tier.
         let index_mb =
             (shared.pool.index_bytes() - flash.as_ref().map_or(0, |f| f.buffer_bytes())) >> 20;
         if shared.pool.max_segments() < min_segments(config.shards, flash.is_some()) {
@@ -311,7 +314,7 @@ impl Engine {
                 format!(
                     ": the index takes {index_mb} MiB{} and leaves room for only {} segments of {} KiB",
                     if flash.is_some() {
-                        " (sized for the flash devices full of items of ext_avg_item_size) plus the flash write buffers"
+                        " (sized for the flash devices full of items of ext_avg_item_size) plus the flash write buffers; without ext_avg_item_size it starts small and grows with the items"
                     } else {
                         ""
                     },
@@ -330,10 +333,8 @@ impl Engine {
         };
         let journal_writer = match &flash {
             Some(f) => {
-                f.journal().set_geometry(
-                    config.shards.trailing_zeros() as u8,
-                    per_shard_buckets as u32,
-                );
+                f.journal()
+                    .set_geometry(config.shards.trailing_zeros() as u8, sizing.precision);
                 let f2 = f.clone();
                 let t = std::thread::Builder::new()
                     .name("flash-journal".into())
@@ -380,9 +381,9 @@ impl Engine {
         engine.restore_if_any()?;
         if let Some(f) = &engine.flash {
             // A snapshot brings its own index: fingerprints follow the index.
-            let buckets = engine.shards.list[0].lock().index_primary_buckets();
+            let precision = engine.shards.list[0].lock().index_precision();
             f.journal()
-                .set_geometry(engine.config.shards.trailing_zeros() as u8, buckets as u32);
+                .set_geometry(engine.config.shards.trailing_zeros() as u8, precision);
         }
         Ok(engine)
     }
@@ -405,12 +406,44 @@ impl Engine {
             let _ = std::fs::remove_file(path);
             return Ok(());
         }
+        let started = std::time::Instant::now();
+        let r = match self.open_snapshot(path) {
+            Err(SnapshotError::OtherConfiguration {
+                setting,
+                found,
+                expected,
+            }) => {
+                // Another -m, -t or shard count is routine: the flash
+                // devices do not depend on it, so recover from them as after
+                // a crash (RAM items are not kept).
+                let what = [
+                    "RAM segment size",
+                    "shard count",
+                    "flash segment size",
+                    "flash slots",
+                ]
+                .get(setting)
+                .copied()
+                .unwrap_or("geometry");
+                tracing::warn!(
+                    path = %path.display(),
+                    setting = what,
+                    snapshot = found,
+                    now = expected,
+                    "the shutdown snapshot was written with another configuration; \
+                     recovering the flash items from the devices instead (RAM items are not kept)"
+                );
+                std::fs::remove_file(path).map_err(|e| refuse(SnapshotError::Remove(e)))?;
+                self.recover_after_crash();
+                return Ok(());
+            }
+            r => r.map_err(refuse)?,
+        };
         if let Some(f) = &self.flash {
             // The snapshot's index is exact: the journal's facts are not needed.
             f.journal().take_recovered();
         }
-        let started = std::time::Instant::now();
-        let (items, segments) = self.restore(path).map_err(refuse)?;
+        let (items, segments) = self.restore(r).map_err(refuse)?;
         if let Some(f) = &self.flash {
             f.after_restore();
         }
@@ -485,7 +518,8 @@ impl Engine {
         ]
     }
 
-    fn restore(&self, path: &std::path::Path) -> Result<(u64, usize), SnapshotError> {
+    /// Opens a snapshot and checks its magic, version and configuration.
+    fn open_snapshot(&self, path: &std::path::Path) -> Result<SnapFile, SnapshotError> {
         use crate::persist::{SnapReader, MAGIC, VERSION};
         let file = std::fs::File::open(path)?;
         let mut r = SnapReader::new(std::io::BufReader::with_capacity(1 << 20, file));
@@ -511,6 +545,12 @@ impl Engine {
                 });
             }
         }
+        Ok(r)
+    }
+
+    /// Loads the rest of a snapshot [`open_snapshot`](Self::open_snapshot)
+    /// opened.
+    fn restore(&self, mut r: SnapFile) -> Result<(u64, usize), SnapshotError> {
         self.shared.cas.store(r.u64()?, Ordering::Relaxed);
         let segments = match &self.flash {
             Some(f) => f.load(&mut r)?,
@@ -676,12 +716,16 @@ impl Engine {
     /// Sum of all shards' counters.
     pub fn stats(&self, now: u32) -> EngineStats {
         let mut total = ShardStats::default();
-        let mut index_buckets = 0;
+        let (mut index_buckets, mut index_entries, mut index_slots) = (0, 0, 0);
         for s in &self.shards.list {
             let mut g = s.lock();
             g.catch_up(now);
             let st = g.stats;
-            index_buckets += g.index_primary_buckets();
+            index_buckets += g.index_buckets();
+            let (entries, slots) = g.index_usage();
+            index_entries += entries;
+            index_slots += slots;
+            total.index_evictions += st.index_evictions;
             total.curr_items += st.curr_items;
             total.bytes += st.bytes;
             total.total_items += st.total_items;
@@ -707,6 +751,14 @@ impl Engine {
             segment_size: self.shared.pool.seg_size() as u64,
             memory_limit: self.shared.pool.limit() as u64,
             index_buckets: index_buckets as u64,
+            index_entries: index_entries as u64,
+            index_slots: index_slots as u64,
+            index_table_bytes: self
+                .shards
+                .list
+                .iter()
+                .map(|s| s.lock().index_bytes() as u64)
+                .sum(),
             shards: self.shards.list.len() as u64,
         }
     }
@@ -750,27 +802,56 @@ fn shards_for(segments: usize) -> usize {
     shards.max(1)
 }
 
-/// Primary index buckets per shard and the hash power: 2^hashpower over the
-/// shards when given, else exactly what the expected items need (not
-/// rounded to a power of two: a flash index is sized for the devices and is
-/// most of the DRAM a flash item costs). `config.shards` must be set.
-fn index_size(config: &EngineConfig, device_bytes: u64) -> (usize, u32) {
-    if config.hash_power != 0 {
-        let per_shard = ((1usize << config.hash_power) >> config.shards.trailing_zeros()).max(16);
-        return (per_shard, config.hash_power);
+/// How a configuration's indexes start.
+struct IndexSizing {
+    /// Buckets per shard at start (and the fewest it shrinks to).
+    buckets: usize,
+    /// Position bits of every shard's index.
+    precision: u32,
+    /// log2 of the total buckets at start, for `stats`.
+    hash_power: u32,
+}
+
+/// The index a configuration starts with: `config.shards` must be set.
+/// The precision lets one shard's index grow to all of `-m` and shrink to
+/// 1/128 of that; it starts at 2^hashpower over the shards when given, else
+/// at what RAM items of 4 KiB need, and, with `ext_avg_item_size`, flash
+/// devices full of items of that size (a hint: the index grows and shrinks
+/// with the items either way, within [`index_cap`]).
+fn index_size(config: &EngineConfig, device_bytes: u64) -> IndexSizing {
+    let precision = crate::index::Index::precision_for(config.memory_limit / config.shards);
+    let per_shard = if config.hash_power != 0 {
+        (1usize << config.hash_power) >> config.shards.trailing_zeros()
+    } else {
+        let mut items = config.memory_limit / SIZING_ITEM_BYTES;
+        if let Some(fc) = config.flash.as_ref().filter(|f| f.avg_item_size > 0) {
+            items += (device_bytes / fc.avg_item_size.max(64) as u64) as usize;
+        }
+        crate::index::Index::buckets_for(items).div_ceil(config.shards)
+    };
+    let per_shard = per_shard.clamp(
+        crate::index::min_buckets(precision),
+        // A hint never takes more than half of the index budget.
+        (index_cap(config) / 2 / config.shards / crate::index::Index::bytes_for_buckets(1))
+            .max(crate::index::min_buckets(precision)),
+    );
+    IndexSizing {
+        buckets: per_shard,
+        precision,
+        hash_power: (per_shard * config.shards)
+            .next_power_of_two()
+            .trailing_zeros(),
     }
-    let mut items = config.memory_limit / SIZING_ITEM_BYTES;
-    if let Some(fc) = &config.flash {
-        // Flash entries cannot be rehashed (their keys are not in DRAM):
-        // size the index for a full device up front.
-        items += (device_bytes / fc.avg_item_size.max(64) as u64) as usize;
-    }
-    let buckets =
-        crate::index::Index::buckets_for(items).max(MIN_BUCKETS_PER_SHARD * config.shards);
-    (
-        buckets.div_ceil(config.shards),
-        buckets.next_power_of_two().trailing_zeros(),
-    )
+}
+
+/// The most the indexes and flash write buffers may take of `-m`: all but
+/// an eighth (the RAM tier keeps at least that, and the segments a
+/// configuration needs to start).
+fn index_cap(config: &EngineConfig) -> usize {
+    let segments = min_segments(config.shards, config.flash.is_some()) * config.segment_size;
+    config
+        .memory_limit
+        .saturating_sub(segments.max(config.memory_limit / 8))
 }
 
 /// Whether `config` (its `memory_limit`) passes the start-up size checks:
@@ -785,8 +866,8 @@ fn memory_fits(config: &EngineConfig, device_bytes: u64) -> bool {
     if c.shards == 0 {
         c.shards = shards_for(segments);
     }
-    let (per_shard, _) = index_size(&c, device_bytes);
-    let index = c.shards * crate::index::Index::bytes_for_buckets(per_shard);
+    let index =
+        c.shards * crate::index::Index::bytes_for_buckets(index_size(&c, device_bytes).buckets);
     let buffers = c.flash.as_ref().map_or(0, |fc| {
         fc.params.write_buffers.max(2) * fc.params.segment_size
     });
@@ -834,5 +915,11 @@ pub struct EngineStats {
     pub segment_size: u64,
     pub memory_limit: u64,
     pub index_buckets: u64,
+    /// Entries in the indexes (RAM and flash items) and the slots they have.
+    pub index_entries: u64,
+    pub index_slots: u64,
+    /// Bytes of the index tables alone (`index_bytes` also counts the
+    /// flash write buffers).
+    pub index_table_bytes: u64,
     pub shards: u64,
 }

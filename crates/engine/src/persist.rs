@@ -6,12 +6,13 @@
 //! deleted as soon as it has been read, before anything is served, so a
 //! later crash can never bring back this older state.
 //!
-//! File format (version 1), little-endian, CRC-32C over everything before
+//! File format (version 2; version 1 had the index of chained buckets),
+//! little-endian, CRC-32C over everything before
 //! the trailer:
 //!
 //! ```text
 //! "TCSNAP01"  magic
-//! u32         version (1)
+//! u32         version (2)
 //! u64 x 4     fingerprint: RAM segment size, shards, flash segment size, flash slots
 //! u64         CAS counter
 //! flash:      u64 next sequence; per slot: u8 state (0 free, 1 sealed), u64 seq,
@@ -30,7 +31,7 @@
 use std::io::{self, Read, Write};
 
 pub const MAGIC: &[u8; 8] = b"TCSNAP01";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Writes little-endian values and keeps a running CRC-32C.
 pub struct SnapWriter<W: Write> {

@@ -15,7 +15,7 @@
 use crate::credit::Credit;
 use crate::flash::tier::{AppendError, FlashTier};
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
-use crate::index::{Index, Loc};
+use crate::index::{Class, Evicted, Index, Loc};
 use crate::item::{self, Header, HEADER};
 use crate::pool::SegmentPool;
 use crate::segment::Segment;
@@ -41,6 +41,10 @@ pub struct Shared {
     /// Unix time of a pending delayed flush_all (0 = none).
     pub flush_at: AtomicU32,
     pub nshards: usize,
+    /// The most [`SegmentPool::index_bytes`] (indexes and flash write
+    /// buffers) may reach: an index grows only while it stays under, and
+    /// evicts when full instead.
+    pub index_cap: usize,
 }
 
 impl Shared {
@@ -73,6 +77,8 @@ pub struct ShardStats {
     pub promote_declined: u64,
     /// Requests served from flash.
     pub flash_hits: u64,
+    /// Entries a full index dropped to make room (also in `evictions`).
+    pub index_evictions: u64,
     /// Evicted from RAM without going to flash (too small, refused, expired).
     pub not_demoted: u64,
     /// Lookups that found their key's item expired (memcached's
@@ -153,9 +159,8 @@ pub struct Shard {
     pub stats: ShardStats,
     /// RAM items the last flush_all dropped, until the next sweep.
     flushed: crate::flushed::Flushed,
-    /// Whether the index may grow: true when every indexed item's key is in
-    /// DRAM, so its hash can be recomputed (turn off for a flash tier).
-    pub can_grow: bool,
+    /// The fewest buckets the index shrinks to (`ext_avg_item_size`'s hint).
+    index_floor: usize,
 }
 
 /// Key hash used by index, shards and the ghost list.
@@ -165,14 +170,16 @@ pub fn hash_key(key: &[u8]) -> u64 {
 }
 
 impl Shard {
+    /// A shard whose index keeps `precision` bits of position and starts
+    /// with `buckets` buckets (also the fewest it shrinks to).
     pub fn new(
+        precision: u32,
         buckets: usize,
         policy: Box<dyn EvictionPolicy>,
         shared: Arc<Shared>,
         flash: Option<Arc<FlashTier>>,
     ) -> Shard {
-        let can_grow = flash.is_none();
-        let index = Index::with_buckets(buckets);
+        let index = Index::new(precision, buckets);
         let bytes = index.memory_bytes();
         shared.pool.add_index_bytes(bytes as isize);
         let spare = shared.pool.take();
@@ -196,7 +203,7 @@ impl Shard {
             promote_credit: Credit::default(),
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
-            can_grow,
+            index_floor: buckets,
         }
     }
 
@@ -208,8 +215,18 @@ impl Shard {
         self.policy.name()
     }
 
-    pub fn index_primary_buckets(&self) -> usize {
-        self.index.primary_buckets()
+    pub fn index_buckets(&self) -> usize {
+        self.index.buckets()
+    }
+
+    /// (entries, slots) of the index.
+    pub fn index_usage(&self) -> (usize, usize) {
+        (self.index.len(), self.index.slots())
+    }
+
+    /// The index's position bits (the crash journal's geometry).
+    pub fn index_precision(&self) -> u32 {
+        self.index.precision()
     }
 
     /// Applies a flush_all that happened since this shard last looked.
@@ -557,12 +574,10 @@ impl Shard {
             p += part.len();
         }
         seg.live_items += 1;
-        self.index.insert(hash, loc);
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
         self.stats.bytes += size as u64;
-        self.account_index();
-        self.maybe_grow_index();
+        self.index_insert(hash, loc);
         Ok(loc)
     }
 
@@ -580,7 +595,7 @@ impl Shard {
     pub fn flush(&mut self) {
         self.remember_flushed();
         self.index.clear();
-        self.account_index();
+        self.resize_index();
         for q in 0..2 {
             while let Some(id) = self.queues[q].pop_front() {
                 let buf = self.close_segment(id);
@@ -631,6 +646,7 @@ impl Shard {
     /// Returns the number of items reclaimed.
     pub fn sweep_expired(&mut self, now: u32) -> u64 {
         self.prune_tombs();
+        self.resize_index();
         let mut reclaimed = 0;
         let left = self.flushed.sweep();
         self.stats.reclaimed += left.items;
@@ -676,19 +692,100 @@ impl Shard {
         self.index.memory_bytes()
     }
 
-    /// Doubles the index once it passes its design load, when every entry's
-    /// hash can be recomputed from its key in DRAM (`can_grow`). The memory
-    /// budget follows: a bigger index leaves room for fewer segments.
-    fn maybe_grow_index(&mut self) {
-        if !self.can_grow || !self.index.wants_grow() {
-            return;
+    /// Indexes a new item (whose counters are already counted). When the
+    /// index is full and may not grow, the least valuable entry of the
+    /// key's bucket goes ([`index_evicted`](Self::index_evicted)).
+    pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
+        let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap;
+        let flash = self.flash.clone();
+        let evicted = self
+            .index
+            .insert(hash, loc, may_grow, |l, hit| rank(flash.as_deref(), l, hit));
+        if let Some(ev) = evicted {
+            self.index_evicted(ev);
         }
-        let segs = &self.segs;
-        self.index.grow(|loc| {
-            let seg = segs[loc.seg as usize].as_ref().expect("live segment");
-            let b = &seg.data[loc.off as usize..];
-            hash_key(&b[HEADER..HEADER + b[20] as usize])
-        });
+        self.resize_index();
+    }
+
+    /// Resizes the index when it asks to (grown to its target load past
+    /// its grow load, shrunk when it is emptier than its shrink load),
+    /// within the index budget (`Shared::index_cap`) and not below its
+    /// floor. The memory budget follows: a bigger index leaves room for
+    /// fewer RAM segments.
+    fn resize_index(&mut self) {
+        let Some(mut want) = self.index.wants_resize() else {
+            self.account_index();
+            return;
+        };
+        let now = self.index.buckets();
+        want = want.max(self.index_floor.min(now));
+        if want > now {
+            let room = self
+                .shared
+                .index_cap
+                .saturating_sub(self.shared.pool.index_bytes())
+                / Index::bytes_for_buckets(1);
+            want = want.min(now + room);
+        }
+        if want != now {
+            let flash = self.flash.clone();
+            let evicted = self
+                .index
+                .resize(want, |l, hit| rank(flash.as_deref(), l, hit));
+            for ev in evicted {
+                self.index_evicted(ev);
+            }
+        }
         self.account_index();
     }
+
+    /// An entry the index dropped for room: its item is gone from the
+    /// cache (an eviction). A flash record of it stays on the device until
+    /// its segment is reused, so it gets a tombstone, as a delete would:
+    /// a later change of the key finds no entry to tombstone, and a crash
+    /// must not bring the record back over that change.
+    fn index_evicted(&mut self, ev: Evicted) {
+        self.stats.index_evictions += 1;
+        self.stats.evictions += 1;
+        self.stats.curr_items -= 1;
+        if is_flash(ev.loc) {
+            self.stats.flash_items -= 1;
+            if !ev.hit {
+                self.stats.evicted_unfetched += 1;
+            }
+            if let Some(f) = self.flash.clone() {
+                if f.seq_of(ev.loc).is_some_and(|s| s > f.journal().floor()) {
+                    self.tombstone_class(ev.class);
+                }
+                f.release(ev.loc);
+            }
+        } else {
+            let h = self.header(ev.loc);
+            if h.bits & item::FLASH_COPY != 0 {
+                self.tombstone_class(ev.class);
+            }
+            if h.bits & item::FETCHED == 0 {
+                self.stats.evicted_unfetched += 1;
+            }
+            self.update_bits(ev.loc, item::DEAD, 0);
+            self.seg_mut(ev.loc.seg).live_items -= 1;
+            self.stats.bytes -= h.size() as u64;
+        }
+    }
+
+    /// The key class of `hash` in this shard's index.
+    pub(crate) fn class_of(&self, hash: u64) -> Class {
+        Class::of(hash, self.index.precision())
+    }
+}
+
+/// How much an index entry is worth keeping when its bucket is full:
+/// flash entries before RAM ones, unhit before hit, the oldest segment
+/// first (as a set-associative cache evicts within its set).
+fn rank(flash: Option<&FlashTier>, loc: Loc, hit: bool) -> u64 {
+    if !is_flash(loc) {
+        return u64::MAX - 1;
+    }
+    let seq = flash.and_then(|f| f.seq_of(loc)).unwrap_or(0);
+    seq.min(1 << 61) | (u64::from(hit) << 62)
 }

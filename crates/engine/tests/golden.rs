@@ -47,7 +47,7 @@ fn value(i: u64, v: u64) -> Vec<u8> {
 /// The expectation file: one line per key recovery must bring back,
 /// `key version`, and `key -` for keys that must not come back.
 fn read_expect() -> Vec<(u64, Option<u64>)> {
-    std::fs::read_to_string(dir().join("device-v3.expect"))
+    std::fs::read_to_string(dir().join("device-v4.expect"))
         .expect("golden expectation")
         .lines()
         .map(|l| {
@@ -58,7 +58,7 @@ fn read_expect() -> Vec<(u64, Option<u64>)> {
 }
 
 fn image() -> Vec<u8> {
-    std::fs::read(dir().join("device-v3.img")).expect("golden image")
+    std::fs::read(dir().join("device-v4.img")).expect("golden image")
 }
 
 fn open(img: Vec<u8>, wipe: bool) -> Result<Engine, ConfigError> {
@@ -118,8 +118,8 @@ fn regenerate() {
         }
     }
     std::fs::create_dir_all(dir()).unwrap();
-    std::fs::write(dir().join("device-v3.img"), img).unwrap();
-    std::fs::write(dir().join("device-v3.expect"), lines).unwrap();
+    std::fs::write(dir().join("device-v4.img"), img).unwrap();
+    std::fs::write(dir().join("device-v4.expect"), lines).unwrap();
 }
 
 #[test]
@@ -155,29 +155,30 @@ fn superblock_refused(mutate: impl Fn(&mut [u8]), want: &str) {
 }
 
 #[test]
-fn a_device_of_format_version_2_is_refused() {
-    // The golden image of version 2 (its journal blocks named the index
-    // geometry by log2 of the bucket count).
-    let img = std::fs::read(dir().join("device-v2.img")).expect("version 2 image");
-    let err = open(img.clone(), false).err().expect("refused");
-    assert!(
-        matches!(
-            err,
-            ConfigError::Device(DeviceError::OtherVersion { found: 2, .. })
-        ),
-        "{err}"
-    );
-    let msg = err.to_string();
-    assert!(
-        msg.contains("format version 2") && msg.contains("ext_wipe"),
-        "{err}"
-    );
-    assert!(open(img, true).is_ok(), "wiping is explicit");
+fn devices_of_format_versions_2_and_3_are_refused() {
+    // The golden images of version 2 (its journal blocks named the index
+    // geometry by log2 of the bucket count) and version 3 (by the bucket
+    // count; its fingerprints were made of a key's bucket pair, which a
+    // resizable index no longer keeps).
+    for v in [2, 3] {
+        let img = std::fs::read(dir().join(format!("device-v{v}.img"))).expect("old image");
+        let err = open(img.clone(), false).err().expect("refused");
+        assert!(
+            matches!(err, ConfigError::Device(DeviceError::OtherVersion { found, .. }) if found == v),
+            "{err}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("format version {v}")) && msg.contains("ext_wipe"),
+            "{err}"
+        );
+        assert!(open(img, true).is_ok(), "wiping is explicit");
+    }
 }
 
 #[test]
 fn another_version_or_a_foreign_file_is_refused() {
-    superblock_refused(|b| b[8] = 4, "format version 4");
+    superblock_refused(|b| b[8] = 5, "format version 5");
     superblock_refused(|b| b[0..8].copy_from_slice(b"NOTOURS!"), "not a tiercache");
 }
 

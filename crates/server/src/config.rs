@@ -171,7 +171,10 @@ pub struct FlashSection {
     pub write_budget: u64,
     /// Erase devices holding something else (`ext_wipe`).
     pub wipe: bool,
-    /// Expected bytes per flash item, to size the index (`ext_avg_item_size`).
+    /// Expected bytes per flash item (`ext_avg_item_size`), a hint: the index
+    /// starts sized for the devices full of such items and does not shrink
+    /// below that. 0 (the default): it starts small; it grows and shrinks
+    /// with the items either way.
     pub avg_item_size: usize,
     /// Which flash hits copy the item back to RAM: never, second, always (`ext_promote`).
     pub promote: String,
@@ -199,7 +202,7 @@ impl Default for FlashSection {
             reinsert: true,
             write_budget: 0,
             wipe: false,
-            avg_item_size: 1024,
+            avg_item_size: 0,
             promote: "second".into(),
             low_ttl: 3600,
             io: "auto".into(),

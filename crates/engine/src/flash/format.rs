@@ -1,4 +1,4 @@
-//! The on-flash format (version 3): a superblock at the start of each
+//! The on-flash format (version 4): a superblock at the start of each
 //! device, a journal region, then fixed-size segments, each a header block
 //! followed by records. All integers little-endian; every structure carries
 //! a CRC-32C. docs/FORMAT.md walks through it with the golden files in
@@ -10,7 +10,7 @@
 //!
 //! superblock (4 KiB block, rest zero)
 //!   0  8  magic "TIERCACH"
-//!   8  4  format version (3)
+//!   8  4  format version (4)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  device size in bytes
 //!  24  4  segment size in bytes
@@ -21,7 +21,7 @@
 //!
 //! journal block (4 KiB; the journal is pairs of blocks, see journal.rs)
 //!   0  8  magic "TCJOURNL"
-//!   8  4  format version (3)
+//!   8  4  format version (4)
 //!  12  4  crc32c of bytes 16..4096
 //!  16  8  write counter (grows with every journal write)
 //!  24  8  floor: segments with a sequence number <= floor are not trusted
@@ -29,14 +29,14 @@
 //!  36  4  entries n (at most 337)
 //!  40  1  log2 of the shard count       } the index geometry the
 //!  41  3  zero                           } fingerprints were made for
-//!  44  4  primary buckets per shard      }
+//!  44  4  index position bits P         }
 //!  48 12n entries: key fingerprint u32, horizon u64 (a tombstone: records
 //!         of keys with this fingerprint in segments with a sequence number
 //!         <= horizon are dead)
 //!
 //! segment header (first 4 KiB block of a segment, rest zero)
 //!   0  8  magic "TCSEGMNT"
-//!   8  4  format version (3)
+//!   8  4  format version (4)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  sequence number (increases with every segment written)
 //!  24  4  slot number
@@ -59,7 +59,7 @@
 use super::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 pub const SUPER_MAGIC: &[u8; 8] = b"TIERCACH";
 pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
 /// Where the journal starts on a device; segments follow it.

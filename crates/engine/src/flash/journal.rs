@@ -38,13 +38,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The journal fingerprint of a key hash for an engine of `2^shard_bits`
-/// shards with `buckets` primary index buckets each: a mix of the shard,
-/// the index tag and the smaller of the key's two candidate buckets.
+/// The journal fingerprint of a key hash for an engine whose index keeps
+/// `geometry.1` bits of position (`geometry.0`, log2 of the shard count, is
+/// recorded for the reader but not mixed in): a mix of the key's index
+/// class, its tag and position (see [`crate::index::Class`]). An index
+/// entry has the same class as its key, so an entry dropped without its
+/// key (evicted from a full index) still gets the key's fingerprint.
 pub fn fingerprint(hash: u64, geometry: (u8, u32)) -> u32 {
-    let (tag, pair) = crate::index::collision_class(hash, geometry.1 as usize);
-    let shard = (hash >> 40) & ((1u64 << geometry.0) - 1);
-    let mut x = tag | (shard << 11) | ((pair as u64) << 19);
+    class_fingerprint(crate::index::Class::of(hash, geometry.1))
+}
+
+/// The fingerprint of every key of an index class.
+pub fn class_fingerprint(c: crate::index::Class) -> u32 {
+    let mut x = u64::from(c.tag) | (u64::from(c.pos) << 11);
     // splitmix64's finalizer.
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -268,10 +274,11 @@ impl Journal {
 }
 
 impl Journal {
-    /// The index geometry fingerprints are made for (set once at start).
-    pub fn set_geometry(&self, shard_bits: u8, buckets: u32) {
+    /// The index geometry fingerprints are made for (set at start): log2
+    /// of the shard count and the index's position bits.
+    pub fn set_geometry(&self, shard_bits: u8, precision: u32) {
         self.geometry.store(
-            u64::from(shard_bits) << 32 | u64::from(buckets),
+            u64::from(shard_bits) << 32 | u64::from(precision),
             Ordering::Relaxed,
         );
     }
@@ -314,7 +321,11 @@ impl Journal {
 
     /// Queues a tombstone; returns its ticket.
     pub fn add(&self, hash: u64, horizon: u64) -> u64 {
-        let fp = fingerprint(hash, self.geometry());
+        self.add_fingerprint(fingerprint(hash, self.geometry()), horizon)
+    }
+
+    /// [`add`](Self::add) for a fingerprint (of an index class).
+    pub fn add_fingerprint(&self, fp: u32, horizon: u64) -> u64 {
         let mut st = self.state.lock();
         st.pending.push((fp, horizon));
         st.last_ticket += 1;
@@ -497,7 +508,7 @@ mod tests {
 
     fn journal(dev: &Arc<dyn BlockDevice>, bytes: u64) -> Arc<Journal> {
         let j = Arc::new(Journal::open(dev.clone(), START, bytes).unwrap());
-        j.set_geometry(2, 1000);
+        j.set_geometry(2, 20);
         j
     }
 
@@ -532,8 +543,7 @@ mod tests {
                 !rec.is_dead(h * 7919, 15) || {
                     // Only through a fingerprint shared with another key.
                     (0..1000u64).any(|o| {
-                        o != h
-                            && fingerprint(o * 7919, (2, 1000)) == fingerprint(h * 7919, (2, 1000))
+                        o != h && fingerprint(o * 7919, (2, 20)) == fingerprint(h * 7919, (2, 20))
                     })
                 }
             );

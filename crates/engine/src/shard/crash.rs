@@ -31,16 +31,20 @@ impl Shard {
     /// Asks the journal for a tombstone over every record of `hash`'s key
     /// appended so far; returns its ticket (0 without a flash tier).
     pub(super) fn tombstone(&mut self, hash: u64) -> u64 {
+        self.tombstone_class(self.class_of(hash))
+    }
+
+    /// [`tombstone`](Self::tombstone) for every key of an index class (an
+    /// entry dropped without its key).
+    pub(super) fn tombstone_class(&mut self, class: Class) -> u64 {
         let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
             return 0;
         };
         let j = f.journal();
         let h = f.max_seq();
-        let t = j.add(hash, h);
-        self.tombs.insert(
-            crate::flash::journal::fingerprint(hash, j.geometry()),
-            (h, t),
-        );
+        let fp = crate::flash::journal::class_fingerprint(class);
+        let t = j.add_fingerprint(fp, h);
+        self.tombs.insert(fp, (h, t));
         self.tombs_last = t;
         t
     }
@@ -96,7 +100,7 @@ impl Shard {
         if let Some(loc) = copy {
             self.update_bits(loc, 0, item::FLASH_COPY);
         }
-        let fp = crate::flash::journal::fingerprint(hash, j.geometry());
+        let fp = crate::flash::journal::class_fingerprint(self.class_of(hash));
         if let Some(m) = need {
             if self.tombs.get(&fp).is_none_or(|&(h, _)| h < m) {
                 self.tombstone(hash);
@@ -125,11 +129,10 @@ impl Shard {
     /// must run for `hash` once every record is indexed.
     pub fn recover_flash(&mut self, hash: u64, loc: Loc) -> bool {
         let shared_tag = !self.flash_candidates(hash).is_empty();
-        self.index.insert(hash, loc);
         self.stats.curr_items += 1;
         self.stats.flash_items += 1;
         self.stats.total_items += 1;
-        self.account_index();
+        self.index_insert(hash, loc);
         shared_tag
     }
 

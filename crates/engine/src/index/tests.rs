@@ -1,0 +1,357 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+fn hash_of(i: u64) -> u64 {
+    // splitmix64 finalizer: well-mixed hashes from integers.
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn loc_of(i: u64) -> Loc {
+    Loc {
+        seg: (i % u64::from(MAX_SEGMENTS)) as u32,
+        off: ((i * 8) % MAX_SEGMENT_BYTES as u64) as u32,
+    }
+}
+
+/// Ranks every entry alike (the index picks among equals).
+fn alike(_: Loc, _: bool) -> u64 {
+    0
+}
+
+/// Inserts keys 0..n, growing as the index asks; returns the evictions.
+fn fill(idx: &mut Index, range: std::ops::Range<u64>, grow: bool) -> usize {
+    let mut evicted = 0;
+    for i in range {
+        evicted += usize::from(idx.insert(hash_of(i), loc_of(i), true, alike).is_some());
+        if grow {
+            if let Some(n) = idx.wants_resize() {
+                evicted += idx.resize(n, alike).len();
+            }
+        }
+    }
+    evicted
+}
+
+#[test]
+fn insert_find_remove_relocate() {
+    let mut idx = Index::new(16, 1 << 10);
+    let mut model = HashMap::new();
+    for i in 0..5000u64 {
+        assert!(idx.insert(hash_of(i), loc_of(i), true, alike).is_none());
+        model.insert(hash_of(i), loc_of(i));
+    }
+    assert_eq!(idx.len(), 5000);
+    for (&h, &loc) in &model {
+        assert_eq!(idx.find(h, |l| l == loc), Some(loc));
+        assert_eq!(idx.hit(h, loc), Some(false));
+    }
+    for (i, (&h, &loc)) in model.iter().enumerate() {
+        if i % 2 == 0 {
+            assert!(idx.remove(h, loc));
+            assert!(!idx.contains(h, loc));
+            assert_eq!(idx.hit(h, loc), None);
+        } else {
+            assert!(idx.set_hit(h, loc));
+            assert_eq!(idx.hit(h, loc), Some(true));
+            let new = Loc {
+                seg: loc.seg,
+                off: (loc.off + 8) % MAX_SEGMENT_BYTES as u32,
+            };
+            assert!(idx.relocate(h, loc, new));
+            assert!(idx.contains(h, new));
+            assert_eq!(idx.hit(h, new), Some(false));
+        }
+    }
+    assert_eq!(idx.len(), 2500);
+    idx.clear();
+    assert!(idx.is_empty());
+    assert_eq!(idx.memory_bytes(), 1024 * 64);
+}
+
+#[test]
+fn find_tries_every_match_of_the_class() {
+    // Same hash (so same class and buckets) for as many locations as its
+    // two buckets hold.
+    let mut idx = Index::new(12, 64);
+    let h = hash_of(7);
+    let locs: Vec<Loc> = (0..2 * SLOTS as u64).map(|i| loc_of(i * 3 + 1)).collect();
+    for &l in &locs {
+        assert!(idx.insert(h, l, true, alike).is_none());
+    }
+    for &l in &locs {
+        assert_eq!(idx.find(h, |x| x == l), Some(l));
+    }
+    let mut calls = 0;
+    assert_eq!(
+        idx.find(h, |_| {
+            calls += 1;
+            false
+        }),
+        None
+    );
+    assert_eq!(calls, locs.len());
+    // A key of another class in the same buckets is not offered.
+    let other = (0..1u64 << 20)
+        .map(hash_of)
+        .find(|&x| {
+            let (p, q) = (idx.place_of(x), idx.place_of(h));
+            p.b1 == q.b1 && p.key != q.key
+        })
+        .expect("a key sharing the bucket");
+    assert_eq!(idx.find(other, |_| true), None);
+}
+
+#[test]
+fn loc_packing() {
+    for l in [
+        Loc {
+            seg: MAX_SEGMENTS - 1,
+            off: (MAX_SEGMENT_BYTES - 8) as u32,
+        },
+        Loc { seg: 0, off: 0 },
+        Loc { seg: 4097, off: 8 },
+    ] {
+        assert_eq!(Loc::unpack(l.pack()), l);
+        let e = (TAG_MASK << TAG_SHIFT) | (127 << REST_SHIFT) | ALT | HIT | l.pack();
+        assert_eq!(e >> 56, 0, "entries are 56 bits");
+        let mut b = EMPTY;
+        for i in 0..SLOTS {
+            b.set(i, e ^ i as u64);
+        }
+        for i in 0..SLOTS {
+            assert_eq!(b.get(i), e ^ i as u64);
+        }
+        assert_eq!(b.0[63], 0);
+    }
+}
+
+#[test]
+fn entry_is_never_zero() {
+    assert_ne!(tag_of(0), 0);
+    assert_ne!(tag_of(u64::MAX), 0);
+    let mut idx = Index::new(8, 1);
+    assert!(idx.insert(0, Loc { seg: 0, off: 0 }, true, alike).is_none());
+    assert!(idx.contains(0, Loc { seg: 0, off: 0 }));
+}
+
+/// Positions survive any bucket count the precision allows: every entry's
+/// class read back from its bucket is the class of its hash.
+#[test]
+fn class_is_known_from_the_entry_at_any_size() {
+    for prec in [8, 13, 20, 32] {
+        for n in [min_buckets(prec), min_buckets(prec) + 3, 1 << prec.min(14)] {
+            let mut idx = Index::new(prec, n);
+            for i in 0..2000u64 {
+                let h = hash_of(i);
+                if idx.insert(h, loc_of(i), true, alike).is_none() {
+                    assert_eq!(idx.class(h, loc_of(i)), Some(Class::of(h, prec)));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn grows_and_shrinks_keeping_entries_and_hit_bits() {
+    let prec = 16;
+    let mut idx = Index::new(prec, 1);
+    assert_eq!(idx.buckets(), min_buckets(prec));
+    let n = 200_000u64;
+    for i in 0..n {
+        assert!(idx.insert(hash_of(i), loc_of(i), true, alike).is_none());
+        if i % 3 == 0 {
+            idx.set_hit(hash_of(i), loc_of(i));
+        }
+        if let Some(b) = idx.wants_resize() {
+            assert!(idx.resize(b, alike).is_empty(), "no eviction while growing");
+        }
+    }
+    assert_eq!(idx.len(), n as usize);
+    assert!(idx.load_percent() > TARGET_PERCENT as f64 - 1.0);
+    let grown = idx.buckets();
+    for i in 0..n {
+        assert_eq!(idx.hit(hash_of(i), loc_of(i)), Some(i % 3 == 0), "{i}");
+    }
+    // Remove 90%: the index shrinks with them.
+    for i in 0..n {
+        if i % 10 != 0 {
+            assert!(idx.remove(hash_of(i), loc_of(i)));
+            if let Some(b) = idx.wants_resize() {
+                assert!(idx.resize(b, alike).is_empty());
+            }
+        }
+    }
+    assert!(idx.buckets() * 5 < grown, "{} -> {}", grown, idx.buckets());
+    for i in (0..n).step_by(10) {
+        assert_eq!(idx.hit(hash_of(i), loc_of(i)), Some(i % 3 == 0), "{i}");
+    }
+    assert!(
+        idx.load_percent() >= SHRINK_PERCENT as f64,
+        "{}",
+        idx.load_percent()
+    );
+}
+
+/// An index kept at its target load holds entries in about 8 bytes, also
+/// after churn; a hit touches about 1.2 cache lines, a miss 2.
+#[test]
+fn bytes_per_entry_at_target_load() {
+    let n = 300_000u64;
+    let mut idx = Index::new(20, Index::buckets_for(n as usize));
+    assert_eq!(fill(&mut idx, 0..n, false), 0);
+    let check = |idx: &Index, live: std::ops::Range<u64>, what: &str| {
+        let per_entry = idx.memory_bytes() as f64 / idx.len() as f64;
+        let sample = live.clone().step_by(97);
+        let k = sample.clone().count() as f64;
+        let hit_lines: usize = sample
+            .map(|i| idx.lines_touched(hash_of(i), Some(loc_of(i))))
+            .sum();
+        let hit = hit_lines as f64 / k;
+        eprintln!(
+            "{what}: {} entries, {per_entry:.3} B/entry, lines per hit {hit:.3}",
+            idx.len()
+        );
+        assert!(per_entry <= 8.4, "{what}: {per_entry} B per entry");
+        assert!(hit < 1.5, "{what}: {hit} lines per hit");
+    };
+    check(&idx, 0..n, "filled");
+    for i in 0..2 * n {
+        assert!(idx.remove(hash_of(i), loc_of(i)));
+        assert!(idx
+            .insert(hash_of(i + n), loc_of(i + n), true, alike)
+            .is_none());
+    }
+    check(&idx, 2 * n..3 * n, "after churn");
+    for i in (2 * n..3 * n).step_by(13) {
+        assert!(idx.contains(hash_of(i), loc_of(i)));
+    }
+}
+
+/// A full index that may not grow evicts, per bucket, the entry ranked
+/// lowest (never the one being inserted), and says which.
+#[test]
+fn a_full_index_evicts_the_lowest_ranked_entry() {
+    let mut idx = Index::new(10, 8);
+    let slots = idx.slots() as u64;
+    // Rank: older segments (lower ids) first, hit entries last.
+    let rank = |l: Loc, hit: bool| u64::from(l.seg) + u64::from(hit) * (1 << 40);
+    let mut evicted = Vec::new();
+    for i in 0..slots * 3 {
+        let loc = Loc {
+            seg: i as u32,
+            off: 8,
+        };
+        if i == 5 {
+            // Inserted early, but hit: kept over unhit newer ones.
+            assert!(idx.insert(hash_of(i), loc, false, rank).is_none());
+            assert!(idx.set_hit(hash_of(i), loc));
+            continue;
+        }
+        if let Some(e) = idx.insert(hash_of(i), loc, false, rank) {
+            assert_ne!(e.loc, loc, "the new entry stays");
+            assert_eq!(e.class, Class::of(hash_of(u64::from(e.loc.seg)), 10));
+            evicted.push(e);
+        }
+        assert!(idx.contains(hash_of(i), loc));
+        assert!(idx.len() as u64 <= slots);
+    }
+    assert!(evicted.len() as u64 >= slots * 2 - slots / 10);
+    assert!(idx.contains(hash_of(5), Loc { seg: 5, off: 8 }));
+    // What goes is old: most evictions are of the oldest third.
+    let old = evicted
+        .iter()
+        .filter(|e| u64::from(e.loc.seg) < slots)
+        .count();
+    assert!(old as u64 > slots * 8 / 10, "{old} of {slots}");
+    assert_eq!(idx.len() + evicted.len(), slots as usize * 3);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u16),
+    Remove(u16),
+    Relocate(u16),
+    SetHit(u16),
+    Resize(u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => any::<u16>().prop_map(Op::Insert),
+        2 => any::<u16>().prop_map(Op::Remove),
+        1 => any::<u16>().prop_map(Op::Relocate),
+        1 => any::<u16>().prop_map(Op::SetHit),
+        1 => any::<u16>().prop_map(Op::Resize),
+    ]
+}
+
+proptest! {
+    /// The index against a HashMap of key -> (location, hit). Keys are
+    /// folded into few hash values so that classes and buckets collide;
+    /// what an insert or a resize evicts leaves the model too.
+    #[test]
+    fn behaves_like_a_map(ops in proptest::collection::vec(op(), 1..400), fold in 1u64..200) {
+        let mut idx = Index::new(12, 1);
+        let mut model: HashMap<u16, (Loc, bool)> = HashMap::new();
+        let mut next = 0u64;
+        let hash = |k: u16| hash_of(u64::from(k) % fold);
+        let forget = |model: &mut HashMap<u16, (Loc, bool)>, ev: Evicted| {
+            let k = *model.iter().find(|(_, v)| v.0 == ev.loc).expect("evicted a live entry").0;
+            assert_eq!(model[&k].1, ev.hit);
+            assert_eq!(ev.class, Class::of(hash(k), 12));
+            model.remove(&k);
+        };
+        for op in ops {
+            match op {
+                Op::Insert(k) => {
+                    if let Some((old, _)) = model.remove(&k) {
+                        prop_assert!(idx.remove(hash(k), old));
+                    }
+                    next += 1;
+                    let ev = idx.insert(hash(k), loc_of(next), true, alike);
+                    model.insert(k, (loc_of(next), false));
+                    if let Some(ev) = ev {
+                        prop_assert_ne!(ev.loc, loc_of(next));
+                        forget(&mut model, ev);
+                    }
+                }
+                Op::Remove(k) => {
+                    let l = model.remove(&k).map(|(l, _)| l).unwrap_or(loc_of(0));
+                    prop_assert_eq!(idx.remove(hash(k), l), l != loc_of(0));
+                }
+                Op::Relocate(k) => {
+                    next += 1;
+                    let new = loc_of(next);
+                    match model.get_mut(&k) {
+                        Some(e) => {
+                            prop_assert!(idx.relocate(hash(k), e.0, new));
+                            *e = (new, false);
+                        }
+                        None => prop_assert!(!idx.relocate(hash(k), loc_of(0), new)),
+                    }
+                }
+                Op::SetHit(k) => match model.get_mut(&k) {
+                    Some(e) => {
+                        prop_assert!(idx.set_hit(hash(k), e.0));
+                        e.1 = true;
+                    }
+                    None => prop_assert!(!idx.set_hit(hash(k), loc_of(0))),
+                },
+                Op::Resize(b) => {
+                    for ev in idx.resize(usize::from(b % 64) + 1, alike) {
+                        forget(&mut model, ev);
+                    }
+                }
+            }
+            prop_assert_eq!(idx.len(), model.len());
+        }
+        for (&k, &(l, hit)) in &model {
+            prop_assert_eq!(idx.find(hash(k), |x| x == l), Some(l));
+            prop_assert_eq!(idx.hit(hash(k), l), Some(hit));
+        }
+    }
+}
