@@ -194,6 +194,7 @@ impl Index {
         self.items
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.items == 0
     }

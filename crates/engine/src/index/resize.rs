@@ -86,6 +86,7 @@ impl Index {
     }
 
     /// Load, in percent of slots in use.
+    #[cfg(test)]
     pub fn load_percent(&self) -> f64 {
         self.items as f64 * 100.0 / self.slots() as f64
     }
@@ -126,6 +127,7 @@ impl Index {
     }
 
     /// The class of the entry for `loc`, if there is one.
+    #[cfg(test)]
     pub fn class(&self, hash: u64, loc: Loc) -> Option<Class> {
         self.position(hash, loc)
             .map(|(b, i)| self.class_at(b, self.buckets[b].get(i)))
