@@ -802,6 +802,14 @@ fn shards_for(segments: usize) -> usize {
     shards.max(1)
 }
 
+/// DRAM the index takes for `entries` items at its target load (nine
+/// 7-byte entries to a 64-byte bucket, 89% full; it resizes itself between
+/// 70% and 95%): the formula `tiercache-sim plan` charges flash items.
+pub fn index_dram_bytes(entries: u64) -> u64 {
+    crate::index::Index::bytes_for_buckets(crate::index::Index::buckets_for(entries as usize))
+        as u64
+}
+
 /// How a configuration's indexes start.
 struct IndexSizing {
     /// Buckets per shard at start (and the fewest it shrinks to).

@@ -66,10 +66,10 @@ pub const ENTRY_BYTES: usize = 7;
 /// factor `2^REST_BITS` below `2^P` (the bits of position an entry keeps).
 pub const REST_BITS: u32 = 7;
 /// An index grows when it is fuller than this (percent of slots) ...
-pub const GROW_PERCENT: usize = 93;
+pub const GROW_PERCENT: usize = 95;
 /// ... to this load, and shrinks to it when it gets emptier than
 /// [`SHRINK_PERCENT`].
-pub const TARGET_PERCENT: usize = 86;
+pub const TARGET_PERCENT: usize = 89;
 pub const SHRINK_PERCENT: usize = 70;
 
 const HIT: u64 = 1 << 36;
@@ -82,7 +82,7 @@ const TAG_SHIFT: u32 = 45;
 const TAG_MASK: u64 = 0x7FF;
 const ENTRY_MASK: u64 = (1 << 56) - 1;
 /// Kicks before an insert gives up and evicts.
-const MAX_KICKS: usize = 64;
+const MAX_KICKS: usize = 500;
 /// Kicks when the index may not grow and is nearly full, where long walks
 /// mostly fail: evict at once instead of paying a walk of cache misses.
 const FEW_KICKS: usize = 4;

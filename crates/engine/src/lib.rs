@@ -51,6 +51,7 @@ pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
 
+pub use engine::index_dram_bytes;
 pub use engine::{Engine, EngineConfig, EngineStats, FlashConfig};
 pub use error::{ConfigError, SnapshotError};
 pub use index::Loc;

@@ -213,6 +213,20 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "segments_in_use", e.shard.segments);
     stat(out, "reinserted", e.shard.reinserted);
     stat(out, "shards", e.shards);
+    // The index: its tables alone (`hash_bytes` also counts the flash
+    // write buffers), what they hold and how full they are; it resizes
+    // itself between 70% and 95% and evicts when its budget is reached.
+    stat(out, "index_bytes", e.index_table_bytes);
+    stat(out, "index_buckets", e.index_buckets);
+    stat(out, "index_entries", e.index_entries);
+    stat(out, "index_slots", e.index_slots);
+    let load = if e.index_slots > 0 {
+        e.index_entries as f64 * 100.0 / e.index_slots as f64
+    } else {
+        0.0
+    };
+    stat(out, "index_load_percent", format!("{load:.1}"));
+    stat(out, "index_evictions", e.shard.index_evictions);
     let per_item = if e.shard.curr_items > 0 {
         e.index_bytes as f64 / e.shard.curr_items as f64 + tiercache_engine::ITEM_HEADER as f64
     } else {
@@ -392,10 +406,15 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     if let Some(b) = f.io_backend {
         stat(out, "flash_io_backend", b.name());
     }
-    let per_item = if e.shard.curr_items > 0 {
-        e.index_bytes as f64 / e.shard.curr_items as f64
+    // Index bytes per indexed item (RAM and flash items have the same
+    // entries): what a flash item costs in DRAM, besides its segment's
+    // share of the segment table.
+    let per_item = if e.index_entries > 0 {
+        e.index_table_bytes as f64 / e.index_entries as f64
     } else {
         0.0
     };
     stat(out, "flash_index_bytes_per_item", format!("{per_item:.2}"));
+    // Entries a full index dropped (counted in `evictions` too).
+    stat(out, "flash_index_evictions", e.shard.index_evictions);
 }

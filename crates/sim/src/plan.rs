@@ -9,7 +9,9 @@
 //! item bytes           s = key + value + HEADER (24 B, the segment item header)
 //! dataset              D = items * s
 //! items on flash       F = max(0, D - ram) / s            (the RAM tier keeps the hottest)
-//! index DRAM           I = F * index_bytes                 (tiercache: 8 B per flash item)
+//! index DRAM           I = tiercache_engine::index_dram_bytes(F)   (the server's index at its
+//!                                                          target load: 8.0 B per item; or
+//!                                                          F * --index-bytes when given)
 //! RAM-tier overhead    R = (ram / s) * (index_bytes + HEADER)  (inside the RAM tier's budget)
 //! DRAM needed          ram + I
 //! flash needed         F * s / fill                        (fill: usable share, room to reclaim)
@@ -111,8 +113,10 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = 0.1)]
     pub flash_price: f64,
     /// DRAM bytes per flash item in the index.
-    #[arg(long, default_value_t = INDEX_BYTES)]
-    pub index_bytes: u64,
+    /// Default: the server's own index at its target load
+    /// (`tiercache_engine::index_dram_bytes`).
+    #[arg(long)]
+    pub index_bytes: Option<u64>,
     /// Print the plan as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -200,7 +204,11 @@ pub fn compute(a: &PlanArgs, w: Workload) -> Plan {
     let dataset_bytes = w.items * item_bytes;
     let ram_items = (a.ram / item_bytes).min(w.items);
     let flash_items = w.items - ram_items;
-    let index_dram_bytes = flash_items * a.index_bytes;
+    let index_dram_bytes = match a.index_bytes {
+        Some(b) => flash_items * b,
+        None => tiercache_engine::index_dram_bytes(flash_items),
+    };
+    let index_per_item = index_dram_bytes.div_ceil(flash_items.max(1)).max(1);
     let flash_needed_bytes =
         ((flash_items * item_bytes) as f64 / a.flash_fill.clamp(0.05, 1.0)).ceil() as u64;
     let flash_device_bytes = a.flash.unwrap_or(flash_needed_bytes);
@@ -244,7 +252,7 @@ pub fn compute(a: &PlanArgs, w: Workload) -> Plan {
         flash_reads_per_s_max: flash_reads,
         flash_read_headroom: a.device_iops as f64 / flash_reads.max(1.0),
         bottleneck,
-        flash_to_dram_ratio: flash_to_dram_ratio(item_bytes, a.index_bytes),
+        flash_to_dram_ratio: flash_to_dram_ratio(item_bytes, index_per_item),
         all_ram_dram_bytes: all_ram,
         cost,
         all_ram_cost: all_ram as f64 / GB * a.dram_price,
@@ -343,8 +351,9 @@ pub fn describe(p: &Plan) -> String {
     line(
         "DRAM for the flash index",
         format!(
-            "{} ({INDEX_BYTES} B per flash item)",
-            gb(p.index_dram_bytes)
+            "{} ({:.1} B per flash item)",
+            gb(p.index_dram_bytes),
+            p.index_dram_bytes as f64 / p.flash_items.max(1) as f64
         ),
     );
     line("DRAM in all", gb(p.dram_bytes));
@@ -494,8 +503,19 @@ mod tests {
         assert_eq!(p.item_bytes, 1064);
         assert_eq!(p.ram_items, (1u64 << 30) / 1064);
         assert_eq!(p.ram_items + p.flash_items, 10_000_000);
-        assert_eq!(p.index_dram_bytes, p.flash_items * 8);
-        assert_eq!(p.dram_bytes, (1 << 30) + p.flash_items * 8);
+        // The server's own formula: nine 7-byte entries to a 64-byte bucket
+        // at 89% load, about 8 B per flash item.
+        assert_eq!(
+            p.index_dram_bytes,
+            tiercache_engine::index_dram_bytes(p.flash_items)
+        );
+        let per_item = p.index_dram_bytes as f64 / p.flash_items as f64;
+        assert!((7.5..8.0).contains(&per_item), "{per_item}");
+        assert_eq!(p.dram_bytes, (1 << 30) + p.index_dram_bytes);
+        // --index-bytes overrides it.
+        let mut b = a.clone();
+        b.index_bytes = Some(12);
+        assert_eq!(compute(&b, w).index_dram_bytes, p.flash_items * 12);
         assert!(p.flash_fits);
         assert!(p.cost < p.all_ram_cost);
         assert!(describe(&p).contains("DRAM for the flash index"));

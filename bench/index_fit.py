@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Issue 15: the flash index fits the items actually stored.
+
+Default configuration, no ext_avg_item_size: `tiercache -m 64 -t 2 -o
+ext_path=DIR/tc.flash:1G`.
+
+1. Small items: N keys (default 4,000,000) with 100-byte values, set over
+   one connection (noreply, then `mn`). Reports refused sets
+   (`store_no_memory`), `evictions`, `flash_index_evictions`, the index
+   figures, and reads back every STEP-th key checking its value.
+2. DRAM per flash-resident item, measured from RSS: for 100-byte and
+   4000-byte values, the device filled to about FILLS (10% and 90%), the
+   same load into a RAM-only server with the same -m:
+       (RSS_flash - RSS_ram) / flash items
+   -m covers the index on both, so this is what the flash tier adds beyond
+   -m (write buffers, segment table, anything not budgeted); the index's own
+   cost, which -m covers, is `index_bytes / index_entries` from stats, shown
+   beside it.
+
+Environment: N=4000000 STEP=20 MEM=64 SIZE=1G FILLS=0.1,0.9 PORT=21515
+             RESULTS=bench/RESULTS.md (set RESULTS= to skip writing)
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+
+TAG = "index_fit"
+K = fl.knobs(N=4_000_000, STEP=20, MEM=64, SIZE="1G", FILLS="0.1,0.9", PORT=21515)
+# Records on flash, per item: 8-byte record prefix + 24-byte header + key +
+# value, padded to 8; records of at most 4 KiB do not cross a 4 KiB block.
+JOURNAL_SHARE = 1 / 32
+
+
+def record_bytes(klen, vlen):
+    rec = (8 + 24 + klen + vlen + 7) // 8 * 8
+    if rec <= 4096:
+        return 4096 / (4096 // rec)
+    return rec
+
+
+def flash_cmd(d):
+    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"])
+
+
+def ram_cmd(_d):
+    return fl.tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
+
+
+def figures(st):
+    keys = ["curr_items", "store_no_memory", "evictions", "flash_index_evictions", "index_bytes",
+            "index_entries", "index_load_percent", "flash_index_bytes_per_item", "hash_bytes",
+            "extstore_pages_used", "extstore_pages_free"]
+    return {k: st.get(k) for k in keys}
+
+
+def small_items():
+    with fl.scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
+        t = fl.set_keys(K.PORT, range(K.N), 100)
+        time.sleep(2)
+        st = srv.stats()
+        rss = srv.rss()
+        sample = range(0, K.N, K.STEP)
+        want = fl.value_of(100)
+        got = bad = 0
+        for _k, v in fl.get_values(K.PORT, sample):
+            got += 1
+            bad += v != want
+        return shown, t, st, rss, len(sample), got, bad
+
+
+def load(make, n, vlen):
+    with fl.scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
+        fl.set_keys(K.PORT, range(n), vlen)
+        time.sleep(2)
+        return shown, srv.rss(), srv.stats()
+
+
+def dram_per_item(vlen, fill):
+    klen = len(f"key:{int(1e6)}")
+    cap = fl.size_bytes(K.SIZE) * (1 - JOURNAL_SHARE) / record_bytes(klen, vlen)
+    ram_items = K.MEM * (1 << 20) / (24 + klen + vlen)
+    n = int(cap * fill + ram_items)
+    shown_f, rss_f, st_f = load(flash_cmd, n, vlen)
+    shown_r, rss_r, st_r = load(ram_cmd, n, vlen)
+    flash_items = int(st_f.get("extstore_objects_used", 0) or 0)
+    per = (rss_f - rss_r) / max(flash_items, 1)
+    idx = int(st_f["index_bytes"]) / max(int(st_f["index_entries"]), 1)
+    return dict(vlen=vlen, fill=fill, n=n, flash_items=flash_items, rss_flash=rss_f, rss_ram=rss_r,
+                per_item=per, index_per_entry=idx, st=figures(st_f), cmd_f=shown_f, cmd_r=shown_r)
+
+
+def main():
+    fl.build(TAG)
+    shown, t, st, rss, sampled, got, bad = small_items()
+    f = figures(st)
+    fl.log(TAG, f"small items: {K.N:,} sets in {t:.1f} s; {f}; read back {got:,} of {sampled:,}, {bad} wrong")
+    rows = []
+    for vlen in (100, 4000):
+        for fill in [float(x) for x in K.FILLS.split(",")]:
+            r = dram_per_item(vlen, fill)
+            fl.log(TAG, f"{vlen} B at {fill:.0%}: {r['flash_items']:,} flash items, RSS {r['rss_flash']/2**20:.1f} "
+                        f"vs {r['rss_ram']/2**20:.1f} MiB: {r['per_item']:.2f} B/item beyond -m; index "
+                        f"{r['index_per_entry']:.2f} B/entry; {r['st']}")
+            rows.append(r)
+    body = [
+        f"- command: `python3 bench/index_fit.py` (N={K.N}, STEP={K.STEP}, MEM={K.MEM}, SIZE={K.SIZE}, FILLS={K.FILLS})",
+        f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
+        f"- server: `{shown}` (defaults, no ext_avg_item_size)",
+        "",
+        f"Small items: {K.N:,} keys x 100-byte values set in {t:.1f} s (one connection, noreply):",
+        f"`store_no_memory` **{f['store_no_memory']}**, `evictions` {f['evictions']}, "
+        f"`flash_index_evictions` {f['flash_index_evictions']}, `curr_items` {f['curr_items']}, "
+        f"`index_bytes` {f['index_bytes']}, `index_load_percent` {f['index_load_percent']}, "
+        f"`flash_index_bytes_per_item` {f['flash_index_bytes_per_item']}, extstore pages used/free "
+        f"{f['extstore_pages_used']}/{f['extstore_pages_free']}, RSS {rss / 2**20:.1f} MiB. "
+        f"Read back every {K.STEP}th key: {got:,} of {sampled:,} present, {bad} with a wrong value.",
+        "",
+        "DRAM per flash-resident item: (RSS of the flash server - RSS of a RAM-only server with the same -m "
+        "and the same keys) / flash items; -m covers the index in both, so this is what the flash tier costs "
+        "beyond -m. The index itself (inside -m) is `index_bytes / index_entries`.",
+        "",
+        "| value | device fill | keys set | flash items | RSS flash MiB | RSS RAM-only MiB | B/flash item beyond -m | index B/entry | `flash_index_evictions` | `store_no_memory` |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        body.append(f"| {r['vlen']} | {r['fill']:.0%} | {r['n']:,} | {r['flash_items']:,} | {r['rss_flash']/2**20:.1f} | "
+                    f"{r['rss_ram']/2**20:.1f} | {r['per_item']:.2f} | {r['index_per_entry']:.2f} | "
+                    f"{r['st']['flash_index_evictions']} | {r['st']['store_no_memory']} |")
+    fl.write_results("Issue 15: the index fits the items stored (index_fit.py)", "\n".join(body), TAG)
+
+
+if __name__ == "__main__":
+    main()
