@@ -60,6 +60,7 @@ for depth in $DEPTHS; do
         for io in pool uring; do
             rm -f "$WORK/flash"
             "$TIERCACHE" -p "$PORT" -l 127.0.0.1 -m "$SERVER_MEM" -t "$SERVER_THREADS" \
+                $([[ "$(id -u)" == 0 ]] && echo -u root) \
                 -o "ext_path=$WORK/flash:2G" -o "ext_io=$io" >"$WORK/server.log" 2>&1 &
             PID=$!
             for _ in $(seq 100); do

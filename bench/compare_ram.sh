@@ -109,7 +109,7 @@ if [[ -z "$TC_NOTE" ]]; then
     elif port_open "$TC_PORT"; then
         TC_NOTE="port $TC_PORT is in use (set TC_PORT)"
     else
-        "$TIERCACHE" -p "$TC_PORT" "${SFLAGS[@]}" -o ext_path=none >"$WORK/tiercache.log" 2>&1 &
+        "$TIERCACHE" -p "$TC_PORT" "${SFLAGS[@]}" "${ROOTFLAG[@]}" -o ext_path=none >"$WORK/tiercache.log" 2>&1 &
         TC_PID=$!
         PIDS+=("$TC_PID")
         if wait_port "$TC_PORT" "$TC_PID"; then

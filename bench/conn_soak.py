@@ -311,7 +311,8 @@ def main():
     threading.stack_size(256 * 1024)
     common = ["-p", str(PORT), "-l", "127.0.0.1", "-t", str(THREADS), "-m", str(MEMORY_MB),
               "-c", str(MAXCONNS)]
-    results = [soak("tiercache", [TIERCACHE] + common + ["-o", "ext_path=none"], PORT)]
+    root = ["-u", "root"] if os.geteuid() == 0 else []
+    results = [soak("tiercache", [TIERCACHE] + common + root + ["-o", "ext_path=none"], PORT)]
     if MEMCACHED_TOO and os.path.exists(MEMCACHED):
         mc = [MEMCACHED, "-p", str(PORT + 1)] + common[2:] + ["-U", "0"]
         if os.geteuid() == 0:

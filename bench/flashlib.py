@@ -379,8 +379,10 @@ def scratch_server(tag, name, make_cmd, port, cgroup=None):
 
 
 def tiercache_cmd(port, mem_mb, threads, ext_opts):
+    # As memcached, tiercache refuses to run as root without -u.
+    root = ["-u", "root"] if os.geteuid() == 0 else []
     return [TIERCACHE, "-p", str(port), "-l", "127.0.0.1", "-t", str(threads), "-m",
-            str(mem_mb), "-o", ",".join(ext_opts)]
+            str(mem_mb)] + root + ["-o", ",".join(ext_opts)]
 
 
 def memcached_cmd(port, mem_mb, threads, ext_opts):

@@ -50,6 +50,6 @@ klen, vlen = 16, 32
 mem = ["-m", mb, "-t", "2", "-l", "127.0.0.1"]
 mc = ["memcached", "-U", "0"] + (["-u", "root"] if os.geteuid() == 0 else []) + mem
 # The RAM tier alone: no flash file.
-for name, cmd, port in [("tiercache", [tc] + mem + ["-o", "ext_path=none"], 23411), ("memcached", mc, 23412)]:
+for name, cmd, port in [("tiercache", [tc] + mem + (["-u", "root"] if os.geteuid() == 0 else []) + ["-o", "ext_path=none"], 23411), ("memcached", mc, 23412)]:
     items, per = measure(cmd, port, n, klen, vlen)
     print(f"{name}: {items} items of {klen} B key + {vlen} B value: {per:.1f} bytes of DRAM overhead per item (RSS)")

@@ -17,6 +17,8 @@ port = 23511
 work = tempfile.mkdtemp(prefix="tc-restart-")
 flash = os.path.join(work, "flash")
 cmd = [tc, "-p", str(port), "-m", mb, "-t", "2", "-o", f"ext_path={flash}:4G,ext_avg_item_size=512"]
+if os.geteuid() == 0:
+    cmd += ["-u", "root"]  # as memcached, tiercache refuses root without -u
 
 def start():
     log = open(os.path.join(work, "log"), "a")

@@ -200,6 +200,9 @@ def server_command(binary, port):
         # A fresh flash file per server: a shared default file would carry a
         # shutdown snapshot (items, CAS counter) from one server to the next.
         cmd += ["-o", f"ext_path={os.path.join(FLASH_DIR, f'flash-{port}')}:256M"]
+        # As memcached, tiercache refuses to run as root without -u.
+        if os.geteuid() == 0:
+            cmd += ["-u", "root"]
     if is_memcached(binary):
         cmd += ["-U", "0", "-o", "no_lru_maintainer"]
         if os.geteuid() == 0:

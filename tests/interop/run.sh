@@ -73,6 +73,8 @@ start_server() {
         # A fresh flash file per server (not the default one in the working
         # directory, whose shutdown snapshot would carry state across runs).
         args+=(-o "ext_path=$LOGDIR/flash-$port:256M")
+        # As memcached, tiercache refuses to run as root without -u.
+        [ "$(id -u)" -eq 0 ] && args+=(-u root)
     fi
     "$BIN" "${args[@]}" >"$LOGDIR/server.log" 2>&1 &
     SERVER_PID=$!

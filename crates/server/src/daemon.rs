@@ -95,9 +95,19 @@ pub fn is_root() -> bool {
     }
 }
 
-/// The user to switch to, if `-u` names one that exists.
+/// memcached's rule: root must say which user to run as (`-u root` to
+/// stay root), so that a server is not left running as root by mistake.
+/// Returns the user to switch to, if any; an unknown user is refused.
 pub fn check_user(user: Option<&str>) -> Result<Option<User>, Refusal> {
-    user.map(lookup_user).transpose()
+    let user = user.map(lookup_user).transpose()?;
+    if is_root() && user.is_none() {
+        return Err(Refusal::new(
+            EX_USAGE,
+            "can't run as root without the -u switch (give -u USER to switch to USER after \
+             binding, or -u root to stay root)",
+        ));
+    }
+    Ok(user)
 }
 
 /// Switches to `user` (groups, gid, then uid) if the process is root;

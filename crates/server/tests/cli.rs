@@ -2,11 +2,14 @@
 //! code that says which kind of error, also when stderr cannot be written
 //! (a full disk under the log file): never a panic (exit code 101).
 
+mod common;
+
 use std::fs::File;
 use std::process::{Command, Output, Stdio};
 
 fn tiercache(args: &[&str], stderr: Stdio) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(common::as_root())
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -84,6 +87,7 @@ fn starts(dir: &std::path::Path, args: &[&str]) -> Result<(), (Option<i32>, Stri
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
         .args(["-p", "0", "-l", "127.0.0.1"])
+        .args(common::as_root())
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())

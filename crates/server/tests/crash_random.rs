@@ -12,6 +12,8 @@
 //! Cost: about 60-120 s on 2 cores (`TC_CRASH_CYCLES`, default 8 kill cycles
 //! of `TC_CRASH_SECS`, default 4 s of load each).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -353,6 +355,7 @@ fn spawn(port: u16, flash: &str) -> Child {
     // TC_SERVER_BIN runs the same test against another build.
     let bin = std::env::var("TC_SERVER_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
     Command::new(bin)
+        .args(common::as_root())
         .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
         .arg(format!("ext_path={flash}:128M"))
         .stdout(Stdio::null())

@@ -10,6 +10,8 @@
 //! checking anything where they are missing (CI runs as root).
 //! Cost: about 20-40 s.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -88,6 +90,7 @@ fn spawn(port: u16, flash: &Path, cwd: &Path) -> Child {
     // TC_SERVER_BIN runs the same test against another build.
     let bin = std::env::var("TC_SERVER_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
     Command::new(bin)
+        .args(common::as_root())
         .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
         .arg(format!("ext_path={}:160M", flash.display()))
         .current_dir(cwd)

@@ -431,8 +431,9 @@ fn an_unwritable_pidfile_is_refused() {
 }
 
 /// `-u`: an unknown user is refused before anything starts (exit 67, as
-/// memcached's "can't find the user"); as root, `-u nobody` switches to
-/// nobody after binding (so a port below 1024 would still work).
+/// memcached's "can't find the user"); as root, no -u is refused (exit 64,
+/// as memcached) and `-u nobody` switches to nobody after binding (so a
+/// port below 1024 would still work).
 #[test]
 fn dash_u_switches_user_after_binding_and_refuses_unknown_users() {
     let dir = scratch("user");
@@ -447,9 +448,17 @@ fn dash_u_switches_user_after_binding_and_refuses_unknown_users() {
         "{msg}"
     );
     if !is_root() {
-        eprintln!("skipped the switch: not running as root");
+        eprintln!("skipped the switch and the root check: not running as root");
         return;
     }
+    // As memcached: root must name the user (exit 64, memcached's words).
+    let out = run(&["-p", "0", "-o", "ext_path=none"], &dir);
+    assert_eq!(out.status.code(), Some(64));
+    let msg = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        msg.contains("can't run as root without the -u switch"),
+        "{msg}"
+    );
     let nobody = tiercache_server::daemon::lookup_user("nobody").expect("user nobody");
     let p = Proc::start(&["-u", "nobody"]);
     let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid())).unwrap();

@@ -100,6 +100,7 @@ fn after_kill_9_nothing_stale_comes_back() {
     let port = 23000 + (std::process::id() % 2000) as u16;
     let spawn = || {
         Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .args(common::as_root())
             .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
             .arg(format!("ext_path={}:128M", dir.join("flash").display()))
             .stdout(Stdio::null())
@@ -175,6 +176,7 @@ fn after_kill_9_a_deleted_promoted_key_stays_deleted() {
         // TC_SERVER_BIN runs the same test against another build.
         let bin = std::env::var("TC_SERVER_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
         Command::new(bin)
+            .args(common::as_root())
             .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
             .arg(format!("ext_path={}:256M", dir.join("flash").display()))
             .stdout(Stdio::null())

@@ -35,6 +35,10 @@ impl Proc {
 
     pub fn start_with(o: Opts<'_>) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tiercache"));
+        // As root, tiercache (as memcached) wants to be told the user.
+        if !o.args.contains(&"-u") {
+            cmd.args(super::as_root());
+        }
         cmd.args(["-p", "0", "-l", "127.0.0.1", "-o", "ext_path=none"])
             .args(o.args)
             .env("RUST_LOG", "info")
