@@ -61,11 +61,12 @@ impl ServerHandle {
     }
 }
 
-/// The default flash file (no `ext_path` given) sized down until it fits
-/// in `-m`: its write buffers and its index come out of the memory limit,
-/// and 1 GiB with four 4 MiB buffers needs `-m 30`. Halves the file down to
-/// 64 MiB, then uses three buffers, then two (without `ext_low_ttl`, which
-/// needs three); if none fits, runs RAM-only. Says what it did in the log.
+/// The default flash file (no `ext_path` given) fitted to `-m`: its write
+/// buffers (four of 4 MiB) and its index come out of the memory limit.
+/// Tries three buffers, then two (without `ext_low_ttl`, which needs
+/// three), then the same with the file halved, down to 64 MiB: capacity is
+/// kept before write buffers. If none fits, runs RAM-only. Says what it did
+/// in the log.
 /// A flash tier the operator gave is never changed (too little memory for
 /// it is an error).
 pub fn fit_default_flash(cfg: &mut Config) {
@@ -91,12 +92,12 @@ pub fn fit_default_flash(cfg: &mut Config) {
         sizes.push(size);
         size /= 2;
     }
-    for (wbufs, low_ttl) in [
-        (cfg.flash.wbuf_count, cfg.flash.low_ttl),
-        (3, cfg.flash.low_ttl),
-        (2, 0),
-    ] {
-        for &bytes in std::iter::once(&asked).chain(&sizes) {
+    for &bytes in std::iter::once(&asked).chain(&sizes) {
+        for (wbufs, low_ttl) in [
+            (cfg.flash.wbuf_count, cfg.flash.low_ttl),
+            (3, cfg.flash.low_ttl),
+            (2, 0),
+        ] {
             let mut c = cfg.clone();
             c.flash.paths = vec![format!("{}:{}M", path.display(), bytes >> 20)];
             c.flash.wbuf_count = wbufs.min(cfg.flash.wbuf_count);
@@ -107,8 +108,8 @@ pub fn fit_default_flash(cfg: &mut Config) {
                     flash_mb = bytes >> 20,
                     ext_wbuf_count = c.flash.wbuf_count,
                     ext_low_ttl = c.flash.low_ttl,
-                    "-m is too small for the default 1 GiB flash file: using a smaller one \
-                     (give -o ext_path=FILE:SIZE to choose, or ext_path=none for RAM only)"
+                    "-m is too small for the default flash file and its write buffers: fitted \
+                     to -m (give -o ext_path=FILE:SIZE to choose, or ext_path=none for RAM only)"
                 );
                 *cfg = c;
                 return;

@@ -127,12 +127,25 @@ fn the_memory_minimum_the_error_names_is_the_real_one() {
     // With a 1 GiB flash file given: the write buffers and the index
     // sized for it come out of -m; the message names the minimum and the
     // RAM-only way out, and the minimum is the real one.
+    // The minimum is read from the first refusal (it moves with the
+    // index's design), then checked: one below is refused naming the same
+    // minimum, the minimum itself starts.
     let given = ["-o", "ext_path=tiercache.flash:1G"];
-    for m in ["3", "29"] {
+    let (code, msg) = starts(&dir, &[&["-m", "3"][..], &given[..]].concat()).unwrap_err();
+    assert_eq!(code, Some(71), "{msg}");
+    let min: usize = msg
+        .split("needs at least -m ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no minimum named: {msg}"));
+    assert!(min > 4, "{msg}");
+    let below = (min - 1).to_string();
+    for m in ["3", below.as_str()] {
         let (code, msg) = starts(&dir, &[&["-m", m][..], &given[..]].concat()).unwrap_err();
         assert_eq!(code, Some(71), "{msg}");
         assert!(
-            msg.contains("needs at least -m 30")
+            msg.contains(&format!("needs at least -m {min} "))
                 && msg.contains("-o ext_path=none, which needs at least -m 4"),
             "-m {m}: {msg}"
         );
@@ -141,12 +154,15 @@ fn the_memory_minimum_the_error_names_is_the_real_one() {
             "refused: file removed"
         );
     }
-    starts(&dir, &["-m", "30", "-o", "ext_path=tiercache.flash:1G"])
-        .expect("-m 30 with a 1 GiB flash file");
+    starts(
+        &dir,
+        &["-m", &min.to_string(), "-o", "ext_path=tiercache.flash:1G"],
+    )
+    .expect("the named minimum with a 1 GiB flash file");
     std::fs::remove_file(dir.join("tiercache.flash")).unwrap();
     let _ = std::fs::remove_file(dir.join("tiercache.flash.snapshot"));
     // The default flash file (no ext_path) is made to fit a small -m
-    // instead (`a_small_memory_limit_starts_with_a_smaller_default_flash_file`
+    // instead (`a_small_memory_limit_starts_with_a_fitted_default_flash_file`
     // in ops.rs); below what RAM alone needs the error names that minimum.
     let (code, msg) = starts(&dir, &["-m", "3"]).unwrap_err();
     assert_eq!(code, Some(71), "{msg}");
