@@ -257,9 +257,10 @@ const ONLY_TIERCACHE: &[(&str, &[&str], &str)] = &[
             "dram_overhead_per_item",
             "conn_output_stalls",
             "flash_reads_ahead",
+            "index_*",
         ],
         "tiercache's own figures (README): `version` is the memcached protocol level, \
-         `tiercache_version` the server's",
+         `tiercache_version` the server's; index_* describe the compact index",
     ),
     (
         "stats+flash",
