@@ -146,6 +146,31 @@ pub fn drop_privileges(user: &User) -> Result<bool, Refusal> {
     Ok(true)
 }
 
+/// After a switch to `user`: warns when the directory of the shutdown
+/// snapshot (next to the first flash device) is not writable by it, since
+/// the snapshot would then fail at exit and the next start recover the
+/// flash tier from the device instead (slower).
+pub fn check_snapshot_dir(user: &User, snapshot: &Path) {
+    let dir = match snapshot.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(c) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return;
+    };
+    // SAFETY: access reads the NUL-terminated path we own; no other effects.
+    #[allow(unsafe_code)]
+    let writable = unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0;
+    if !writable {
+        tracing::warn!(
+            user = %user.name,
+            dir = %dir.display(),
+            "the shutdown snapshot cannot be written here by -u's user: the next start will \
+             recover the flash tier from the device instead (give the user this directory)"
+        );
+    }
+}
+
 /// The pid file (`-P`): written once the server listens, removed when the
 /// server stops cleanly.
 pub struct PidFile {

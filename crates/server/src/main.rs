@@ -93,7 +93,10 @@ fn main() {
     if let Some(u) = &user {
         match daemon::drop_privileges(u) {
             Ok(true) => {
-                tracing::info!(user = %u.name, uid = u.uid, gid = u.gid, "switched user (-u)")
+                tracing::info!(user = %u.name, uid = u.uid, gid = u.gid, "switched user (-u)");
+                if let Ok(Some(snap)) = config.snapshot_path() {
+                    daemon::check_snapshot_dir(u, &snap);
+                }
             }
             Ok(false) if u.uid == 0 => tracing::info!("running as root (-u root)"),
             Ok(false) => {

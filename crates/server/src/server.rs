@@ -468,6 +468,8 @@ fn maintenance(shared: Arc<Shared>) {
         }
         last = Instant::now();
         let reclaimed = shared.engine.maintain(unix_now());
+        crate::stats::bump(&shared.conns.crawler_starts);
+        crate::stats::add(&shared.conns.crawler_reclaimed, reclaimed);
         if reclaimed > 0 {
             tracing::debug!(reclaimed, "expired items reclaimed");
         }

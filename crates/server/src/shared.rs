@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::execute::Ctx;
 use crate::stats::{self, ConnStats, StatsView, Totals, WorkerStats};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tiercache_engine::Engine;
@@ -76,8 +76,13 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             shared.engine.config().segment_size,
             crate::logging::verbosity(),
         ),
-        Some(b"items") => stats::items(out, &shared.engine.stats(ctx.now), &shared.totals(), false),
-        Some(b"slabs") => stats::items(out, &shared.engine.stats(ctx.now), &shared.totals(), true),
+        Some(g @ (b"items" | b"slabs")) => stats::items(
+            out,
+            &shared.engine.stats(ctx.now),
+            &shared.totals(),
+            shared.conns.crawler_reclaimed.load(Ordering::Relaxed),
+            g == b"slabs",
+        ),
         Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
         Some(b"conns") => crate::registry::stats_conns(
             out,

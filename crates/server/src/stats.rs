@@ -91,6 +91,11 @@ pub struct ConnStats {
     /// Connections closed for being idle longer than `-o idle_timeout`
     /// (memcached's name).
     pub idle_kicks: AtomicU64,
+    /// Runs of the once-a-second expiry sweep, tiercache's counterpart of
+    /// memcached's LRU crawler (`lru_crawler_starts`), and the expired
+    /// items it freed (`crawler_reclaimed`).
+    pub crawler_starts: AtomicU64,
+    pub crawler_reclaimed: AtomicU64,
 }
 
 fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
@@ -133,6 +138,7 @@ fn rusage() -> (f64, f64) {
 pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     let e = &v.engine;
     let (user, sys) = rusage();
+    let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
     stat(out, "pid", std::process::id());
     stat(out, "uptime", v.started.elapsed().as_secs());
     stat(out, "time", v.now);
@@ -142,26 +148,18 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "rusage_user", format!("{user:.6}"));
     stat(out, "rusage_system", format!("{sys:.6}"));
     stat(out, "max_connections", v.max_connections);
-    stat(
-        out,
-        "curr_connections",
-        v.conns.curr_connections.load(Ordering::Relaxed),
-    );
-    stat(
-        out,
-        "total_connections",
-        v.conns.total_connections.load(Ordering::Relaxed),
-    );
+    stat(out, "curr_connections", c(&v.conns.curr_connections));
+    stat(out, "total_connections", c(&v.conns.total_connections));
     stat(
         out,
         "rejected_connections",
-        v.conns.rejected_connections.load(Ordering::Relaxed),
+        c(&v.conns.rejected_connections),
     );
     // Connections and listeners the server holds state for.
     stat(
         out,
         "connection_structures",
-        v.conns.curr_connections.load(Ordering::Relaxed) + v.listeners as u64,
+        c(&v.conns.curr_connections) + v.listeners as u64,
     );
     stat(out, "reserved_fds", v.reserved_fds);
     // Counted where the engine looks keys up (as memcached's item lookup
@@ -171,24 +169,16 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     totals.get_flushed += e.shard.get_flushed;
     totals.emit(out);
     stat(out, "limit_maxbytes", e.memory_limit);
-    let blocked = v.conns.accept_blocked.load(Ordering::Relaxed);
+    let blocked = c(&v.conns.accept_blocked);
     stat(out, "accepting_conns", u8::from(blocked == 0));
-    stat(
-        out,
-        "listen_disabled_num",
-        v.conns.listen_disabled_num.load(Ordering::Relaxed),
-    );
+    stat(out, "listen_disabled_num", c(&v.conns.listen_disabled_num));
     stat(out, "threads", v.threads);
     // memcached yields a connection after `-R` requests of one read;
     // tiercache runs every request a read brought before the next
     // connection's, so it never yields.
     stat(out, "conn_yields", 0);
     if v.idle_timeout {
-        stat(
-            out,
-            "idle_kicks",
-            v.conns.idle_kicks.load(Ordering::Relaxed),
-        );
+        stat(out, "idle_kicks", c(&v.conns.idle_kicks));
     }
     stat(out, "hash_power_level", e.index_buckets.trailing_zeros());
     stat(out, "hash_bytes", e.index_bytes);
@@ -200,6 +190,8 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "expired_unfetched", e.shard.expired_unfetched);
     stat(out, "evicted_unfetched", e.shard.evicted_unfetched);
     stat(out, "bytes", e.shard.bytes);
+    stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
+    stat(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));
     // RAM segments allocated and not holding items now: memcached's pool
     // of free slab pages.
     stat(
@@ -294,7 +286,7 @@ pub fn settings(out: &mut Vec<u8>, cfg: &crate::config::Config, seg: usize, verb
 /// (`free_chunks` 0), and free segments are `slab_global_page_pool` in
 /// `stats`. The command counters are the server's, all of them in the one
 /// class.
-pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, slabs: bool) {
+pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, crawler_reclaimed: u64, slabs: bool) {
     let s = &e.shard;
     if slabs {
         stat(out, "1:chunk_size", e.segment_size);
@@ -325,6 +317,7 @@ pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, slabs: bool) {
         stat(out, "items:1:reclaimed", s.reclaimed);
         stat(out, "items:1:expired_unfetched", s.expired_unfetched);
         stat(out, "items:1:evicted_unfetched", s.evicted_unfetched);
+        stat(out, "items:1:crawler_reclaimed", crawler_reclaimed);
         stat(out, "items:1:lrutail_reflocked", 0);
     }
 }

@@ -479,5 +479,17 @@ fn dash_u_switches_user_after_binding_and_refuses_unknown_users() {
         "{:?}",
         p.log()
     );
+    // With a flash tier in a directory only root may write, the start warns
+    // that the shutdown snapshot will not be written there.
+    let ext = format!("ext_path={}:64M", dir.join("flash").display());
+    let f = Proc::start(&["-u", "nobody", "-o", &ext]);
+    assert!(
+        f.log()
+            .iter()
+            .any(|l| l.contains("shutdown snapshot cannot be written")),
+        "{:?}",
+        f.log()
+    );
+    drop(f);
     let _ = std::fs::remove_dir_all(&dir);
 }
