@@ -822,3 +822,53 @@ fn the_expiry_sweep_is_counted_as_memcacheds_crawler() {
     assert_eq!(get(&mut c, "items", "items:1:crawler_reclaimed"), 1);
     assert_eq!(get(&mut c, "", "curr_items"), 1);
 }
+
+/// memcached's own `memcached-tool` (Debian ships it with memcached) reads
+/// `stats items` and `stats slabs` for `display`, and `stats` and
+/// `stats settings` for the others: each runs against tiercache and shows
+/// the one class, the counters and the settings. Skipped, with a message,
+/// without memcached's package. Under a second.
+#[test]
+fn memcached_tool_display_stats_and_settings_work() {
+    let tool = std::path::Path::new("/usr/share/memcached/scripts/memcached-tool");
+    if !tool.is_file() {
+        return skip("memcached-tool is not installed (Debian's memcached package has it)");
+    }
+    let p = Proc::start(&[]);
+    Client::new(p.addr).prime();
+    let run = |cmd: &str| -> String {
+        let out = Command::new("perl")
+            .arg(tool)
+            .arg(p.addr.to_string())
+            .arg(cmd)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run perl");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.is_empty(), "{cmd}: {err}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let display = run("display");
+    let class: Vec<&str> = display
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap_or_else(|| panic!("no class 1 row: {display}"))
+        .split_whitespace()
+        .collect();
+    // #, Item_Size, Max_age, Pages, Count, ...: one page, one item.
+    assert_eq!((class[3], class[4]), ("1", "1"), "{display}");
+    let stats = run("stats");
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.split_whitespace().eq(["cmd_set", "1"])),
+        "{stats}"
+    );
+    let settings = run("settings");
+    assert!(
+        settings
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("inter")),
+        "{settings}"
+    );
+}
