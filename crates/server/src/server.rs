@@ -426,11 +426,19 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let registries: Vec<_> = polls.iter().map(|p| p.registry()).collect();
     let dispatch = Arc::new(crate::worker::Dispatch::new(&registries)?);
     let mut threads = Vec::new();
+    let nworkers = workers.len();
+    // The last worker gets the sockets themselves, whose fds `stats conns`
+    // names (closing them would let a connection reuse a listener's fd);
+    // the others get copies.
+    let mut originals = Some(listeners);
     for (i, (stats, poll)) in workers.into_iter().zip(polls).enumerate() {
-        let ls = listeners
-            .iter()
-            .map(TcpListener::try_clone)
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let ls = match &originals {
+            Some(l) if i + 1 < nworkers => l
+                .iter()
+                .map(TcpListener::try_clone)
+                .collect::<std::io::Result<Vec<_>>>()?,
+            _ => originals.take().unwrap_or_default(),
+        };
         let sh = shared.clone();
         let d = dispatch.clone();
         threads.push(

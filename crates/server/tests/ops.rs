@@ -179,6 +179,25 @@ fn several_listen_addresses_repeated_and_comma_separated() {
     // loopback address.
     let p = Proc::start(&["-l", "::1,127.0.0.2"]);
     let mut s = p.client();
+    // Connections opened after the start never share a listener's fd in
+    // `stats conns` (the listeners stay open).
+    let more: Vec<TcpStream> = (0..8).map(|_| p.client()).collect();
+    std::thread::sleep(Duration::from_millis(50));
+    let conns = tx(&mut s, "stats conns\r\n", "END\r\n");
+    let fd_of = |l: &str| l.split([' ', ':']).nth(1).unwrap().to_string();
+    let listening: Vec<String> = conns
+        .lines()
+        .filter(|l| l.ends_with(":state conn_listening"))
+        .map(fd_of)
+        .collect();
+    let clients: Vec<String> = conns
+        .lines()
+        .filter(|l| l.contains(":listen_addr "))
+        .map(fd_of)
+        .collect();
+    assert_eq!(clients.len(), 9, "{conns}");
+    assert!(listening.iter().all(|fd| !clients.contains(fd)), "{conns}");
+    drop(more);
     let addrs = listeners(&mut s);
     assert_eq!(addrs.len(), 3, "{addrs:?}");
     assert!(
