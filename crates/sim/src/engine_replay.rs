@@ -4,14 +4,16 @@
 //! buffers, the background flusher, reclaim with reinsertion of hit items,
 //! promotion on the second flash hit, all at the server's defaults).
 //!
-//! A get is the engine's `Engine::get_blocking`: the server's steps
-//! (`Shard::probe`, the device reads it asks for, then a RAM hit or a flash
-//! hit with its promotion), the reads done on this thread where the server
-//! hands them to its asynchronous reader. A miss inserts the
-//! object (cache-aside, as libCacheSim does), with a value of zeros of the
-//! object's size (capped to what fits a segment) under an 8-byte key (the
-//! object id); an insert the flash tier answers `Busy` (its flusher is behind)
-//! is retried after a short sleep, as a server's client would wait.
+//! Requests go through the engine's command API, as the server's do: a get
+//! is `Engine::get_blocking` (the server's `get_with`, the probe and the
+//! device reads it asks for done on this thread where the server hands them
+//! to its asynchronous reader, then a RAM hit or a flash hit with its
+//! promotion); a miss stores the object with `Engine::store` (cache-aside,
+//! as libCacheSim does), a value of zeros of the object's size (capped to
+//! what fits a segment) under an 8-byte key (the object id); a store the
+//! flash tier answers `Wait::Busy` (its flusher is behind) is retried after
+//! a short sleep, as a server's client would wait; a delete is
+//! `Engine::delete`.
 //!
 //! Unlike the object-level replay, the engine counts its own overhead: every
 //! item carries a 24-byte header and its key, the index and the flash write
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::command::{Found, Mode, Store, StoreResult};
 use tiercache_engine::flash::fault::MemDevice;
-use tiercache_engine::flash::{BlockDevice, Fetched, FlashTier, TierParams};
+use tiercache_engine::flash::{BlockDevice, Fetched, TierParams};
 use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
 /// The policy name that selects the engine: `tiercache` (the server's default
@@ -132,7 +134,6 @@ fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Eng
 
 struct Client<'a> {
     engine: &'a Engine,
-    flash: Option<Arc<FlashTier>>,
     zeros: Vec<u8>,
     max_value: usize,
     flash_hits: u64,
@@ -181,16 +182,12 @@ impl Client<'_> {
 
     fn figures(&self, flash_size: u64, now: u32) -> EngineFigures {
         let st = self.engine.stats(now);
-        let buffers = self.flash.as_ref().map_or(0, |f| f.buffer_bytes() as u64);
+        let flash = self.engine.flash_stats();
+        let buffers = flash.as_ref().map_or(0, |f| f.buffer_bytes);
         let index = st.index_bytes.saturating_sub(buffers);
         let items = st.shard.curr_items;
         let dram = st.index_bytes + st.segments_allocated * st.segment_size;
-        let (written, admitted) = self.flash.as_ref().map_or((0, 0), |f| {
-            (
-                f.stats.bytes_written.load(Ordering::Relaxed),
-                f.stats.bytes_admitted.load(Ordering::Relaxed),
-            )
-        });
+        let (written, admitted) = flash.map_or((0, 0), |f| (f.bytes_written, f.bytes_admitted));
         EngineFigures {
             flash_size,
             flash_hits: self.flash_hits,
@@ -227,7 +224,6 @@ pub fn replay_engine(
     let max_value = (0..seg).rev().find(|&v| engine.fits(8, v)).unwrap_or(0);
     let mut c = Client {
         engine: &engine,
-        flash: engine.flash().cloned(),
         zeros: vec![0; max_value],
         max_value,
         flash_hits: 0,

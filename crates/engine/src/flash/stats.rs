@@ -15,6 +15,8 @@ pub struct FlashStats {
     pub segment_size: u64,
     /// Bytes of device space for segments.
     pub capacity: u64,
+    /// Bytes of RAM in write buffers (part of the `-m` budget).
+    pub buffer_bytes: u64,
     /// Segments by state.
     pub segments_free: u64,
     pub segments_sealed: u64,
@@ -75,6 +77,7 @@ impl FlashTier {
         FlashStats {
             segment_size: self.segment_size() as u64,
             capacity: self.capacity(),
+            buffer_bytes: self.buffer_bytes() as u64,
             segments_free: u.free,
             segments_sealed: u.sealed,
             segments_queued: u.queued,
