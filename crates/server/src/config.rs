@@ -58,6 +58,35 @@ pub struct Args {
     /// clean exit (memcached -P).
     #[arg(short = 'P', long = "pidfile")]
     pub pidfile: Option<std::path::PathBuf>,
+    /// Listen backlog (memcached -b, default 1024).
+    #[arg(short = 'b', long = "listen-backlog")]
+    pub backlog: Option<i32>,
+    /// Lock all memory so it is never paged out (memcached -k; needs the
+    /// memlock limit or root).
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+    /// Raise the core file size limit to its maximum (memcached -r).
+    #[arg(short = 'r', long = "enable-coredumps")]
+    pub coredumps: bool,
+    /// memcached's per-event request limit (-R): accepted, no effect (a
+    /// note in the log says why).
+    #[arg(short = 'R', long = "max-reqs-per-event", hide = true)]
+    pub reqs_per_event: Option<u32>,
+    /// memcached's slab growth factor (-f): accepted, no effect (logged).
+    #[arg(short = 'f', long = "slab-growth-factor", hide = true)]
+    pub growth_factor: Option<f64>,
+    /// memcached's minimum slab chunk (-n): accepted, no effect (logged).
+    #[arg(short = 'n', long = "slab-min-size", hide = true)]
+    pub slab_min_size: Option<usize>,
+    /// memcached's large pages (-L): accepted, no effect (logged).
+    #[arg(short = 'L', long = "enable-largepages", hide = true)]
+    pub large_pages: bool,
+    /// memcached's "no eviction" (-M): refused, tiercache always evicts.
+    #[arg(short = 'M', long = "disable-evictions", hide = true)]
+    pub no_evictions: bool,
+    /// memcached's "no CAS" (-C): refused, tiercache always keeps CAS.
+    #[arg(short = 'C', long = "disable-cas", hide = true)]
+    pub no_cas: bool,
     /// Key prefix delimiter for `stats detail`; also turns detail on (memcached -D).
     #[arg(short = 'D')]
     pub prefix_delimiter: Option<String>,
@@ -98,6 +127,12 @@ pub struct ServerConfig {
     /// Close connections that sent nothing for this many seconds (0 = never;
     /// `-o idle_timeout`).
     pub idle_timeout: u32,
+    /// Listen backlog (`-b`).
+    pub backlog: i32,
+    /// Lock all memory (`-k`, mlockall).
+    pub lock_memory: bool,
+    /// Raise the core file limit to its maximum (`-r`).
+    pub coredumps: bool,
 }
 
 impl Default for ServerConfig {
@@ -114,6 +149,9 @@ impl Default for ServerConfig {
             detail_enabled: false,
             detail_delimiter: b':',
             idle_timeout: 0,
+            backlog: 1024,
+            lock_memory: false,
+            coredumps: false,
         }
     }
 }
@@ -225,6 +263,10 @@ pub struct Config {
     /// operator gave: it is made smaller when `-m` is too small for it.
     #[serde(skip)]
     pub flash_is_default: bool,
+    /// memcached options accepted that have no effect here, each with the
+    /// reason; the binary logs them at start, so none is ignored silently.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// Parses `path:size` (memcached's ext_path); the size may be left out for
@@ -307,6 +349,35 @@ impl Config {
         if args.enable_shutdown {
             s.enable_shutdown = true;
         }
+        if let Some(b) = args.backlog {
+            if b < 1 {
+                bail!("-b (listen backlog) must be at least 1 (got {b})");
+            }
+            s.backlog = b;
+        }
+        s.lock_memory |= args.lock_memory;
+        s.coredumps |= args.coredumps;
+        if args.no_evictions {
+            bail!("-M (return errors instead of evicting) is not supported: tiercache always evicts, a cache never refuses a set for want of memory; remove -M");
+        }
+        if args.no_cas {
+            bail!("-C (no CAS) is not supported: tiercache keeps a CAS value for every item (gets, cas and the meta commands use it); remove -C");
+        }
+        let mut notes = Vec::new();
+        if let Some(r) = args.reqs_per_event {
+            notes.push(format!("-R {r} has no effect: tiercache runs every request a read brought before the next connection's (no per-event limit)"));
+        }
+        if let Some(f) = args.growth_factor {
+            notes.push(format!("-f {f} has no effect: tiercache has no slab classes (items of every size share segments)"));
+        }
+        if let Some(n) = args.slab_min_size {
+            notes.push(format!("-n {n} has no effect: tiercache has no slab classes (items take their own size, 8-byte aligned)"));
+        }
+        if args.large_pages {
+            notes.push(
+                "-L has no effect: tiercache does not preallocate its memory in large pages".into(),
+            );
+        }
         if let Some(d) = &args.prefix_delimiter {
             // memcached takes the first byte of the argument.
             match d.as_bytes().first() {
@@ -336,6 +407,7 @@ impl Config {
                 cfg.apply_extended(opt)?;
             }
         }
+        cfg.notes.splice(0..0, notes);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -380,15 +452,38 @@ impl Config {
                     _ => bail!("ext_crash_safe takes 1 or 0, not '{v}'"),
                 }
             }
-            // memcached extstore tunables with no counterpart here.
+            // memcached options with no counterpart here: accepted, so that
+            // memcached command lines run, and named in the log with why.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
             | "ext_drop_under" | "ext_recache_rate" | "ext_drop_unread"
-            | "ext_max_sleep" | "slab_chunk_max" => {}
-            // memcached options that have no meaning here but are harmless.
-            "modern" | "no_modern" | "slab_reassign" | "slab_automove" | "lru_crawler"
-            | "lru_maintainer" | "maxconns_fast" | "hash_algorithm" | "no_lru_crawler"
-            | "no_lru_maintainer" | "watcher_logbuf_size"
-            | "worker_logbuf_size" | "track_sizes" | "no_hashexpand" => {}
+            | "ext_max_sleep" => self.notes.push(format!(
+                "-o {k} has no effect: tiercache's flash tier writes whole segments (one per write buffer, ext_page_size) and reclaims them whole, without memcached's compaction"
+            )),
+            "slab_chunk_max" | "slab_reassign" | "slab_automove" | "modern" | "no_modern" => {
+                self.notes.push(format!(
+                    "-o {k} has no effect: tiercache has no slab classes to size or rebalance"
+                ))
+            }
+            "lru_crawler" | "no_lru_crawler" | "lru_maintainer" | "no_lru_maintainer" => {
+                self.notes.push(format!(
+                    "-o {k} has no effect: tiercache has no LRU maintainer; expired items are freed by a once-a-second sweep"
+                ))
+            }
+            "maxconns_fast" => self.notes.push(
+                "-o maxconns_fast: always on (a connection over -c is told so and closed at once)".into(),
+            ),
+            "hash_algorithm" => self.notes.push(format!(
+                "-o hash_algorithm={v} has no effect: tiercache hashes keys with xxh3"
+            )),
+            "watcher_logbuf_size" | "worker_logbuf_size" => self.notes.push(format!(
+                "-o {k} has no effect: tiercache has no `watch` log buffers"
+            )),
+            "track_sizes" => self.notes.push(
+                "-o track_sizes has no effect: `stats sizes` is not kept".into(),
+            ),
+            "no_hashexpand" => self.notes.push(
+                "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
+            ),
             _ => bail!(
                 "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe"
             ),

@@ -171,6 +171,53 @@ pub fn check_snapshot_dir(user: &User, snapshot: &Path) {
     }
 }
 
+/// `-k`: locks all the process's memory, present and future, so that none
+/// of it is paged out (memcached's -k); an error says why it failed.
+pub fn lock_memory() -> Result<(), Refusal> {
+    // SAFETY: mlockall takes flags only and has no other effects.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if r != 0 {
+        return Err(Refusal::new(
+            EX_OSERR,
+            format!(
+                "-k: cannot lock memory (mlockall): {}; raise the memlock limit (ulimit -l) or run as root",
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `-r`: raises the soft core file size limit to the hard one (memcached's
+/// -r); returns the new limit.
+pub fn raise_core_limit() -> Result<u64, Refusal> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct we own.
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_CORE, &lim)
+        } else {
+            -1
+        }
+    };
+    if r != 0 {
+        return Err(Refusal::new(
+            EX_OSERR,
+            format!(
+                "-r: cannot raise the core file size limit: {}",
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    Ok(lim.rlim_cur)
+}
+
 /// The pid file (`-P`): written once the server listens, removed when the
 /// server stops cleanly.
 pub struct PidFile {

@@ -68,6 +68,21 @@ fn main() {
     tiercache_server::logging::set_reloader(Box::new(move |f: &str| {
         handle.reload(EnvFilter::new(f)).map_err(|e| e.to_string())
     }));
+    for note in &config.notes {
+        tracing::warn!("{note}");
+    }
+    if config.server.coredumps {
+        match daemon::raise_core_limit() {
+            Ok(l) => tracing::info!(limit = l, "core file size limit raised (-r)"),
+            Err(r) => fail(&mut ready, r.code, r.msg),
+        }
+    }
+    if config.server.lock_memory {
+        match daemon::lock_memory() {
+            Ok(()) => tracing::info!("memory locked (-k)"),
+            Err(r) => fail(&mut ready, r.code, r.msg),
+        }
+    }
     let server = match tiercache_server::server::start(config.clone()) {
         Ok(s) => s,
         Err(e) => fail(&mut ready, 71, format_args!("{e:#}")),

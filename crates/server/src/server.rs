@@ -280,7 +280,7 @@ fn bind_all(config: &Config) -> Result<Vec<TcpListener>> {
             {
                 continue;
             }
-            let l = bind_one(addr).with_context(|| {
+            let l = bind_one(addr, config.server.backlog).with_context(|| {
                 format!("cannot listen on {addr} (is another server using the port? choose one with -p)")
             })?;
             listeners.push(l);
@@ -289,13 +289,10 @@ fn bind_all(config: &Config) -> Result<Vec<TcpListener>> {
     Ok(listeners)
 }
 
-/// The listen backlog (memcached's `-b` default, `tcp_backlog`).
-pub const TCP_BACKLOG: i32 = 1024;
-
 /// A listening socket on `addr` with SO_REUSEADDR and a backlog of
-/// [`TCP_BACKLOG`]; an IPv6 one takes only IPv6 (so that `-l 0.0.0.0,::`
+/// `backlog` (`-b`); an IPv6 one takes only IPv6 (so that `-l 0.0.0.0,::`
 /// binds both, as memcached does).
-fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
+fn bind_one(addr: SocketAddr, backlog: i32) -> std::io::Result<TcpListener> {
     use std::os::fd::{AsRawFd, FromRawFd};
     let family = if addr.is_ipv4() {
         libc::AF_INET
@@ -374,7 +371,7 @@ fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
                 (&ss as *const libc::sockaddr_storage).cast(),
                 len as libc::socklen_t,
             ) != 0
-            || libc::listen(fd, TCP_BACKLOG) != 0
+            || libc::listen(fd, backlog) != 0
         {
             return Err(std::io::Error::last_os_error());
         }

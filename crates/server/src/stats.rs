@@ -262,7 +262,7 @@ pub fn settings(out: &mut Vec<u8>, cfg: &crate::config::Config, seg: usize, verb
     stat(out, "maxconns_fast", "yes");
     stat(out, "hashpower_init", cfg.cache.hash_power);
     stat(out, "flush_enabled", "yes");
-    stat(out, "tcp_backlog", crate::server::TCP_BACKLOG);
+    stat(out, "tcp_backlog", cfg.server.backlog);
     stat(out, "hash_algorithm", "xxh3");
     stat(out, "idle_timeout", cfg.server.idle_timeout);
     // `stats sizes` is not kept.

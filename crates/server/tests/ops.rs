@@ -512,3 +512,85 @@ fn dash_u_switches_user_after_binding_and_refuses_unknown_users() {
     drop(f);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// memcached's remaining flags: `-b` (listen backlog), `-r` (core limit)
+/// and, as root, `-k` (mlockall) are applied; `-R`, `-f`, `-n`, `-L` and
+/// the `-o` options without a counterpart start the server with a note
+/// each in the log saying why they do nothing; `-M` and `-C` are refused.
+/// Under a second.
+#[test]
+fn memcached_tuning_flags_are_applied_noted_or_refused() {
+    let p = Proc::start(&[
+        "-b",
+        "64",
+        "-r",
+        "-R",
+        "20",
+        "-f",
+        "1.25",
+        "-n",
+        "48",
+        "-L",
+        "-o",
+        "slab_reassign,lru_crawler,hash_algorithm=murmur3",
+    ]);
+    let mut s = p.client();
+    let st = tx(&mut s, "stats settings\r\n", "END\r\n");
+    assert_eq!(stat_of(&st, "tcp_backlog").as_deref(), Some("64"));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", p.pid())).unwrap();
+    let core: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .unwrap()
+        .split_whitespace()
+        .skip(4)
+        .take(2)
+        .collect();
+    assert_eq!(core[0], core[1], "soft core limit not raised: {limits}");
+    let log = p.log();
+    for want in [
+        "-R 20 has no effect",
+        "-f 1.25 has no effect",
+        "-n 48 has no effect",
+        "-L has no effect",
+        "-o slab_reassign has no effect",
+        "-o lru_crawler has no effect",
+        "-o hash_algorithm=murmur3 has no effect",
+    ] {
+        assert!(
+            log.iter().any(|l| l.contains(want)),
+            "no note {want:?}: {log:?}"
+        );
+    }
+    let dir = scratch("flags");
+    for (flag, why) in [
+        ("-M", "tiercache always evicts"),
+        ("-C", "keeps a CAS value"),
+    ] {
+        let out = run(
+            &[&["-p", "0", "-o", "ext_path=none", flag][..], &as_root()].concat(),
+            &dir,
+        );
+        assert_eq!(out.status.code(), Some(64), "{flag}");
+        let msg = String::from_utf8_lossy(&out.stderr);
+        assert!(msg.contains(why), "{flag}: {msg}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if !is_root() {
+        eprintln!("skipped -k: not running as root");
+        return;
+    }
+    let k = Proc::start(&["-k", "-m", "8"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", k.pid())).unwrap();
+    let locked: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(locked > 0, "{status}");
+    assert_eq!(
+        tx(&mut k.client(), "set k 0 0 1\r\nx\r\n", "\r\n"),
+        "STORED\r\n"
+    );
+}
