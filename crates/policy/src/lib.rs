@@ -33,6 +33,7 @@ pub mod fifo;
 pub mod ghost;
 pub mod lru;
 pub mod midpoint;
+pub mod nhc;
 pub mod queue_cache;
 pub mod s3fifo;
 pub mod sieve;

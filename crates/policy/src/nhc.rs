@@ -1,0 +1,449 @@
+//! The non-hierarchical caching scheduler of Orthus (seed `003_*`), as a pure
+//! state machine: no clock, no device, no randomness of its own. The caller
+//! (the engine's flash tier, or the simulator) measures each interval and
+//! hands the figures to [`Nhc::interval`]; the scheduler answers with the two
+//! controls of the seed:
+//!
+//! - `data_admit`: whether a hit served by the capacity class is copied into
+//!   the fast class (classic caching's promotion);
+//! - `load_admit`: the fraction of hits on items that have a copy on both
+//!   classes that is sent to the fast class (1 = classic caching).
+//!
+//! State 1 is classic caching (`data_admit`, `load_admit` = 1) until the
+//! fast class's hit ratio has been stable for a few intervals. State 2 stops
+//! promoting and tunes `load_admit` by feedback: each iteration measures one
+//! interval at `load_admit - step`, one at `load_admit`, one at
+//! `load_admit + step` (points outside [0, 1] are not tried: the penalty),
+//! and moves to the best; a move needs a gain of `min_gain` over the current
+//! point, so that at light load (every point serves the same demand) the
+//! scheduler does not drift. It goes back to state 1 when the best point is
+//! 1, or when the fast class's hit ratio drops below the one it entered
+//! state 2 with (the working set changed).
+
+/// Settings of the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NhcParams {
+    /// Change of `load_admit` per probe.
+    pub step: f64,
+    /// Consecutive intervals whose fast hit ratio stays within `stable_eps`
+    /// of each other before state 2 starts.
+    pub stable_intervals: usize,
+    /// Largest spread of the fast hit ratio (absolute) counted as stable.
+    pub stable_eps: f64,
+    /// A drop of the fast hit ratio (absolute) below the one state 2 began
+    /// with that sends the scheduler back to state 1.
+    pub drop: f64,
+    /// Relative gain a neighbouring point needs over the current one to be
+    /// moved to.
+    pub min_gain: f64,
+    /// Intervals with fewer reads than this are not measured (idle).
+    pub min_reads: u64,
+}
+
+impl Default for NhcParams {
+    fn default() -> Self {
+        NhcParams {
+            step: 0.05,
+            stable_intervals: 5,
+            stable_eps: 0.02,
+            drop: 0.05,
+            min_gain: 0.02,
+            min_reads: 200,
+        }
+    }
+}
+
+/// What the caller measured over one interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measurement {
+    /// Length of the interval in seconds.
+    pub secs: f64,
+    /// Flash hits served (both classes).
+    pub reads: u64,
+    /// Of those, hits on items that had a copy on the fast class.
+    pub fast_resident: u64,
+    /// Sum of the read latencies, in microseconds (for [`Objective::Latency`]).
+    pub latency_us: f64,
+}
+
+impl Measurement {
+    /// The fast class's hit ratio in this interval.
+    pub fn fast_ratio(&self) -> f64 {
+        if self.reads == 0 {
+            0.0
+        } else {
+            self.fast_resident as f64 / self.reads as f64
+        }
+    }
+}
+
+/// What the feedback maximises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objective {
+    /// Flash hits served per second (closed-loop clients).
+    Throughput,
+    /// Minus the mean read latency (open-loop clients at a fixed rate).
+    Latency,
+}
+
+impl Objective {
+    fn score(self, m: &Measurement) -> f64 {
+        match self {
+            Objective::Throughput => m.reads as f64 / m.secs.max(1e-9),
+            Objective::Latency => -(m.latency_us / m.reads.max(1) as f64),
+        }
+    }
+}
+
+/// The scheduler's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Classic caching while the fast hit ratio settles.
+    Classic,
+    /// Promotion off, `load_admit` tuned by feedback.
+    Tune,
+}
+
+impl State {
+    /// 1 or 2, as the seed numbers them.
+    pub fn number(self) -> u8 {
+        match self {
+            State::Classic => 1,
+            State::Tune => 2,
+        }
+    }
+}
+
+/// Which point of an iteration is being measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Lower,
+    Current,
+    Upper,
+}
+
+/// The scheduler (see the module's documentation).
+#[derive(Debug, Clone)]
+pub struct Nhc {
+    params: NhcParams,
+    objective: Objective,
+    state: State,
+    load_admit: f64,
+    /// The point under measurement and the scores of the points measured
+    /// in this iteration (lower, current, upper).
+    probe: Probe,
+    scores: [Option<f64>; 3],
+    /// Fast hit ratios of the last intervals (state 1).
+    recent: Vec<f64>,
+    /// The fast hit ratio state 2 began with.
+    reference: f64,
+    /// Transitions to state 2 and back, and moves of `load_admit`.
+    pub entered_tune: u64,
+    pub left_tune: u64,
+    pub moves: u64,
+}
+
+impl Nhc {
+    pub fn new(params: NhcParams, objective: Objective) -> Nhc {
+        Nhc {
+            params,
+            objective,
+            state: State::Classic,
+            load_admit: 1.0,
+            probe: Probe::Lower,
+            scores: [None; 3],
+            recent: Vec::new(),
+            reference: 0.0,
+            entered_tune: 0,
+            left_tune: 0,
+            moves: 0,
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Copy capacity hits into the fast class (state 1 only).
+    pub fn data_admit(&self) -> bool {
+        self.state == State::Classic
+    }
+
+    /// The `load_admit` the tuning settled on (1 in state 1).
+    pub fn load_admit(&self) -> f64 {
+        self.load_admit
+    }
+
+    /// The fraction of dual-copy hits to send to the fast class during the
+    /// current interval: the point being probed.
+    pub fn effective_load_admit(&self) -> f64 {
+        match (self.state, self.probe) {
+            (State::Classic, _) => 1.0,
+            (State::Tune, Probe::Lower) => self.load_admit - self.params.step,
+            (State::Tune, Probe::Current) => self.load_admit,
+            (State::Tune, Probe::Upper) => self.load_admit + self.params.step,
+        }
+    }
+
+    /// Whether a hit on an item with a copy on both classes goes to the fast
+    /// class, for a uniform random number `r` in [0, 1).
+    pub fn to_fast(&self, r: f64) -> bool {
+        r < self.effective_load_admit()
+    }
+
+    /// Closes one measured interval.
+    pub fn interval(&mut self, m: &Measurement) {
+        if m.reads < self.params.min_reads || m.secs <= 0.0 {
+            return;
+        }
+        let ratio = m.fast_ratio();
+        match self.state {
+            State::Classic => {
+                self.recent.push(ratio);
+                let k = self.params.stable_intervals.max(1);
+                if self.recent.len() > k {
+                    self.recent.remove(0);
+                }
+                let (lo, hi) = self
+                    .recent
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
+                if self.recent.len() == k && hi - lo <= self.params.stable_eps {
+                    self.enter_tune(ratio);
+                }
+            }
+            State::Tune => {
+                if ratio < self.reference - self.params.drop {
+                    self.to_classic();
+                    return;
+                }
+                let score = self.objective.score(m);
+                self.scores[self.probe as usize] = Some(score);
+                self.next_probe();
+            }
+        }
+    }
+
+    fn enter_tune(&mut self, ratio: f64) {
+        self.state = State::Tune;
+        self.reference = ratio;
+        self.load_admit = 1.0;
+        self.scores = [None; 3];
+        self.probe = Probe::Current;
+        self.first_probe();
+        self.entered_tune += 1;
+    }
+
+    fn to_classic(&mut self) {
+        self.state = State::Classic;
+        self.load_admit = 1.0;
+        self.recent.clear();
+        self.scores = [None; 3];
+        self.left_tune += 1;
+    }
+
+    /// Whether the point `probe` lies inside [0, 1].
+    fn inside(&self, p: Probe) -> bool {
+        let v = match p {
+            Probe::Lower => self.load_admit - self.params.step,
+            Probe::Current => self.load_admit,
+            Probe::Upper => self.load_admit + self.params.step,
+        };
+        (-1e-9..=1.0 + 1e-9).contains(&v)
+    }
+
+    /// Starts an iteration at the first point inside the bounds.
+    fn first_probe(&mut self) {
+        self.scores = [None; 3];
+        self.probe = [Probe::Lower, Probe::Current, Probe::Upper]
+            .into_iter()
+            .find(|&p| self.inside(p))
+            .expect("the current point is inside");
+    }
+
+    /// Moves to the next point of the iteration, or ends it.
+    fn next_probe(&mut self) {
+        let next = match self.probe {
+            Probe::Lower => [Probe::Current, Probe::Upper].as_slice(),
+            Probe::Current => [Probe::Upper].as_slice(),
+            Probe::Upper => [].as_slice(),
+        }
+        .iter()
+        .copied()
+        .find(|&p| self.inside(p));
+        match next {
+            Some(p) => self.probe = p,
+            None => self.end_iteration(),
+        }
+    }
+
+    /// Picks the best point of the iteration (the current one unless a
+    /// neighbour beats it by `min_gain`; ties go to the larger load_admit).
+    fn end_iteration(&mut self) {
+        let [lower, current, upper] = self.scores;
+        let current = current.unwrap_or(f64::MIN);
+        let beats = |s: Option<f64>| {
+            s.is_some_and(|s| s > current + self.params.min_gain * current.abs().max(1e-9))
+        };
+        let step = self.params.step;
+        let target = match (beats(upper), beats(lower)) {
+            (true, true) if upper >= lower => self.load_admit + step,
+            (true, false) => self.load_admit + step,
+            (_, true) => self.load_admit - step,
+            (false, false) => self.load_admit,
+        };
+        let target = (target.clamp(0.0, 1.0) * 1e6).round() / 1e6;
+        if target != self.load_admit {
+            self.moves += 1;
+        }
+        self.load_admit = target;
+        if self.load_admit >= 1.0 {
+            // Classic caching is best: the fast class has headroom, so it
+            // needs its hit ratio raised again.
+            self.to_classic();
+            return;
+        }
+        self.first_probe();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake pair of devices: the fast one serves `fast` reads per second,
+    /// the capacity one `cap`, and the clients offer `demand`. With a share
+    /// `la` of the hits on the fast one, the throughput is the demand or
+    /// what the busier device limits it to.
+    fn served(la: f64, fast: f64, cap: f64, demand: f64) -> f64 {
+        let by_fast = if la > 0.0 { fast / la } else { f64::MAX };
+        let by_cap = if la < 1.0 { cap / (1.0 - la) } else { f64::MAX };
+        demand.min(by_fast).min(by_cap)
+    }
+
+    fn m(reads: f64, ratio: f64) -> Measurement {
+        Measurement {
+            secs: 0.1,
+            reads: (reads * 0.1) as u64,
+            fast_resident: (reads * 0.1 * ratio) as u64,
+            latency_us: 0.0,
+        }
+    }
+
+    fn run(s: &mut Nhc, intervals: usize, fast: f64, cap: f64, demand: f64, ratio: f64) {
+        for _ in 0..intervals {
+            let la = s.effective_load_admit();
+            s.interval(&m(served(la, fast, cap, demand), ratio));
+        }
+    }
+
+    #[test]
+    fn classic_until_the_fast_hit_ratio_is_stable() {
+        let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        // A warming cache: the ratio climbs by 5 points an interval.
+        for i in 0..10 {
+            s.interval(&m(20_000.0, 0.4 + 0.05 * i as f64));
+            assert_eq!(s.state(), State::Classic, "interval {i}");
+            assert!(s.data_admit());
+            assert_eq!(s.effective_load_admit(), 1.0);
+        }
+        // Five stable intervals: state 2, promotion off.
+        for _ in 0..4 {
+            s.interval(&m(20_000.0, 0.95));
+            assert_eq!(s.state(), State::Classic);
+        }
+        s.interval(&m(20_000.0, 0.95));
+        assert_eq!(s.state(), State::Tune);
+        assert!(!s.data_admit());
+        // The first probe is below 1 (1 + step is outside the bounds).
+        assert!((s.effective_load_admit() - 0.95).abs() < 1e-9);
+    }
+
+    #[test]
+    fn saturated_fast_device_converges_near_its_share_and_stays_bounded() {
+        // Fast 20k, capacity 10k, demand 40k: best is la = 2/3 (30k).
+        let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        assert_eq!(s.state(), State::Tune);
+        let mut seen = Vec::new();
+        for _ in 0..300 {
+            run(&mut s, 1, 20_000.0, 10_000.0, 40_000.0, 0.95);
+            let la = s.effective_load_admit();
+            assert!((0.0..=1.0).contains(&la), "out of bounds: {la}");
+            seen.push(s.load_admit());
+        }
+        assert_eq!(s.state(), State::Tune);
+        let la = s.load_admit();
+        assert!((la - 2.0 / 3.0).abs() <= 0.06, "settled at {la}");
+        // Throughput at the settled point is within 10% of the 1.5x ceiling.
+        let t = served(la, 20_000.0, 10_000.0, 40_000.0);
+        assert!(t >= 27_000.0, "{t}");
+        assert!(s.moves >= 5);
+    }
+
+    #[test]
+    fn light_load_goes_back_to_classic() {
+        // Demand 10k: every point serves 10k, nothing beats la = 1.
+        let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut s, 5, 20_000.0, 10_000.0, 10_000.0, 0.95);
+        assert_eq!(s.state(), State::Tune);
+        run(&mut s, 2, 20_000.0, 10_000.0, 10_000.0, 0.95);
+        assert_eq!(s.state(), State::Classic);
+        assert_eq!(s.load_admit(), 1.0);
+        assert!(s.data_admit());
+        assert_eq!(s.left_tune, 1);
+    }
+
+    #[test]
+    fn a_hit_ratio_drop_goes_back_to_classic_at_once() {
+        let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut s, 60, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        assert_eq!(s.state(), State::Tune);
+        assert!(s.load_admit() < 0.9);
+        // The working set changed: the fast class hits only half.
+        s.interval(&m(20_000.0, 0.5));
+        assert_eq!(s.state(), State::Classic);
+        assert_eq!(s.effective_load_admit(), 1.0);
+        assert!(s.data_admit());
+        // A small wobble within `drop` would not have.
+        let mut t = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut t, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut t, 10, 20_000.0, 10_000.0, 40_000.0, 0.93);
+        assert_eq!(t.state(), State::Tune);
+    }
+
+    #[test]
+    fn idle_intervals_change_nothing() {
+        let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        let before = (s.state(), s.effective_load_admit());
+        for _ in 0..20 {
+            s.interval(&m(100.0, 0.1));
+        }
+        assert_eq!((s.state(), s.effective_load_admit()), before);
+    }
+
+    #[test]
+    fn latency_objective_prefers_the_less_loaded_split() {
+        // Latency model: each device an M/M/1 queue at its share of 25k.
+        let lat = |la: f64| {
+            let q = |rate: f64, mu: f64| 1e6 / (mu - rate).max(1.0);
+            la * q(25_000.0 * la, 20_000.0) + (1.0 - la) * q(25_000.0 * (1.0 - la), 10_000.0)
+        };
+        let mut s = Nhc::new(NhcParams::default(), Objective::Latency);
+        run(&mut s, 5, 20_000.0, 10_000.0, 25_000.0, 0.95);
+        for _ in 0..300 {
+            let la = s.effective_load_admit();
+            s.interval(&Measurement {
+                secs: 0.1,
+                reads: 2500,
+                fast_resident: 2400,
+                latency_us: lat(la) * 2500.0,
+            });
+        }
+        // The minimum of that model is near la = 0.68.
+        assert_eq!(s.state(), State::Tune);
+        assert!((s.load_admit() - 0.68).abs() <= 0.08, "{}", s.load_admit());
+    }
+}
