@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use tiercache_policy::{EvictionPolicy, HitAction, Queue, TailAction};
 
+mod copies;
 mod crash;
 mod eviction;
 mod snapshot;
@@ -156,6 +157,8 @@ pub struct Shard {
     /// RAM, down when it reaches a RAM queue's tail unhit.
     /// Gates [`Promote::Second`](crate::flash::tier::Promote::Second).
     promote_credit: Credit,
+    /// Capacity copies of items promoted into the fast class (`copies.rs`).
+    copies: std::collections::HashMap<u64, copies::CopyOf>,
     pub stats: ShardStats,
     /// RAM items the last flush_all dropped, until the next sweep.
     flushed: crate::flushed::Flushed,
@@ -201,6 +204,7 @@ impl Shard {
             tombs_last: 0,
             verify_credit: Credit::default(),
             promote_credit: Credit::default(),
+            copies: std::collections::HashMap::new(),
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
             index_floor: buckets,
@@ -647,6 +651,7 @@ impl Shard {
     pub fn sweep_expired(&mut self, now: u32) -> u64 {
         self.prune_tombs();
         self.resize_index();
+        self.prune_copies();
         let mut reclaimed = 0;
         let left = self.flushed.sweep();
         self.stats.reclaimed += left.items;

@@ -214,7 +214,7 @@ impl Nhc {
             }
             State::Tune => {
                 if ratio < self.reference - self.params.drop {
-                    self.to_classic();
+                    self.back_to_classic();
                     return;
                 }
                 let score = self.objective.score(m);
@@ -234,7 +234,7 @@ impl Nhc {
         self.entered_tune += 1;
     }
 
-    fn to_classic(&mut self) {
+    fn back_to_classic(&mut self) {
         self.state = State::Classic;
         self.load_admit = 1.0;
         self.recent.clear();
@@ -300,7 +300,7 @@ impl Nhc {
         if self.load_admit >= 1.0 {
             // Classic caching is best: the fast class has headroom, so it
             // needs its hit ratio raised again.
-            self.to_classic();
+            self.back_to_classic();
             return;
         }
         self.first_probe();
@@ -382,7 +382,7 @@ mod tests {
     }
 
     #[test]
-    fn light_load_goes_back_to_classic() {
+    fn light_load_goes_back_back_to_classic() {
         // Demand 10k: every point serves 10k, nothing beats la = 1.
         let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
         run(&mut s, 5, 20_000.0, 10_000.0, 10_000.0, 0.95);

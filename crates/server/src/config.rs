@@ -5,7 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use tiercache_engine::flash::tier::Promote;
+use tiercache_engine::flash::tier::{DeviceClass, Promote};
 
 /// Command-line flags, memcached-compatible where memcached has the flag.
 #[derive(Parser, Debug, Default)]
@@ -191,8 +191,11 @@ impl Default for CacheConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FlashSection {
-    /// Devices as `path:size` (`ext_path`, repeatable); size like 64G, and
-    /// may be left out for a block device. Empty = no flash tier.
+    /// Devices as `path:size` or `path:size:class` (`ext_path`,
+    /// repeatable); size like 64G, and may be left out for a block device;
+    /// class `fast` (default; memcached's `default`, `lowttl`) or
+    /// `capacity` (memcached's `compact`, `coldcompact`, `old`). Empty = no
+    /// flash tier.
     pub paths: Vec<String>,
     /// Flash segment size in bytes (`ext_page_size`, in MB as memcached;
     /// 0 = 4 MiB, or more for large RAM segments).
@@ -227,6 +230,9 @@ pub struct FlashSection {
     /// does. Off: changes to flash items never wait for the journal, and
     /// after a crash the flash tier starts empty (docs/CRASH.md).
     pub crash_safe: bool,
+    /// Non-hierarchical caching between the fast and the capacity class
+    /// (`ext_nhc`, default on; only with both classes). Off: classic caching.
+    pub nhc: bool,
 }
 
 impl Default for FlashSection {
@@ -245,6 +251,7 @@ impl Default for FlashSection {
             low_ttl: 3600,
             io: "auto".into(),
             crash_safe: true,
+            nhc: true,
         }
     }
 }
@@ -272,6 +279,28 @@ pub struct Config {
 /// Parses `path:size` (memcached's ext_path); the size may be left out for
 /// a block device.
 pub fn parse_ext_path(v: &str) -> Result<(std::path::PathBuf, u64)> {
+    parse_ext_spec(v).map(|(p, s, _)| (p, s))
+}
+
+/// Parses `path:size:class`; the class (see [`FlashSection::paths`]) may be
+/// left out (fast).
+pub fn parse_ext_spec(v: &str) -> Result<(std::path::PathBuf, u64, DeviceClass)> {
+    let (v, class) = match v.rsplit_once(':') {
+        Some((rest, c))
+            if c.chars().any(|ch| ch.is_ascii_alphabetic()) && parse_size(c).is_err() =>
+        {
+            let class = DeviceClass::parse(c).with_context(|| {
+                format!("-o ext_path={v}: '{c}' is not a device class (fast or capacity; memcached's default, lowttl, compact, coldcompact, old)")
+            })?;
+            (rest, class)
+        }
+        _ => (v, DeviceClass::Fast),
+    };
+    let (path, size) = parse_path_size(v)?;
+    Ok((path, size, class))
+}
+
+fn parse_path_size(v: &str) -> Result<(std::path::PathBuf, u64)> {
     let (path, size) = match v.rsplit_once(':') {
         Some((p, s)) if !p.is_empty() => (p, parse_size(s).with_context(|| {
             format!("-o ext_path={v}: the size after ':' is not a size (example: ext_path=/data/flash:64G)")
@@ -445,6 +474,13 @@ impl Config {
             "ext_promote" => self.flash.promote = v.to_string(),
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             "ext_io" => self.flash.io = v.to_string(),
+            "ext_nhc" => {
+                self.flash.nhc = match v {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    _ => bail!("ext_nhc takes 1 or 0, not '{v}'"),
+                }
+            }
             "ext_crash_safe" => {
                 self.flash.crash_safe = match v {
                     "1" | "true" | "yes" | "on" => true,
@@ -485,7 +521,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc"
             ),
         }
         Ok(())
@@ -622,6 +658,15 @@ impl Config {
         }))
     }
 
+    /// Each flash device's class, in the order of the devices.
+    pub fn flash_classes(&self) -> Result<Vec<DeviceClass>> {
+        self.flash
+            .paths
+            .iter()
+            .map(|p| parse_ext_spec(p).map(|(_, _, c)| c))
+            .collect()
+    }
+
     /// The flash devices as (path, bytes).
     pub fn flash_paths(&self) -> Result<Vec<(std::path::PathBuf, u64)>> {
         self.flash.paths.iter().map(|p| parse_ext_path(p)).collect()
@@ -725,5 +770,43 @@ mod tests {
         assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
         assert_eq!(parse_size("100").unwrap(), 100);
         assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn ext_path_takes_a_device_class_and_memcached_bucket_names() {
+        let c = load(&[
+            "-o",
+            "ext_path=/tmp/nhc-a:64m:fast,ext_path=/tmp/nhc-b:1G:compact,ext_path=/tmp/nhc-c:1G",
+            "-o",
+            "ext_path=/tmp/nhc-d:2G:old,ext_nhc=0",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.flash_classes().unwrap(),
+            [
+                DeviceClass::Fast,
+                DeviceClass::Capacity,
+                DeviceClass::Fast,
+                DeviceClass::Capacity
+            ]
+        );
+        let paths = c.flash_paths().unwrap();
+        assert_eq!(paths[1], ("/tmp/nhc-b".into(), 1 << 30));
+        assert_eq!(paths[3], ("/tmp/nhc-d".into(), 2 << 30));
+        assert!(!c.flash.nhc);
+        // --print-config shows the classes, and the TOML reads them back.
+        let toml = c.to_toml();
+        assert!(toml.contains("/tmp/nhc-b:1G:compact"), "{toml}");
+        assert!(toml.contains("nhc = false"), "{toml}");
+        let back: Config = toml::from_str(&toml).unwrap();
+        assert_eq!(back.flash_classes().unwrap(), c.flash_classes().unwrap());
+        let e = load(&["-o", "ext_path=/tmp/nhc-e:1G:slow"]).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("'slow' is not a device class"),
+            "{e:#}"
+        );
+        let e = load(&["-o", "ext_nhc=2"]).unwrap_err().to_string();
+        assert!(e.contains("ext_nhc takes 1 or 0"), "{e}");
+        assert!(load(&[]).unwrap().flash.nhc);
     }
 }

@@ -7,6 +7,7 @@
 //! - [`execute`]: requests to engine calls to replies.
 //! - [`stats`], [`shared`]: counters and the `stats` command.
 
+pub mod class_stats;
 pub mod config;
 pub mod conn;
 pub mod daemon;

@@ -156,6 +156,8 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                     promote: tiercache_engine::flash::tier::Promote::parse(&cfg.flash.promote)
                         .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
                     crash_journal: cfg.flash.crash_safe,
+                    classes: cfg.flash_classes()?,
+                    nhc: cfg.flash.nhc,
                 },
                 read_threads: cfg.flash.threads,
                 io: cfg.io_mode()?,

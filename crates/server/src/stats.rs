@@ -98,7 +98,7 @@ pub struct ConnStats {
     pub crawler_reclaimed: AtomicU64,
 }
 
-fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
+pub(crate) fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
     use std::io::Write;
     let _ = write!(out, "STAT {name} {v}\r\n");
 }
@@ -410,4 +410,5 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "flash_index_bytes_per_item", format!("{per_item:.2}"));
     // Entries a full index dropped (counted in `evictions` too).
     stat(out, "flash_index_evictions", e.shard.index_evictions);
+    crate::class_stats::write(out, f);
 }

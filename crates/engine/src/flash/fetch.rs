@@ -74,11 +74,21 @@ pub enum FetchState {
 #[derive(Debug)]
 struct Entry {
     loc: Loc,
+    /// The sequence number the record must carry.
     seq: u64,
+    /// The one [`Fetched::item_seq`] reports: `seq`, except for a record
+    /// read from an item's capacity copy on behalf of its entry `loc`
+    /// (the entry's own segment's number: the copy stands for it).
+    shown_seq: u64,
     dev: usize,
     offset: u64,
     skew: usize,
     state: FetchState,
+    started: std::time::Instant,
+    /// Read from a copy: a failure is forgotten (read the entry's own
+    /// record instead), not a miss.
+    alias: bool,
+    forgotten: bool,
 }
 
 /// The records fetched for one request.
@@ -96,8 +106,19 @@ impl Fetched {
         self.entries.is_empty()
     }
 
+    fn entry(&self, loc: Loc) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.loc == loc && !e.forgotten)
+    }
+
     pub fn state(&self, loc: Loc) -> Option<&FetchState> {
-        self.entries.iter().find(|e| e.loc == loc).map(|e| &e.state)
+        self.entry(loc).map(|e| &e.state)
+    }
+
+    /// Whether reading `loc`'s capacity copy failed (read its own record).
+    pub fn copy_failed(&self, loc: Loc) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.loc == loc && e.alias && e.forgotten)
     }
 
     /// The verified item at `loc`, if it was fetched.
@@ -107,9 +128,9 @@ impl Fetched {
 
     /// The verified item at `loc` and the sequence number of its segment.
     pub fn item_seq(&self, loc: Loc) -> Option<(&[u8], u64)> {
-        let e = self.entries.iter().find(|e| e.loc == loc)?;
+        let e = self.entry(loc)?;
         match &e.state {
-            FetchState::Item(b) => Some((&b[..], e.seq)),
+            FetchState::Item(b) => Some((&b[..], e.shown_seq)),
             _ => None,
         }
     }
@@ -119,10 +140,14 @@ impl Fetched {
         self.entries.push(Entry {
             loc,
             seq,
+            shown_seq: seq,
             dev: 0,
             offset: 0,
             skew: 0,
             state: FetchState::Item(ItemBytes::copied(item)),
+            started: std::time::Instant::now(),
+            alias: false,
+            forgotten: false,
         });
     }
 
@@ -138,10 +163,14 @@ impl Fetched {
         self.entries.push(Entry {
             loc,
             seq,
+            shown_seq: seq,
             dev,
             offset,
             skew,
             state: FetchState::Pending,
+            started: std::time::Instant::now(),
+            alias: false,
+            forgotten: false,
         });
         ReadReq {
             slot: self.entries.len() - 1,
@@ -163,11 +192,21 @@ impl Fetched {
     ) -> Option<ReadReq> {
         let e = self.entries.get_mut(slot)?;
         stats.reads_in_flight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(d) = stats.devs.get(e.dev) {
+            d.in_flight.fetch_sub(1, Ordering::Relaxed);
+            d.reads.fetch_add(1, Ordering::Relaxed);
+            d.latency_us
+                .fetch_add(e.started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            if let Ok((_, n)) = &result {
+                d.bytes_read.fetch_add(*n as u64, Ordering::Relaxed);
+            }
+        }
         let (buf, n) = match result {
             Ok(r) => r,
             Err(err) => {
                 stats.read_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %err, offset = e.offset, "flash read failed; served as a miss");
+                e.forgotten = e.alias;
                 e.state = FetchState::Bad;
                 return None;
             }
@@ -201,6 +240,10 @@ impl Fetched {
                 // into a buffer that was large enough is an error below,
                 // not a read to repeat.)
                 stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
+                if let Some(d) = stats.devs.get(e.dev) {
+                    d.in_flight.fetch_add(1, Ordering::Relaxed);
+                }
+                e.started = std::time::Instant::now();
                 Some(ReadReq {
                     slot,
                     dev: e.dev,
@@ -221,9 +264,25 @@ impl Fetched {
                         "flash record does not verify; served as a miss"
                     );
                 }
+                e.forgotten = e.alias;
                 e.state = FetchState::Bad;
                 None
             }
+        }
+    }
+
+    /// Marks the entry just added for `loc` as read from its capacity copy:
+    /// it reports `shown_seq` (the entry's own segment) once verified, and
+    /// a failure is forgotten instead of becoming a miss.
+    pub fn mark_copy(&mut self, loc: Loc, shown_seq: u64) {
+        if let Some(e) = self
+            .entries
+            .iter_mut()
+            .rev()
+            .find(|e| e.loc == loc && !e.forgotten)
+        {
+            e.alias = true;
+            e.shown_seq = shown_seq;
         }
     }
 }

@@ -28,5 +28,5 @@ pub mod uring;
 
 pub use device::{BlockDevice, DeviceError, FileDevice};
 pub use fetch::{FetchState, Fetched, ReadReq};
-pub use stats::FlashStats;
+pub use stats::{ClassStats, FlashStats};
 pub use tier::{is_flash, FlashTier, TierParams, FLASH_SEG_BASE};

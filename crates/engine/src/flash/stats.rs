@@ -3,7 +3,7 @@
 //! tier's and the journal's atomics itself.
 
 use super::io::IoBackend;
-use super::tier::{FlashTier, Recovery};
+use super::tier::{FlashTier, NhcStats, Recovery};
 use std::sync::atomic::Ordering;
 
 /// The flash tier's figures at one moment. The per-item counts kept by the
@@ -55,6 +55,34 @@ pub struct FlashStats {
     pub recovery: Option<Recovery>,
     /// The reader in use (filled by [`crate::Engine::flash_stats`]).
     pub io_backend: Option<IoBackend>,
+    /// Per device class: fast, capacity.
+    pub classes: [ClassStats; 2],
+    /// The non-hierarchical caching scheduler.
+    pub nhc: NhcStats,
+    /// Fast-class records moved to the capacity class on reclaim (written
+    /// again), and those whose capacity copy became the entry instead.
+    pub moves: u64,
+    pub moves_to_copy: u64,
+    /// Capacity hits copied into the fast class.
+    pub promotions: u64,
+    /// Hits on items with copies on both classes, by the class that served them.
+    pub dual_fast_reads: u64,
+    pub dual_capacity_reads: u64,
+}
+
+/// One device class's figures.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClassStats {
+    pub devices: u64,
+    pub segments: u64,
+    pub segments_free: u64,
+    pub reads: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Reads in flight now (the queue depth).
+    pub queue_depth: u64,
+    /// Sum of read latencies, microseconds (mean = this / reads).
+    pub latency_us: u64,
 }
 
 impl FlashStats {
@@ -106,6 +134,13 @@ impl FlashTier {
             journal_failure_recorded: self.distrust.recorded(),
             recovery: None,
             io_backend: None,
+            classes: self.class_stats(),
+            nhc: self.nhc_stats(),
+            moves: l(&st.moves),
+            moves_to_copy: l(&st.moves_to_copy),
+            promotions: l(&st.promotions),
+            dual_fast_reads: l(&st.dual_fast_reads),
+            dual_capacity_reads: l(&st.dual_capacity_reads),
         }
     }
 }

@@ -72,6 +72,8 @@ enum SlotState {
 #[derive(Debug)]
 struct Slot {
     dev: usize,
+    /// The device's class (0 fast, 1 capacity).
+    class: u8,
     dev_off: u64,
     seq: u64,
     data_len: u32,
@@ -131,11 +133,14 @@ impl Open {
 
 struct State {
     slots: Vec<Slot>,
-    free: VecDeque<u32>,
-    sealed: VecDeque<u32>,
+    /// Free and sealed (oldest first) slots, by class.
+    free: [VecDeque<u32>; 2],
+    sealed: [VecDeque<u32>; 2],
     queued: VecDeque<u32>,
-    /// Open buffers by TTL class: 0 long or no TTL, 1 expiring soon.
-    open: [Option<Open>; 2],
+    /// Open buffers by stream: 0 new items with a long or no TTL, 1 new
+    /// items expiring soon (both on the class new items land on), 2 items
+    /// moved to the capacity class.
+    open: [Option<Open>; STREAMS],
     spare: Vec<AlignedBuf>,
     /// Buffer-and-slot pairs promised to evacuations in progress.
     reserved: usize,
@@ -143,6 +148,18 @@ struct State {
     budget_tokens: f64,
     budget_at: Instant,
     consecutive_write_errors: u32,
+}
+
+impl State {
+    /// The free lists from the slots' states (after recovery or a snapshot).
+    fn rebuild_free(&mut self) {
+        self.free = Default::default();
+        for (i, s) in self.slots.iter().enumerate() {
+            if matches!(s.state, SlotState::Free) {
+                self.free[s.class as usize].push_back(i as u32);
+            }
+        }
+    }
 }
 
 /// Where a flash item's record is now.
@@ -183,6 +200,17 @@ pub struct TierStats {
     pub admission_refused: AtomicU64,
     /// Reads submitted and not completed yet (a gauge).
     pub reads_in_flight: AtomicU64,
+    /// Per device, in the order of the devices.
+    pub devs: Vec<DevStats>,
+    /// Records the fast class reclaimed that moved to the capacity class
+    /// (written again, or their capacity copy kept instead).
+    pub moves: AtomicU64,
+    pub moves_to_copy: AtomicU64,
+    /// Capacity hits copied into the fast class (data_admit).
+    pub promotions: AtomicU64,
+    /// Hits on items with copies on both classes, by the class that served them.
+    pub dual_fast_reads: AtomicU64,
+    pub dual_capacity_reads: AtomicU64,
 }
 
 /// The flash tier.
@@ -204,6 +232,12 @@ pub struct FlashTier {
     state: Mutex<State>,
     work: Condvar,
     pub stats: TierStats,
+    /// Which classes have slots; the class new items land on (fast when
+    /// there is one).
+    present: [bool; 2],
+    new_class: u8,
+    /// The non-hierarchical caching scheduler (both classes, `nhc` on).
+    nhc: Option<classes::NhcCtl>,
     degraded: AtomicBool,
     stop: AtomicBool,
     /// The engine's time (unix seconds), set by its maintenance tick; the
@@ -266,6 +300,7 @@ impl FlashTier {
                 if next[dev] < *n {
                     slots.push(Slot {
                         dev,
+                        class: params.class_of_device(dev).index() as u8,
                         dev_off: starts[dev] + next[dev] * seg as u64,
                         seq: 0,
                         data_len: 0,
@@ -301,8 +336,24 @@ impl FlashTier {
         }
         let journal = Journal::open(devices[0].clone(), format::JOURNAL_START, jbytes)
             .map_err(|e| DeviceError::io(devices[0].name(), "read the journal", e))?;
-        let free = (0..slots.len() as u32).collect();
-        let spare = (0..params.write_buffers.max(2))
+        let mut present = [false; 2];
+        let mut free: [VecDeque<u32>; 2] = Default::default();
+        for (i, s) in slots.iter().enumerate() {
+            present[s.class as usize] = true;
+            free[s.class as usize].push_back(i as u32);
+        }
+        let new_class = if present[0] { 0 } else { 1 };
+        let two = present[0] && present[1];
+        for c in 0..2 {
+            if present[c] && free[c].len() < FREE_SLOTS_LOW + 1 {
+                return Err(ConfigError::TooFewFlashSegments {
+                    segments: free[c].len(),
+                    segment_kib: seg >> 10,
+                    needed: FREE_SLOTS_LOW + 1,
+                });
+            }
+        }
+        let spare = (0..params.write_buffers.max(2) + usize::from(two))
             .map(|_| AlignedBuf::new(seg))
             .collect();
         let first_seq = {
@@ -311,6 +362,7 @@ impl FlashTier {
             *journal.recovered_slot() = Some(rec);
             floor_and_horizon + 1
         };
+        let ndev = devices.len();
         Ok(FlashTier {
             devices,
             journal: Arc::new(journal),
@@ -322,9 +374,9 @@ impl FlashTier {
             state: Mutex::new(State {
                 slots,
                 free,
-                sealed: VecDeque::new(),
+                sealed: Default::default(),
                 queued: VecDeque::new(),
-                open: [None, None],
+                open: [None, None, None],
                 spare,
                 reserved: 0,
                 next_seq: first_seq,
@@ -332,9 +384,15 @@ impl FlashTier {
                 budget_at: Instant::now(),
                 consecutive_write_errors: 0,
             }),
+            stats: TierStats {
+                devs: (0..ndev).map(|_| DevStats::default()).collect(),
+                ..TierStats::default()
+            },
+            present,
+            new_class,
+            nhc: (two && params.nhc).then(classes::NhcCtl::new),
             params,
             work: Condvar::new(),
-            stats: TierStats::default(),
             degraded: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             clock: AtomicU32::new(0),
@@ -388,7 +446,8 @@ impl FlashTier {
 
     /// RAM the write buffers take.
     pub fn buffer_bytes(&self) -> usize {
-        self.params.write_buffers.max(2) * self.params.segment_size
+        (self.params.write_buffers.max(2) + usize::from(self.two_classes()))
+            * self.params.segment_size
     }
 
     pub fn slot_count(&self) -> usize {
@@ -442,7 +501,7 @@ impl FlashTier {
         let avail = st
             .spare
             .len()
-            .min(st.free.len())
+            .min(st.free[self.new_class as usize].len())
             .saturating_sub(st.reserved);
         if avail < need {
             self.stats.busy.fetch_add(1, Ordering::Relaxed);
@@ -471,16 +530,23 @@ impl FlashTier {
 
     /// Seals the open buffer (if any) and opens a fresh one; false when no
     /// buffer or slot is free.
-    fn open_new(&self, st: &mut State, class: usize, reserved: bool) -> bool {
-        let avail = st.spare.len().min(st.free.len());
-        if avail == 0 || (!reserved && avail <= st.reserved) {
+    fn open_new(&self, st: &mut State, stream: usize, reserved: bool) -> bool {
+        let class = self.stream_class(stream);
+        let avail = st.spare.len().min(st.free[class].len());
+        // Reservations are for the streams of new items.
+        let held = if class == self.new_class as usize {
+            st.reserved
+        } else {
+            0
+        };
+        if avail == 0 || (!reserved && avail <= held) {
             return false;
         }
         if reserved {
             st.reserved -= 1;
         }
-        self.seal(st, class);
-        let slot = st.free.pop_front().expect("checked");
+        self.seal(st, stream);
+        let slot = st.free[class].pop_front().expect("checked");
         let buf = st.spare.pop().expect("checked");
         let seq = st.next_seq;
         st.next_seq += 1;
@@ -490,7 +556,7 @@ impl FlashTier {
         s.items = 0;
         s.data_len = 0;
         s.state = SlotState::Open;
-        st.open[class] = Some(Open {
+        st.open[stream] = Some(Open {
             slot,
             buf,
             write: BLOCK,
@@ -510,7 +576,8 @@ impl FlashTier {
         if o.records == 0 {
             // Nothing in it: give the slot and the buffer back unwritten.
             st.slots[o.slot as usize].state = SlotState::Free;
-            st.free.push_front(o.slot);
+            let c = st.slots[o.slot as usize].class as usize;
+            st.free[c].push_front(o.slot);
             st.spare.push(o.buf);
             return;
         }
@@ -536,28 +603,31 @@ impl FlashTier {
     /// Seals a partly filled open buffer so that it reaches the device (idle flush).
     pub fn seal_open(&self) {
         let mut st = self.state.lock();
-        for class in 0..2 {
-            if st.open[class].as_ref().is_some_and(|o| o.records > 0) {
-                self.seal(&mut st, class);
+        for stream in 0..STREAMS {
+            if st.open[stream].as_ref().is_some_and(|o| o.records > 0) {
+                self.seal(&mut st, stream);
             }
         }
     }
 
     /// Appends an item (RAM layout) as a record; returns its new location.
-    /// `admitted` counts it as new data (false for reinsertion).
+    /// `admitted` counts it as new data (false for reinsertion). `dest`
+    /// says why, which decides the class it goes to.
     pub fn append(
         &self,
         item: &[u8],
         admitted: bool,
         now: u32,
         reserved: &mut usize,
+        dest: Dest,
     ) -> Result<Loc, AppendError> {
         let h = Header::read(item);
-        let class = self.class_of(h.exptime, now);
+        let ttl_class = self.class_of(h.exptime, now);
         let size = format::record_size(h.klen as usize, h.vlen as usize);
         if self.degraded() || size + BLOCK > self.params.segment_size {
             return Err(AppendError::Refused);
         }
+        let class = self.stream_for(ttl_class, dest);
         let mut st = self.state.lock();
         if admitted && self.params.write_budget > 0 && !self.take_budget(&mut st, size) {
             self.stats.admission_refused.fetch_add(1, Ordering::Relaxed);
@@ -579,9 +649,17 @@ impl FlashTier {
         }
         let st = &mut *st;
         let o = st.open[class].as_mut().expect("open");
+        let seq = st.slots[o.slot as usize].seq;
+        if let Dest::Promote { from_seq } = dest {
+            // The copy left on the capacity class must be older than the
+            // new record, so that whatever covers the new one after a
+            // crash (its tombstones, the floor of its reclaim) covers it.
+            if seq <= from_seq {
+                return Err(AppendError::Refused);
+            }
+        }
         let at = o.place(size);
         let slot = o.slot;
-        let seq = st.slots[slot as usize].seq;
         format::write_record(&mut o.buf.as_mut_slice()[at..at + size], item, seq);
         o.records += 1;
         if h.exptime == 0 {
@@ -620,6 +698,14 @@ impl FlashTier {
         }
     }
 
+    /// An index entry now points into `loc`'s slot (an item's copy became its entry).
+    pub fn acquire(&self, loc: Loc) {
+        let mut st = self.state.lock();
+        if let Some(s) = st.slots.get_mut((loc.seg - FLASH_SEG_BASE) as usize) {
+            s.items += 1;
+        }
+    }
+
     /// An index entry pointing into `loc`'s slot went away.
     pub fn release(&self, loc: Loc) {
         let mut st = self.state.lock();
@@ -644,8 +730,8 @@ impl FlashTier {
         let st = self.state.lock();
         let mut u = Usage {
             slots: st.slots.len() as u64,
-            free: st.free.len() as u64,
-            sealed: st.sealed.len() as u64,
+            free: (st.free[0].len() + st.free[1].len()) as u64,
+            sealed: (st.sealed[0].len() + st.sealed[1].len()) as u64,
             queued: st.queued.len() as u64,
             items: 0,
             failed: 0,
@@ -671,6 +757,7 @@ pub struct Usage {
     pub failed: u64,
 }
 
+mod classes;
 mod flusher;
 mod params;
 mod read;
@@ -678,8 +765,10 @@ mod recovery;
 mod snapshot;
 mod superblock;
 
-pub use params::{Promote, TierParams};
+pub use params::{DeviceClass, Promote, TierParams};
 
+use classes::STREAMS;
+pub use classes::{Dest, DevStats, NhcStats};
 pub use flusher::RecordOwner;
 pub use recovery::Recovery;
 use superblock::{check_and_stamp, write_superblock};

@@ -22,6 +22,7 @@ impl Shard {
             true,
             self.clock_now,
             &mut reserved,
+            crate::flash::tier::Dest::New,
         );
         self.flash_reserved = reserved;
         match res {
@@ -59,9 +60,23 @@ impl Shard {
         let mut need = false;
         let mut best: Option<(Loc, u64)> = None;
         for loc in self.flash_candidates(hash) {
-            if fetched.state(loc).is_none() && !flash.fetch(loc, fetched, reads) {
-                self.drop_flash_entry(hash, loc);
-                continue;
+            if fetched.state(loc).is_none() {
+                // An item with a copy on both classes is read from the one
+                // the scheduler's load_admit picks.
+                let copy = self.copy_of(hash, loc);
+                flash.note_lookup(
+                    copy.is_some()
+                        || flash.class_at(loc) == Some(crate::flash::tier::DeviceClass::Fast),
+                );
+                let from_copy = copy.is_some_and(|c| {
+                    !fetched.copy_failed(loc)
+                        && !flash.route_to_fast()
+                        && flash.fetch_copy(loc, c.primary_seq, c.copy, c.copy_seq, fetched, reads)
+                });
+                if !from_copy && !flash.fetch(loc, fetched, reads) {
+                    self.drop_flash_entry(hash, loc);
+                    continue;
+                }
             }
             match fetched.state(loc) {
                 Some(FetchState::Pending) => need = true,
@@ -221,6 +236,8 @@ impl Shard {
                     self.stats.promote_declined += 1;
                 }
                 self.index.set_hit(hash, loc);
+                // Not to RAM: a capacity hit may go to the fast class.
+                self.promote_to_fast(hash, loc, item_bytes);
                 return;
             }
         }
@@ -279,11 +296,20 @@ impl Shard {
             return;
         };
         let h = Header::read(item_bytes);
+        if !h.expired(self.clock_now) && self.fall_back_to_copy(hash, loc, hit) {
+            return;
+        }
         if h.expired(self.clock_now) {
             self.stats.reclaimed += 1;
         } else if reinsert && hit {
             if let Some(f) = &self.flash {
-                if let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0) {
+                let dest = crate::flash::tier::Dest::Moved { from: loc };
+                if let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0, dest) {
+                    if f.class_at(loc) != f.class_at(new) {
+                        f.stats
+                            .moves
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     self.index.relocate(hash, loc, new);
                     self.stats.reinserted += 1;
                     return;

@@ -45,19 +45,23 @@ impl FlashTier {
                         s.state = SlotState::Writing(buf.clone());
                         break Job::Write(slot, buf);
                     }
-                    if st.free.len() < FREE_SLOTS_LOW.max(1) + 1 {
-                        if let Some(slot) = st.sealed.pop_front() {
-                            st.slots[slot as usize].state = SlotState::Reclaiming;
-                            break Job::Reclaim(slot, false);
-                        }
+                    // Each class keeps its own slots free, reclaiming its
+                    // own oldest segment.
+                    let low = (0..2).find(|&c| {
+                        st.free[c].len() < FREE_SLOTS_LOW.max(1) + 1 && !st.sealed[c].is_empty()
+                    });
+                    if let Some(slot) = low.and_then(|c| st.sealed[c].pop_front()) {
+                        st.slots[slot as usize].state = SlotState::Reclaiming;
+                        break Job::Reclaim(slot, false);
                     }
+                    self.nhc_tick();
                     // Idle flush: an open buffer that stopped growing goes out.
                     let written = self.stats.objects_written.load(Ordering::Relaxed);
                     if written != last_append.0 {
                         last_append = (written, Instant::now());
                     } else if last_append.1.elapsed() >= idle {
-                        if let Some(class) =
-                            (0..2).find(|&c| st.open[c].as_ref().is_some_and(|o| o.records > 0))
+                        if let Some(class) = (0..STREAMS)
+                            .find(|&c| st.open[c].as_ref().is_some_and(|o| o.records > 0))
                         {
                             self.seal(&mut st, class);
                             continue;
@@ -68,11 +72,15 @@ impl FlashTier {
                     if last_expiry_scan.elapsed() >= Duration::from_secs(1) {
                         last_expiry_scan = Instant::now();
                         let now = self.clock.load(Ordering::Relaxed);
-                        if let Some(pos) = st.sealed.iter().position(|&i| {
-                            let m = st.slots[i as usize].max_exptime;
+                        let expired = |i: &u32| {
+                            let m = st.slots[*i as usize].max_exptime;
                             m != 0 && m <= now
-                        }) {
-                            let slot = st.sealed.remove(pos).expect("found");
+                        };
+                        let found = (0..2).find_map(|c| {
+                            st.sealed[c].iter().position(expired).map(|pos| (c, pos))
+                        });
+                        if let Some((c, pos)) = found {
+                            let slot = st.sealed[c].remove(pos).expect("found");
                             st.slots[slot as usize].state = SlotState::Reclaiming;
                             self.stats.segments_expired.fetch_add(1, Ordering::Relaxed);
                             break Job::Reclaim(slot, true);
@@ -124,7 +132,11 @@ impl FlashTier {
             Ok(()) => {
                 st.consecutive_write_errors = 0;
                 st.slots[slot as usize].state = SlotState::Sealed;
-                st.sealed.push_back(slot);
+                let c = st.slots[slot as usize].class as usize;
+                st.sealed[c].push_back(slot);
+                self.stats.devs[dev]
+                    .bytes_written
+                    .fetch_add(len as u64, Ordering::Relaxed);
                 self.stats
                     .bytes_written
                     .fetch_add(len as u64, Ordering::Relaxed);
@@ -207,7 +219,8 @@ impl FlashTier {
         let s = &mut st.slots[slot as usize];
         s.state = SlotState::Free;
         s.items = 0;
-        st.free.push_back(slot);
+        let c = s.class as usize;
+        st.free[c].push_back(slot);
         drop(st);
         self.stats
             .segments_reclaimed

@@ -1,4 +1,5 @@
-//! The flash tier's settings and its promotion policy's names.
+//! The flash tier's settings, its promotion policy's names and the device
+//! classes.
 
 /// Settings of the flash tier.
 #[derive(Debug, Clone)]
@@ -26,6 +27,14 @@ pub struct TierParams {
     /// wait for tombstones, and the devices are marked so that no later run
     /// recovers from them until its floor covers everything on them.
     pub crash_journal: bool,
+    /// Each device's class, in the order of the devices (missing = fast).
+    pub classes: Vec<DeviceClass>,
+    /// Non-hierarchical caching between the classes (`ext_nhc`): hits on
+    /// items with a copy on both classes are shared by the scheduler's
+    /// `load_admit`, and capacity hits are promoted only while it admits.
+    /// Off: classic caching (every capacity hit is promoted, every
+    /// dual-copy hit read from the fast class). Only with both classes.
+    pub nhc: bool,
 }
 
 impl Default for TierParams {
@@ -40,6 +49,8 @@ impl Default for TierParams {
             write_budget: 0,
             wipe: false,
             crash_journal: true,
+            classes: Vec::new(),
+            nhc: true,
         }
     }
 }
@@ -68,5 +79,73 @@ impl Promote {
             "always" => Some(Promote::Always),
             _ => None,
         }
+    }
+}
+
+/// A device's class. New items land on the fast class; items the fast
+/// class reclaims that are still worth keeping move to the capacity class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceClass {
+    #[default]
+    Fast,
+    Capacity,
+}
+
+impl DeviceClass {
+    /// Our names and memcached's extstore bucket names where they map:
+    /// `default` (where new items land) and `lowttl` are the fast class,
+    /// `compact`, `coldcompact` and `old` the capacity class.
+    pub fn parse(s: &str) -> Option<DeviceClass> {
+        match s {
+            "fast" | "default" | "lowttl" => Some(DeviceClass::Fast),
+            "capacity" | "compact" | "coldcompact" | "old" => Some(DeviceClass::Capacity),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceClass::Fast => "fast",
+            DeviceClass::Capacity => "capacity",
+        }
+    }
+
+    /// 0 for fast, 1 for capacity (the index of per-class arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl TierParams {
+    /// The class of device number `dev`.
+    pub fn class_of_device(&self, dev: usize) -> DeviceClass {
+        self.classes.get(dev).copied().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memcached_bucket_names_map_to_classes() {
+        for (name, class) in [
+            ("fast", DeviceClass::Fast),
+            ("default", DeviceClass::Fast),
+            ("lowttl", DeviceClass::Fast),
+            ("capacity", DeviceClass::Capacity),
+            ("compact", DeviceClass::Capacity),
+            ("coldcompact", DeviceClass::Capacity),
+            ("old", DeviceClass::Capacity),
+        ] {
+            assert_eq!(DeviceClass::parse(name), Some(class), "{name}");
+        }
+        assert_eq!(DeviceClass::parse("slow"), None);
+        let p = TierParams {
+            classes: vec![DeviceClass::Capacity],
+            ..TierParams::default()
+        };
+        assert_eq!(p.class_of_device(0), DeviceClass::Capacity);
+        assert_eq!(p.class_of_device(1), DeviceClass::Fast);
     }
 }

@@ -61,8 +61,44 @@ impl FlashTier {
             } => {
                 reads.push(fetched.add_read(loc, dev, offset, skew, seq));
                 self.stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
+                self.stats.devs[dev]
+                    .in_flight
+                    .fetch_add(1, Ordering::Relaxed);
             }
             Where::Gone => return false,
+        }
+        true
+    }
+
+    /// Starts fetching the record at `copy` (an item's capacity copy, in a
+    /// segment numbered `copy_seq`) for the entry `loc`, whose own segment
+    /// is numbered `seq`: the record must verify as `copy`'s, and is then
+    /// reported as `loc`'s. False when the copy's segment was reused.
+    pub fn fetch_copy(
+        &self,
+        loc: Loc,
+        seq: u64,
+        copy: Loc,
+        copy_seq: u64,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) -> bool {
+        match self.locate(copy) {
+            Where::Resident(item, s) if s == copy_seq => fetched.insert_resident(loc, item, seq),
+            Where::Device {
+                dev,
+                offset,
+                skew,
+                seq: s,
+            } if s == copy_seq => {
+                reads.push(fetched.add_read(loc, dev, offset, skew, copy_seq));
+                fetched.mark_copy(loc, seq);
+                self.stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
+                self.stats.devs[dev]
+                    .in_flight
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            _ => return false,
         }
         true
     }

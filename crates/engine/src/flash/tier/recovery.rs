@@ -169,13 +169,12 @@ impl FlashTier {
             s.items = kept;
             s.max_exptime = h.max_exptime;
             s.state = SlotState::Sealed;
-            st.sealed.push_back(slot);
+            let c = s.class as usize;
+            st.sealed[c].push_back(slot);
         }
         st.next_seq = max_seq + 1;
         self.max_seq.store(max_seq, Ordering::Release);
-        st.free = (0..st.slots.len() as u32)
-            .filter(|&i| matches!(st.slots[i as usize].state, SlotState::Free))
-            .collect();
+        st.rebuild_free();
         report
     }
 }

@@ -49,7 +49,10 @@ impl FlashTier {
             w.u32(s.items)?;
             w.u32(s.max_exptime)?;
         }
-        w.list(st.sealed.iter().copied())
+        // One list, oldest first (the classes' FIFOs merged by sequence).
+        let mut sealed: Vec<u32> = st.sealed.iter().flatten().copied().collect();
+        sealed.sort_by_key(|&i| st.slots[i as usize].seq);
+        w.list(sealed.into_iter())
     }
 
     /// Loads the segment table; a sealed segment whose header on the device
@@ -93,7 +96,8 @@ impl FlashTier {
                 .is_some_and(|h| h.seq == s.seq && h.slot == i as u32);
             if ok {
                 st.slots[i].state = SlotState::Sealed;
-                st.sealed.push_back(i as u32);
+                let c = st.slots[i].class as usize;
+                st.sealed[c].push_back(i as u32);
                 restored += 1;
             } else {
                 tracing::warn!(
@@ -102,9 +106,7 @@ impl FlashTier {
                 );
             }
         }
-        st.free = (0..n as u32)
-            .filter(|&i| matches!(st.slots[i as usize].state, SlotState::Free))
-            .collect();
+        st.rebuild_free();
         Ok(restored)
     }
 }

@@ -1,0 +1,274 @@
+//! Device classes: where a record goes (new items on the fast class, moves
+//! from a fast reclaim to the capacity class, short TTLs stay on fast),
+//! per-device read figures, and the non-hierarchical caching scheduler
+//! (`tiercache_policy::nhc`) fed with them.
+
+use super::*;
+use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective};
+
+/// Open streams: new long-TTL items, new short-TTL items, moves to capacity.
+pub(super) const STREAMS: usize = 3;
+
+/// Why a record is appended, which decides its class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// An item leaving RAM: the class new items land on.
+    New,
+    /// A live record of a segment being reclaimed, from `from`: with both
+    /// classes it moves to the capacity class unless it expires soon (those
+    /// stay on the fast class).
+    Moved { from: Loc },
+    /// A capacity hit copied into the fast class; its capacity copy (in a
+    /// segment with sequence number `from_seq`) is kept. Refused when the
+    /// fast buffer is not newer than that segment.
+    Promote { from_seq: u64 },
+}
+
+/// Read figures of one device.
+#[derive(Debug, Default)]
+pub struct DevStats {
+    pub reads: AtomicU64,
+    pub bytes_read: AtomicU64,
+    /// Reads submitted and not completed (a gauge): the queue depth.
+    pub in_flight: AtomicU64,
+    /// Sum of read latencies (submission to completion), microseconds.
+    pub latency_us: AtomicU64,
+    pub bytes_written: AtomicU64,
+}
+
+/// Length of one scheduler interval.
+const NHC_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The scheduler and the counters of its current interval.
+pub(super) struct NhcCtl {
+    sched: Mutex<(Nhc, Instant, [u64; 4])>,
+    /// The scheduler's outputs, read without its lock: the effective
+    /// load_admit (f64 bits), data_admit, state (1 or 2).
+    load_admit: AtomicU64,
+    data_admit: AtomicBool,
+    state: AtomicU32,
+    /// Flash lookups, and those of them that found a fast copy.
+    lookups: AtomicU64,
+    fast_resident: AtomicU64,
+    rng: AtomicU64,
+    /// (data_admit, load_admit) pinned by [`FlashTier::pin_nhc`].
+    pinned: Mutex<Option<(bool, f64)>>,
+}
+
+impl NhcCtl {
+    pub(super) fn new() -> NhcCtl {
+        let s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        NhcCtl {
+            load_admit: AtomicU64::new(s.effective_load_admit().to_bits()),
+            data_admit: AtomicBool::new(s.data_admit()),
+            state: AtomicU32::new(u32::from(s.state().number())),
+            sched: Mutex::new((s, Instant::now(), [0; 4])),
+            lookups: AtomicU64::new(0),
+            fast_resident: AtomicU64::new(0),
+            rng: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+            pinned: Mutex::new(None),
+        }
+    }
+}
+
+/// What `stats` shows of the scheduler.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NhcStats {
+    pub enabled: bool,
+    pub state: u32,
+    pub data_admit: bool,
+    pub load_admit: f64,
+    pub entered_tune: u64,
+    pub left_tune: u64,
+    pub load_admit_moves: u64,
+}
+
+impl FlashTier {
+    /// Both classes have devices.
+    pub fn two_classes(&self) -> bool {
+        self.present[0] && self.present[1]
+    }
+
+    /// The class a stream writes to.
+    pub(super) fn stream_class(&self, stream: usize) -> usize {
+        if stream == 2 {
+            1
+        } else {
+            self.new_class as usize
+        }
+    }
+
+    /// The stream a record goes to.
+    pub(super) fn stream_for(&self, ttl_class: usize, dest: Dest) -> usize {
+        match dest {
+            Dest::Moved { .. } if self.two_classes() && ttl_class == 0 => 2,
+            _ => ttl_class,
+        }
+    }
+
+    /// The class of the slot `loc` points into (0 fast, 1 capacity).
+    pub fn class_at(&self, loc: Loc) -> Option<DeviceClass> {
+        let st = self.state.lock();
+        let s = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
+        Some(if s.class == 0 {
+            DeviceClass::Fast
+        } else {
+            DeviceClass::Capacity
+        })
+    }
+
+    /// Whether a capacity hit is copied into the fast class now: always in
+    /// classic caching, while the scheduler admits data with NHC.
+    pub fn data_admit(&self) -> bool {
+        self.two_classes()
+            && self
+                .nhc
+                .as_ref()
+                .is_none_or(|n| n.data_admit.load(Ordering::Relaxed))
+    }
+
+    /// Counts a flash lookup for the fast hit ratio the scheduler watches.
+    pub fn note_lookup(&self, fast_copy: bool) {
+        if let Some(n) = &self.nhc {
+            n.lookups.fetch_add(1, Ordering::Relaxed);
+            if fast_copy {
+                n.fast_resident.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Where a hit on an item with copies on both classes is read: true for
+    /// the fast class (always without NHC).
+    pub fn route_to_fast(&self) -> bool {
+        let Some(n) = &self.nhc else {
+            return true;
+        };
+        let la = f64::from_bits(n.load_admit.load(Ordering::Relaxed));
+        if la >= 1.0 {
+            return true;
+        }
+        // splitmix64 over a shared counter: cheap, and fine for a split.
+        let mut z = n
+            .rng
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let r = (z >> 11) as f64 / (1u64 << 53) as f64;
+        let fast = r < la;
+        let c = if fast {
+            &self.stats.dual_fast_reads
+        } else {
+            &self.stats.dual_capacity_reads
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        fast
+    }
+
+    /// Pins the scheduler's outputs (tests, and benchmarks that compare
+    /// fixed splits): `Some((data_admit, load_admit))`, or None to let the
+    /// scheduler decide again. No effect without NHC.
+    pub fn pin_nhc(&self, pin: Option<(bool, f64)>) {
+        let Some(n) = &self.nhc else {
+            return;
+        };
+        *n.pinned.lock() = pin;
+        if let Some((da, la)) = pin {
+            n.data_admit.store(da, Ordering::Relaxed);
+            n.load_admit
+                .store(la.clamp(0.0, 1.0).to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// Closes the scheduler's interval when it is due (the flusher calls
+    /// this every few milliseconds).
+    pub(super) fn nhc_tick(&self) {
+        let Some(n) = &self.nhc else {
+            return;
+        };
+        if n.pinned.lock().is_some() {
+            return;
+        }
+        let mut g = n.sched.lock();
+        let (sched, since, prev) = &mut *g;
+        let elapsed = since.elapsed();
+        if elapsed < NHC_INTERVAL {
+            return;
+        }
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let reads: u64 = self.stats.devs.iter().map(|d| l(&d.reads)).sum();
+        let lat: u64 = self.stats.devs.iter().map(|d| l(&d.latency_us)).sum();
+        let now = [reads, lat, l(&n.lookups), l(&n.fast_resident)];
+        let m = Measurement {
+            secs: elapsed.as_secs_f64(),
+            reads: now[0] - prev[0],
+            latency_us: (now[1] - prev[1]) as f64,
+            fast_resident: (now[3] - prev[3]).min(now[2] - prev[2]),
+        };
+        // The hit ratio is of lookups, the throughput of device reads.
+        let lookups = now[2] - prev[2];
+        let m = Measurement {
+            fast_resident: if lookups == 0 {
+                0
+            } else {
+                (m.fast_resident as f64 / lookups as f64 * m.reads as f64) as u64
+            },
+            ..m
+        };
+        sched.interval(&m);
+        *prev = now;
+        *since = Instant::now();
+        n.load_admit
+            .store(sched.effective_load_admit().to_bits(), Ordering::Relaxed);
+        n.data_admit.store(sched.data_admit(), Ordering::Relaxed);
+        n.state
+            .store(u32::from(sched.state().number()), Ordering::Relaxed);
+    }
+
+    /// Per-class figures (devices' reads summed by class).
+    pub fn class_stats(&self) -> [crate::flash::stats::ClassStats; 2] {
+        let mut out = [crate::flash::stats::ClassStats::default(); 2];
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for (dev, d) in self.stats.devs.iter().enumerate() {
+            let c = &mut out[self.params.class_of_device(dev).index()];
+            c.devices += 1;
+            c.reads += l(&d.reads);
+            c.bytes_read += l(&d.bytes_read);
+            c.bytes_written += l(&d.bytes_written);
+            c.queue_depth += l(&d.in_flight);
+            c.latency_us += l(&d.latency_us);
+        }
+        let st = self.state.lock();
+        for s in &st.slots {
+            out[s.class as usize].segments += 1;
+        }
+        for (c, o) in out.iter_mut().enumerate() {
+            o.segments_free = st.free[c].len() as u64;
+        }
+        out
+    }
+
+    /// The scheduler's figures for `stats`.
+    pub fn nhc_stats(&self) -> NhcStats {
+        let Some(n) = &self.nhc else {
+            return NhcStats {
+                enabled: false,
+                state: 1,
+                data_admit: self.two_classes(),
+                load_admit: 1.0,
+                ..NhcStats::default()
+            };
+        };
+        let g = n.sched.lock();
+        NhcStats {
+            enabled: true,
+            state: n.state.load(Ordering::Relaxed),
+            data_admit: n.data_admit.load(Ordering::Relaxed),
+            load_admit: g.0.load_admit(),
+            entered_tune: g.0.entered_tune,
+            left_tune: g.0.left_tune,
+            load_admit_moves: g.0.moves,
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Items with a record on both device classes. A capacity hit promoted into
+//! the fast class keeps its capacity record as a copy (no write to the
+//! capacity class), so that a later hit may be read from either class
+//! (non-hierarchical caching, `flash::tier::classes`).
+//!
+//! The index keeps one flash entry per key, the primary; the copy is
+//! remembered here, per key hash, as the primary's location *and* its
+//! segment's sequence number. Records are immutable and a sequence number is
+//! never reused, so a copy is served only while its primary entry still
+//! points at the very record it was copied from: any change of the key (a
+//! store, a delete, a touch, a promotion to RAM) moves or removes that
+//! entry, and the copy is never read again. After a crash both records are
+//! on the device and recovery keeps the newer one (the fast record: a
+//! promotion is refused unless its segment is newer than the copy's), so
+//! the older copy is covered by whatever covers its key from then on.
+
+use super::*;
+use crate::flash::tier::{Dest, DeviceClass};
+use std::sync::atomic::Ordering;
+
+/// Copies a shard remembers at most (the hottest items: each was promoted).
+pub(super) const MAX_COPIES: usize = 8192;
+
+/// An item's capacity copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CopyOf {
+    pub primary: Loc,
+    pub primary_seq: u64,
+    pub copy: Loc,
+    pub copy_seq: u64,
+}
+
+impl Shard {
+    /// The capacity copy of the item whose index entry is `loc`, while both
+    /// records are where they were when it was made.
+    pub(crate) fn copy_of(&self, hash: u64, loc: Loc) -> Option<CopyOf> {
+        let c = *self.copies.get(&hash)?;
+        let f = self.flash.as_ref()?;
+        (c.primary == loc
+            && self.index.contains(hash, loc)
+            && f.seq_of(loc) == Some(c.primary_seq)
+            && f.seq_of(c.copy) == Some(c.copy_seq))
+        .then_some(c)
+    }
+
+    /// Forgets copies whose records moved or went.
+    pub(super) fn prune_copies(&mut self) {
+        let keys: Vec<u64> = self.copies.keys().copied().collect();
+        for hash in keys {
+            let primary = self.copies[&hash].primary;
+            if self.copy_of(hash, primary).is_none() {
+                self.copies.remove(&hash);
+            }
+        }
+    }
+
+    /// A capacity hit: copies the item into the fast class while the
+    /// scheduler admits data, keeping the capacity record as its copy.
+    pub(super) fn promote_to_fast(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
+        let Some(f) = self.flash.clone() else {
+            return;
+        };
+        if !f.data_admit() || f.class_at(loc) != Some(DeviceClass::Capacity) {
+            return;
+        }
+        if Header::read(item_bytes).expired(self.clock_now) || !self.index.contains(hash, loc) {
+            return;
+        }
+        if self.copies.len() >= MAX_COPIES {
+            self.prune_copies();
+            if self.copies.len() >= MAX_COPIES {
+                return;
+            }
+        }
+        let Some(copy_seq) = f.seq_of(loc) else {
+            return;
+        };
+        let Ok(new) = f.append(
+            item_bytes,
+            false,
+            self.clock_now,
+            &mut 0,
+            Dest::Promote { from_seq: copy_seq },
+        ) else {
+            return;
+        };
+        let Some(primary_seq) = f.seq_of(new) else {
+            return;
+        };
+        self.index.relocate(hash, loc, new);
+        self.index.set_hit(hash, new);
+        f.release(loc);
+        f.stats.promotions.fetch_add(1, Ordering::Relaxed);
+        self.copies.insert(
+            hash,
+            CopyOf {
+                primary: new,
+                primary_seq,
+                copy: loc,
+                copy_seq,
+            },
+        );
+    }
+
+    /// A fast record being reclaimed whose capacity copy is still there: the
+    /// copy becomes the key's entry (nothing is written). False when there
+    /// is no such copy.
+    pub(super) fn fall_back_to_copy(&mut self, hash: u64, loc: Loc, hit: bool) -> bool {
+        let Some(c) = self.copy_of(hash, loc) else {
+            return false;
+        };
+        let Some(f) = self.flash.clone() else {
+            return false;
+        };
+        self.copies.remove(&hash);
+        self.index.relocate(hash, loc, c.copy);
+        if hit {
+            self.index.set_hit(hash, c.copy);
+        }
+        f.acquire(c.copy);
+        f.stats.moves_to_copy.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+}

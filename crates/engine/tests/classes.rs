@@ -1,0 +1,324 @@
+//! Device classes (issue 17): new items land on the fast class, hit items
+//! the fast class reclaims move to the capacity class, short-TTL items stay
+//! on fast, capacity hits are promoted into the fast class keeping their
+//! capacity record as a copy, and a hit on such an item may be read from
+//! either class. Overwrites and deletes of items with both copies never
+//! serve an old value, in RAM, after a graceful restart or after a crash.
+
+mod common;
+
+use common::{set_at, NOW};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tiercache_engine::command::Store;
+use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::flash::tier::{DeviceClass, Promote};
+use tiercache_engine::flash::{BlockDevice, FlashStats};
+use tiercache_engine::{Engine, EngineConfig};
+
+fn config(snapshot: Option<&std::path::Path>) -> EngineConfig {
+    let mut c = common::flash_config(8 << 20, 256 << 10, 1 << 20);
+    let f = c.flash.as_mut().unwrap();
+    f.params.classes = vec![DeviceClass::Fast, DeviceClass::Capacity];
+    // Flash hits stay on flash: the classes are what is tested.
+    f.params.promote = Promote::Never;
+    f.snapshot = snapshot.map(|p| p.to_path_buf());
+    c
+}
+
+struct Devices {
+    fast: Arc<FaultDevice>,
+    cap: Arc<FaultDevice>,
+}
+
+impl Devices {
+    fn new() -> Devices {
+        let dev = |mb: usize| {
+            Arc::new(FaultDevice::new(
+                Arc::new(MemDevice::new(mb << 20)),
+                Faults::default(),
+            ))
+        };
+        Devices {
+            fast: dev(16),
+            cap: dev(48),
+        }
+    }
+
+    fn engine(&self, snapshot: Option<&std::path::Path>) -> Engine {
+        let devs: Vec<Arc<dyn BlockDevice>> = vec![self.fast.clone(), self.cap.clone()];
+        Engine::with_devices(config(snapshot), devs).expect("engine")
+    }
+}
+
+fn set(e: &Engine, k: &str, v: &[u8]) {
+    common::set(e, k.as_bytes(), v)
+}
+
+fn value(i: u64, round: u32) -> Vec<u8> {
+    let mut v = format!("v{round}-{i}-").into_bytes();
+    v.resize(700, b'a' + (i % 26) as u8);
+    v
+}
+
+fn get(e: &Engine, k: &str) -> Option<Vec<u8>> {
+    common::get(e, k.as_bytes(), true)
+}
+
+fn fstats(e: &Engine) -> FlashStats {
+    e.flash().unwrap().stats_snapshot()
+}
+
+fn wait_flushed(e: &Engine) {
+    let f = e.flash().unwrap();
+    f.seal_open();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.usage().queued > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Loads `a0..a{n}`, reads them (the flash ones get their hit bit), then
+/// pushes `n_more` other keys through, so that the fast class reclaims.
+fn load_and_cycle(e: &Engine, n: u64, n_more: u64) {
+    for i in 0..n {
+        set(e, &format!("a{i}"), &value(i, 0));
+    }
+    wait_flushed(e);
+    for i in 0..n {
+        get(e, &format!("a{i}"));
+    }
+    for i in 0..n_more {
+        set(e, &format!("b{i}"), &value(i, 9));
+    }
+    wait_flushed(e);
+}
+
+#[test]
+fn new_items_land_on_fast_and_hit_items_move_to_capacity() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    e.flash().unwrap().pin_nhc(Some((true, 1.0)));
+    let cap_writes = d.cap.writes();
+    for i in 0..10_000 {
+        set(&e, &format!("a{i}"), &value(i, 0));
+    }
+    wait_flushed(&e);
+    let s = fstats(&e);
+    assert!(s.classes[0].bytes_written > 4 << 20, "{:?}", s.classes);
+    assert_eq!(s.classes[1].bytes_written, 0, "new items go to fast only");
+    assert_eq!(d.cap.writes(), cap_writes);
+    for i in 0..10_000 {
+        get(&e, &format!("a{i}"));
+    }
+    for i in 0..30_000 {
+        set(&e, &format!("b{i}"), &value(i, 9));
+    }
+    wait_flushed(&e);
+    let s = fstats(&e);
+    assert!(s.moves > 1_000, "moves {}", s.moves);
+    assert!(s.classes[1].bytes_written > 1 << 20, "{:?}", s.classes);
+    assert!(d.cap.writes() > cap_writes);
+    assert_eq!((s.classes[0].devices, s.classes[1].devices), (1, 1));
+    // The moved items read back from the capacity class, verified.
+    let reads_before = s.classes[1].reads;
+    let mut present = 0;
+    for i in 0..10_000 {
+        if let Some(v) = get(&e, &format!("a{i}")) {
+            assert_eq!(v, value(i, 0), "a{i}");
+            present += 1;
+        }
+    }
+    let s = fstats(&e);
+    assert!(present > 5_000, "{present}");
+    assert!(s.classes[1].reads > reads_before + 1_000, "{:?}", s.classes);
+    assert_eq!(s.verify_failures, 0);
+}
+
+#[test]
+fn short_ttl_items_stay_on_the_fast_class() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    e.flash().unwrap().pin_nhc(Some((true, 1.0)));
+    let short = |i: u64, v: &[u8]| {
+        let k = format!("s{i}");
+        let st = Store {
+            exptime: NOW + 60,
+            ..common::plain_set(k.as_bytes(), v)
+        };
+        set_at(&e, &st, NOW);
+    };
+    for i in 0..10_000 {
+        short(i, &value(i, 0));
+    }
+    wait_flushed(&e);
+    for i in 0..10_000 {
+        get(&e, &format!("s{i}"));
+    }
+    for i in 0..30_000 {
+        short(100_000 + i, &value(i, 9));
+    }
+    wait_flushed(&e);
+    let s = fstats(&e);
+    assert_eq!(s.moves, 0);
+    assert_eq!(s.classes[1].bytes_written, 0, "{:?}", s.classes);
+    assert!(
+        s.objects_reinserted > 1_000,
+        "reinserted on fast: {}",
+        s.objects_reinserted
+    );
+}
+
+#[test]
+fn capacity_hits_are_promoted_keeping_a_copy_and_either_copy_serves() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    let f = e.flash().unwrap().clone();
+    f.pin_nhc(Some((true, 1.0)));
+    load_and_cycle(&e, 10_000, 30_000);
+    // Capacity hits go to the fast class (data_admit).
+    for i in 0..10_000 {
+        get(&e, &format!("a{i}"));
+    }
+    let s = fstats(&e);
+    assert!(s.promotions > 1_000, "promotions {}", s.promotions);
+    // data_admit off, load_admit 0: every hit on a dual-copy item is read
+    // from the capacity copy; 1: from the fast record.
+    f.pin_nhc(Some((false, 0.0)));
+    let before = fstats(&e);
+    for i in 0..10_000 {
+        if let Some(v) = get(&e, &format!("a{i}")) {
+            assert_eq!(v, value(i, 0), "a{i}");
+        }
+    }
+    let s = fstats(&e);
+    assert!(s.dual_capacity_reads > 1_000, "{}", s.dual_capacity_reads);
+    assert_eq!(s.dual_fast_reads, before.dual_fast_reads);
+    assert_eq!(
+        s.promotions, before.promotions,
+        "no promotion without data_admit"
+    );
+    f.pin_nhc(Some((false, 1.0)));
+    let fast_reads = s.classes[0].reads;
+    for i in 0..10_000 {
+        if let Some(v) = get(&e, &format!("a{i}")) {
+            assert_eq!(v, value(i, 0), "a{i}");
+        }
+    }
+    let s2 = fstats(&e);
+    assert_eq!(s2.dual_capacity_reads, s.dual_capacity_reads);
+    assert!(s2.classes[0].reads > fast_reads + 1_000);
+    // When the fast class reclaims a promoted item, its copy becomes the
+    // entry (no write).
+    for i in 0..30_000 {
+        set(&e, &format!("c{i}"), &value(i, 8));
+    }
+    wait_flushed(&e);
+    let s3 = fstats(&e);
+    assert!(s3.moves_to_copy > 100, "moves to copy {}", s3.moves_to_copy);
+    for i in 0..10_000 {
+        if let Some(v) = get(&e, &format!("a{i}")) {
+            assert_eq!(v, value(i, 0), "a{i}");
+        }
+    }
+    assert_eq!(fstats(&e).verify_failures, 0);
+}
+
+/// What each `a` key must be: overwritten (round 1), deleted, or unchanged.
+fn expect(i: u64) -> Option<Vec<u8>> {
+    match i % 3 {
+        0 => Some(value(i, 1)),
+        1 => None,
+        _ => Some(value(i, 0)),
+    }
+}
+
+/// Checks every `a` key: the current value or absent, never an old one.
+fn check(e: &Engine, n: u64, when: &str) -> u64 {
+    let mut present = 0;
+    for i in 0..n {
+        let got = get(e, &format!("a{i}"));
+        if got.is_some() {
+            present += 1;
+        }
+        match (i % 3, got) {
+            (_, None) => {}
+            (1, Some(_)) => panic!("{when}: a{i} was deleted and came back"),
+            (_, Some(v)) => assert!(
+                Some(&v) == expect(i).as_ref(),
+                "{when}: a{i} has an old value"
+            ),
+        }
+    }
+    present
+}
+
+#[test]
+fn overwrites_and_deletes_of_items_on_both_classes_never_serve_an_old_copy() {
+    let dir = std::env::temp_dir().join(format!("nhc-classes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let snap = dir.join("flash.snapshot");
+    let d = Devices::new();
+    let n = 10_000;
+    {
+        let e = d.engine(Some(&snap));
+        let f = e.flash().unwrap().clone();
+        f.pin_nhc(Some((true, 1.0)));
+        load_and_cycle(&e, n, 30_000);
+        for i in 0..n {
+            get(&e, &format!("a{i}"));
+        }
+        assert!(fstats(&e).promotions > 1_000);
+        // Reads go to the copies from here on: a copy that outlived its
+        // key's change would show.
+        f.pin_nhc(Some((false, 0.0)));
+        for i in 0..n {
+            match i % 3 {
+                0 => set(&e, &format!("a{i}"), &value(i, 1)),
+                1 => {
+                    common::delete(&e, format!("a{i}").as_bytes());
+                }
+                _ => {}
+            }
+        }
+        // The new values leave RAM for the fast class too (new records
+        // of keys whose old copies are still on the capacity class).
+        for i in 0..12_000 {
+            set(&e, &format!("e{i}"), &value(i, 6));
+        }
+        wait_flushed(&e);
+        let present = check(&e, n, "before restart");
+        assert!(present > n / 3, "{present}");
+        assert!(fstats(&e).dual_capacity_reads > 500);
+        e.persist().unwrap();
+    }
+    // Graceful restart.
+    {
+        let e = d.engine(Some(&snap));
+        e.flash().unwrap().pin_nhc(Some((false, 0.0)));
+        let present = check(&e, n, "after a graceful restart");
+        assert!(present > n / 3, "{present}");
+        // More changes, then a crash (no snapshot).
+        for i in (0..n).step_by(3) {
+            set(&e, &format!("a{i}"), &value(i, 1));
+        }
+        for i in 0..20_000 {
+            set(&e, &format!("d{i}"), &value(i, 7));
+        }
+        wait_flushed(&e);
+    }
+    let e = d.engine(Some(&snap));
+    assert!(e.last_recovery().is_some(), "recovered after the crash");
+    e.flash().unwrap().pin_nhc(Some((false, 0.0)));
+    check(&e, n, "after a crash");
+    // And once more after a crash right after overwriting everything.
+    for i in 0..n {
+        if i % 3 == 0 {
+            set(&e, &format!("a{i}"), &value(i, 1));
+        }
+    }
+    drop(e);
+    let e = d.engine(Some(&snap));
+    check(&e, n, "after a second crash");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

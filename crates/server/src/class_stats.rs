@@ -1,0 +1,43 @@
+//! `stats` lines of the device classes and the non-hierarchical caching
+//! scheduler (issue 17), written after the flash tier's own lines.
+
+use crate::stats::stat;
+use tiercache_engine::flash::FlashStats;
+
+/// Per class (`flash_fast_*`, `flash_capacity_*`): devices, segments,
+/// reads, bytes, queue depth, mean read latency; the scheduler's state,
+/// data_admit and load_admit; promotions and moves between the classes.
+pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
+    for (name, c) in ["fast", "capacity"].iter().zip(f.classes.iter()) {
+        stat(out, &format!("flash_{name}_devices"), c.devices);
+        stat(out, &format!("flash_{name}_segments"), c.segments);
+        stat(out, &format!("flash_{name}_segments_free"), c.segments_free);
+        stat(out, &format!("flash_{name}_reads"), c.reads);
+        stat(out, &format!("flash_{name}_bytes_read"), c.bytes_read);
+        stat(out, &format!("flash_{name}_bytes_written"), c.bytes_written);
+        stat(out, &format!("flash_{name}_queue_depth"), c.queue_depth);
+        let mean = if c.reads > 0 {
+            c.latency_us as f64 / c.reads as f64
+        } else {
+            0.0
+        };
+        stat(
+            out,
+            &format!("flash_{name}_read_latency_us"),
+            format!("{mean:.1}"),
+        );
+    }
+    let n = &f.nhc;
+    stat(out, "flash_nhc", u8::from(n.enabled));
+    stat(out, "flash_nhc_state", n.state);
+    stat(out, "flash_nhc_data_admit", u8::from(n.data_admit));
+    stat(out, "flash_nhc_load_admit", format!("{:.3}", n.load_admit));
+    stat(out, "flash_nhc_tune_entries", n.entered_tune);
+    stat(out, "flash_nhc_tune_exits", n.left_tune);
+    stat(out, "flash_nhc_load_admit_moves", n.load_admit_moves);
+    stat(out, "flash_class_promotions", f.promotions);
+    stat(out, "flash_class_moves", f.moves);
+    stat(out, "flash_class_moves_to_copy", f.moves_to_copy);
+    stat(out, "flash_dual_fast_reads", f.dual_fast_reads);
+    stat(out, "flash_dual_capacity_reads", f.dual_capacity_reads);
+}
