@@ -274,8 +274,11 @@ fn idle_connections_are_closed_and_counted() {
         }
     }
     let after = closed_after.expect("the idle connection was not closed within 4 s");
+    // Idle time is counted on the server's one-second clock (as in
+    // memcached), so "more than 1 s" may be a little under 1 s of wall
+    // time; never a fraction of it.
     assert!(
-        after >= Duration::from_millis(1000),
+        after >= Duration::from_millis(900),
         "closed after {after:?}"
     );
     let st = tx(&mut busy, "stats\r\n", "END\r\n");
