@@ -88,6 +88,11 @@ pub struct ConnStats {
     pub listen_disabled_num: AtomicU64,
     /// Workers that are not accepting now (for `accepting_conns`).
     pub accept_blocked: AtomicU64,
+    /// Since when (µs after the start) some worker has not been accepting,
+    /// and the time of the earlier such stretches (memcached's
+    /// `time_in_listen_disabled_us`).
+    pub listen_disabled_since: AtomicU64,
+    pub listen_disabled_us: AtomicU64,
     /// Connections closed for being idle longer than `-o idle_timeout`
     /// (memcached's name).
     pub idle_kicks: AtomicU64,
@@ -96,6 +101,33 @@ pub struct ConnStats {
     /// items it freed (`crawler_reclaimed`).
     pub crawler_starts: AtomicU64,
     pub crawler_reclaimed: AtomicU64,
+}
+
+impl ConnStats {
+    /// A worker stopped accepting at `now` (µs after the start).
+    pub fn accept_stopped(&self, now: u64) {
+        if self.accept_blocked.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.listen_disabled_since.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// A worker accepts again at `now`.
+    pub fn accept_resumed(&self, now: u64) {
+        if self.accept_blocked.fetch_sub(1, Ordering::Relaxed) == 1 {
+            let since = self.listen_disabled_since.load(Ordering::Relaxed);
+            add(&self.listen_disabled_us, now.saturating_sub(since));
+        }
+    }
+
+    /// Time in µs during which accepting was stopped, up to `now`.
+    pub fn listen_disabled_us(&self, now: u64) -> u64 {
+        let mut t = self.listen_disabled_us.load(Ordering::Relaxed);
+        if self.accept_blocked.load(Ordering::Relaxed) > 0 {
+            let since = self.listen_disabled_since.load(Ordering::Relaxed);
+            t += now.saturating_sub(since);
+        }
+        t
+    }
 }
 
 pub(crate) fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
@@ -172,6 +204,12 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     let blocked = c(&v.conns.accept_blocked);
     stat(out, "accepting_conns", u8::from(blocked == 0));
     stat(out, "listen_disabled_num", c(&v.conns.listen_disabled_num));
+    stat(
+        out,
+        "time_in_listen_disabled_us",
+        v.conns
+            .listen_disabled_us(v.started.elapsed().as_micros() as u64),
+    );
     stat(out, "threads", v.threads);
     // memcached yields a connection after `-R` requests of one read;
     // tiercache runs every request a read brought before the next

@@ -337,7 +337,8 @@ fn accept(
         Err(e) => {
             if !was {
                 bump(&shared.conns.listen_disabled_num);
-                shared.conns.accept_blocked.fetch_add(1, Ordering::Relaxed);
+                let now = shared.started.elapsed().as_micros() as u64;
+                shared.conns.accept_stopped(now);
                 tracing::warn!(
                     error = %e,
                     open = shared.conns.curr_connections.load(Ordering::Relaxed),
@@ -348,7 +349,8 @@ fn accept(
         }
     };
     if was && !blocked {
-        shared.conns.accept_blocked.fetch_sub(1, Ordering::Relaxed);
+        let now = shared.started.elapsed().as_micros() as u64;
+        shared.conns.accept_resumed(now);
         tracing::info!("accepting connections again");
     }
     blocked

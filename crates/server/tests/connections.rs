@@ -160,6 +160,12 @@ fn the_server_accepts_again_after_emfile() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(p.stat("accepting_conns"), Some(1));
+    // The time accepting was stopped is counted, and stops growing once
+    // every worker accepts again.
+    let stopped = p.stat("time_in_listen_disabled_us").unwrap();
+    assert!(stopped > 0);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(p.stat("time_in_listen_disabled_us"), Some(stopped));
     assert_eq!(p.fds_settle(base, SETTLE), base);
 }
 

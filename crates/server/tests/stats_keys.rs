@@ -99,11 +99,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
     ),
     (
         "stats",
-        &["time_in_listen_disabled_us"],
-        "not measured; listen_disabled_num counts the stops",
-    ),
-    (
-        "stats",
         &["unexpected_napi_ids", "round_robin_fallback"],
         "no NAPI-id thread assignment (memcached -o napi_ids)",
     ),
