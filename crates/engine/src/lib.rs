@@ -50,6 +50,7 @@ pub(crate) mod persist;
 pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
+pub mod small;
 
 pub use engine::index_dram_bytes;
 pub use engine::{Engine, EngineConfig, EngineStats, FlashConfig};

@@ -1,0 +1,61 @@
+//! The dense small-object store (issue 16; docs/SMALL.md): Kangaroo's
+//! layout in tiercache's format. A small flash log (KLog, [`log`]) with a
+//! compact index partitioned by set sits in front of a large
+//! set-associative store of 4 KiB sets ([`format`]); objects move from the
+//! log to their set several at a time, and the sets need no per-object
+//! DRAM pointer: a per-set Bloom filter, hit bits and a write generation
+//! ([`filter`]). [`store`] holds the read, write and move paths, [`recover`]
+//! the start from what the device holds. Not wired into the server yet
+//! (`ext_small_max` is not a flag): the simulator and the tests drive it.
+
+pub mod filter;
+pub mod format;
+pub mod log;
+pub mod recover;
+pub mod store;
+#[cfg(test)]
+mod tests;
+
+pub use format::Obj;
+pub use recover::Recovered;
+pub use store::{Found, SmallConfig, SmallStore};
+
+/// The store's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SmallStats {
+    pub objects_admitted: u64,
+    /// Key and value bytes admitted.
+    pub bytes_admitted: u64,
+    pub log_bytes_written: u64,
+    pub log_segments_written: u64,
+    pub set_bytes_written: u64,
+    pub sets_written: u64,
+    /// Log objects written into their set.
+    pub moved: u64,
+    /// Log objects dropped (their set had too few log objects) and readmitted (hit).
+    pub dropped: u64,
+    pub readmitted: u64,
+    /// Objects evicted from a full set.
+    pub evicted: u64,
+    /// Durable set rewrites for a delete or an overwrite.
+    pub invalidations: u64,
+    pub hits_buffer: u64,
+    pub hits_log: u64,
+    pub hits_set: u64,
+    /// Device reads for gets, and those that found nothing (filter false positives).
+    pub reads: u64,
+    pub false_positive_reads: u64,
+    pub verify_failures: u64,
+}
+
+impl SmallStats {
+    /// Device bytes written per key-and-value byte admitted.
+    pub fn write_amplification(&self) -> f64 {
+        let w = self.log_bytes_written + self.set_bytes_written;
+        if self.bytes_admitted == 0 {
+            0.0
+        } else {
+            w as f64 / self.bytes_admitted as f64
+        }
+    }
+}

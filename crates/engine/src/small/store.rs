@@ -1,0 +1,581 @@
+//! [`SmallStore`]: a small flash log (KLog) in front of 4 KiB sets, on one
+//! region of a [`BlockDevice`]. Objects are appended to the log a segment at
+//! a time; when the log wraps, the oldest segment's objects move to their
+//! sets, several at once (a set with fewer than `move_threshold` log objects
+//! drops them, or readmits those that were hit), so that one 4 KiB set write
+//! carries several objects. docs/SMALL.md has the design and the crash rules.
+
+use super::filter::SetFilters;
+use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
+use super::log::{tag_of, LogIndex, LogRef, MAX_PAGES};
+use super::SmallStats;
+use crate::flash::aligned::{AlignedBuf, BLOCK};
+use crate::flash::BlockDevice;
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// RRIP value of an object entering a set (of 0..=7; 7 is evicted first).
+pub const RRIP_INSERT: u8 = 6;
+const RRIP_MAX: u8 = format::RRIP_MASK;
+
+/// The store's geometry and policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SmallConfig {
+    /// 4 KiB sets.
+    pub sets: usize,
+    /// Log segments, each `seg_pages` 4 KiB pages written at once.
+    pub log_segments: usize,
+    pub seg_pages: usize,
+    /// Bloom filter bits per set.
+    pub filter_bits: usize,
+    /// Log objects of one set needed to move them to it.
+    pub move_threshold: usize,
+}
+
+impl SmallConfig {
+    /// A region of `bytes` with `log_percent` of it for the log.
+    pub fn for_region(bytes: u64, log_percent: u64) -> SmallConfig {
+        let blocks = (bytes / BLOCK as u64) as usize;
+        let seg_pages = 16;
+        let log_segments = ((blocks as u64 * log_percent / 100) as usize / seg_pages).max(2);
+        SmallConfig {
+            sets: blocks.saturating_sub(log_segments * seg_pages).max(1),
+            log_segments,
+            seg_pages,
+            filter_bits: 128,
+            move_threshold: 2,
+        }
+    }
+
+    pub fn log_pages(&self) -> usize {
+        self.log_segments * self.seg_pages
+    }
+
+    /// Bytes of device the store takes.
+    pub fn region_bytes(&self) -> u64 {
+        ((self.log_pages() + self.sets) * BLOCK) as u64
+    }
+}
+
+/// A get's answer and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Buffer(Obj),
+    Log(Obj),
+    Set(Obj),
+}
+
+impl Found {
+    pub fn obj(&self) -> &Obj {
+        match self {
+            Found::Buffer(o) | Found::Log(o) | Found::Set(o) => o,
+        }
+    }
+}
+
+/// The small-object store.
+pub struct SmallStore {
+    pub(super) dev: Arc<dyn BlockDevice>,
+    pub(super) base: u64,
+    pub(super) cfg: SmallConfig,
+    pub(super) filters: SetFilters,
+    pub(super) log: LogIndex,
+    /// Generation each log segment was written at (0: never).
+    pub(super) seg_gen: Vec<u64>,
+    /// The next log segment to write.
+    pub(super) head: usize,
+    /// The segment being filled: pages of (key hash, object).
+    pub(super) buffer: Vec<Vec<(u64, Obj)>>,
+    pub(super) buffer_used: usize,
+    pub(super) generation: u64,
+    pub(super) set_objects: u64,
+    pub(super) failed: bool,
+    /// The clock expiry is judged by: the latest `now` a get gave.
+    pub(super) now: u32,
+    pub stats: SmallStats,
+}
+
+/// The key's hash, the set and the tag it implies.
+pub(super) fn place(key: &[u8], sets: usize) -> (u64, u32, u16) {
+    let h = xxh3_64(key);
+    let set = ((h as u32 as u64 * sets as u64) >> 32) as u32;
+    (h, set, tag_of(h))
+}
+
+impl SmallStore {
+    /// A store on a region nobody wrote yet (or one to be ignored); use
+    /// [`SmallStore::open`] to recover one.
+    pub fn format(
+        dev: Arc<dyn BlockDevice>,
+        base: u64,
+        cfg: SmallConfig,
+    ) -> io::Result<SmallStore> {
+        assert!(cfg.log_pages() <= MAX_PAGES && cfg.move_threshold >= 1);
+        if !base.is_multiple_of(BLOCK as u64) || base + cfg.region_bytes() > dev.size() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "small store region does not fit the device",
+            ));
+        }
+        let zero = AlignedBuf::new(cfg.seg_pages * BLOCK);
+        let mut off = base;
+        while off < base + cfg.region_bytes() {
+            let n = (zero.len() as u64).min(base + cfg.region_bytes() - off) as usize;
+            dev.write_at(&zero.as_slice()[..n], off)?;
+            off += n as u64;
+        }
+        dev.sync()?;
+        Ok(SmallStore::empty(dev, base, cfg))
+    }
+
+    pub(super) fn empty(dev: Arc<dyn BlockDevice>, base: u64, cfg: SmallConfig) -> SmallStore {
+        SmallStore {
+            dev,
+            base,
+            filters: SetFilters::new(cfg.sets, cfg.filter_bits),
+            log: LogIndex::new(cfg.log_pages() * 4),
+            seg_gen: vec![0; cfg.log_segments],
+            head: 0,
+            buffer: vec![Vec::new()],
+            buffer_used: 0,
+            generation: 1,
+            set_objects: 0,
+            failed: false,
+            now: crate::clock::unix_now(),
+            stats: SmallStats::default(),
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> SmallConfig {
+        self.cfg
+    }
+
+    pub(super) fn page_offset(&self, page: u32) -> u64 {
+        self.base + page as u64 * BLOCK as u64
+    }
+
+    pub(super) fn set_offset(&self, set: u32) -> u64 {
+        self.base + (self.cfg.log_pages() + set as usize) as u64 * BLOCK as u64
+    }
+
+    fn read_block(&self, off: u64, len: usize) -> io::Result<AlignedBuf> {
+        let mut b = AlignedBuf::new(len);
+        let n = self.dev.read_at(b.as_mut_slice(), off)?;
+        if n < len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+        }
+        Ok(b)
+    }
+
+    /// Objects held: in sets, in the log index (older copies included) and in the buffer.
+    pub fn objects(&self) -> u64 {
+        self.set_objects
+            + self.log.len() as u64
+            + self.buffer.iter().map(Vec::len).sum::<usize>() as u64
+    }
+
+    /// DRAM the store holds: filters, log index, segment generations, the segment buffer.
+    pub fn dram_bytes(&self) -> u64 {
+        (self.filters.bytes()
+            + self.log.bytes()
+            + self.seg_gen.len() * 8
+            + self.cfg.seg_pages * BLOCK) as u64
+    }
+
+    /// Admits an object (leaving RAM). False if it does not fit a block or
+    /// the store has failed.
+    pub fn insert(&mut self, obj: Obj) -> io::Result<bool> {
+        if self.failed || !format::fits(obj.key.len(), obj.value.len()) {
+            return Ok(false);
+        }
+        let h = xxh3_64(&obj.key);
+        self.drop_buffered(&obj.key, h);
+        self.stats.objects_admitted += 1;
+        self.stats.bytes_admitted += (obj.key.len() + obj.value.len()) as u64;
+        self.append(h, obj)?;
+        Ok(true)
+    }
+
+    fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
+        let mut found = false;
+        for page in self.buffer.iter_mut() {
+            page.retain(|(ph, o)| {
+                let same = *ph == h && o.key == key;
+                found |= same;
+                !same
+            });
+        }
+        found
+    }
+
+    fn append(&mut self, h: u64, mut obj: Obj) -> io::Result<()> {
+        obj.set_rrip(0);
+        let size = obj.size();
+        if self.buffer_used + size > BLOCK_PAYLOAD {
+            if self.buffer.len() == self.cfg.seg_pages {
+                self.write_segment()?;
+            } else {
+                self.buffer.push(Vec::new());
+            }
+            self.buffer_used = 0;
+        }
+        self.buffer_used += size;
+        self.buffer.last_mut().expect("a page").push((h, obj));
+        Ok(())
+    }
+
+    /// Writes the buffered segment over the oldest one, after moving the
+    /// oldest's objects to their sets.
+    fn write_segment(&mut self) -> io::Result<()> {
+        let seg = self.head;
+        let mut readmit = Vec::new();
+        if self.seg_gen[seg] != 0 {
+            readmit = self.flush_segment(seg)?;
+            // Set writes that replaced older copies are durable before the
+            // log copies that supersede them are overwritten.
+            self.dev.sync()?;
+        }
+        self.generation += 1;
+        let gen = self.generation;
+        let pages = self.cfg.seg_pages;
+        let first = (seg * pages) as u32;
+        let mut buf = AlignedBuf::new(pages * BLOCK);
+        let taken: Vec<Vec<(u64, Obj)>> = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
+        self.buffer_used = 0;
+        for (i, chunk) in buf.as_mut_slice().chunks_mut(BLOCK).enumerate() {
+            let objs: Vec<Obj> = taken
+                .get(i)
+                .map(|p| p.iter().map(|(_, o)| o.clone()).collect())
+                .unwrap_or_default();
+            format::encode(chunk, Kind::Log, first + i as u32, gen, &objs);
+        }
+        if let Err(e) = self
+            .dev
+            .write_durable(buf.as_slice(), self.page_offset(first))
+        {
+            self.fail(&e);
+            return Err(e);
+        }
+        self.stats.log_bytes_written += buf.len() as u64;
+        self.stats.log_segments_written += 1;
+        self.seg_gen[seg] = gen;
+        for (i, page) in taken.iter().enumerate() {
+            for (h, o) in page {
+                let set = place(&o.key, self.cfg.sets).1;
+                self.log.push(LogRef {
+                    set,
+                    page: first + i as u32,
+                    tag: tag_of(*h),
+                    hit: false,
+                });
+            }
+        }
+        self.head = (seg + 1) % self.cfg.log_segments;
+        for (h, o) in readmit {
+            self.stats.readmitted += 1;
+            self.append(h, o)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn fail(&mut self, e: &io::Error) {
+        tracing::error!(error = %e, "small-object store write failed; the store stops");
+        self.failed = true;
+    }
+
+    /// The live objects of a log segment in memory: (set, page, tag, hash, object), newest last.
+    fn read_segment(&mut self, seg: usize) -> io::Result<Vec<(u32, u32, u64, Obj)>> {
+        let pages = self.cfg.seg_pages;
+        let first = (seg * pages) as u32;
+        let buf = self.read_block(self.page_offset(first), pages * BLOCK)?;
+        let mut out = Vec::new();
+        for (i, chunk) in buf.as_slice().chunks(BLOCK).enumerate() {
+            let page = first + i as u32;
+            match format::check(chunk, Kind::Log, page) {
+                Ok(h) if h.generation == self.seg_gen[seg] => {
+                    for o in format::objects(chunk, &h) {
+                        let (hash, set, tag) = place(&o.key, self.cfg.sets);
+                        if self.log.contains(set, page, tag) {
+                            out.push((set, page, hash, o));
+                        }
+                    }
+                }
+                _ => self.stats.verify_failures += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves or drops the objects of the oldest log segment; returns the
+    /// dropped objects that were hit, to append again.
+    fn flush_segment(&mut self, seg: usize) -> io::Result<Vec<(u64, Obj)>> {
+        let live = self.read_segment(seg)?;
+        let pages = (seg * self.cfg.seg_pages) as u32..((seg + 1) * self.cfg.seg_pages) as u32;
+        let mut sets: Vec<u32> = live.iter().map(|l| l.0).collect();
+        sets.sort_unstable();
+        sets.dedup();
+        let mut readmit = Vec::new();
+        let mut cache: HashMap<u32, Vec<Obj>> = HashMap::new();
+        for (_, page, _, o) in &live {
+            cache.entry(*page).or_default().push(o.clone());
+        }
+        for set in sets {
+            let in_log = self.log.count(set);
+            let old_copy = live
+                .iter()
+                .any(|(s, _, h, _)| *s == set && self.filters.may_contain(set as usize, *h));
+            if in_log >= self.cfg.move_threshold || old_copy {
+                self.rewrite_set(set, None, &cache, false)?;
+            } else {
+                let refs: Vec<LogRef> = self.log.of_set(set).collect();
+                let before = readmit.len();
+                for (s, page, h, o) in &live {
+                    let tag = tag_of(*h);
+                    let hit = refs
+                        .iter()
+                        .any(|r| r.hit && r.page == *page && r.tag == tag);
+                    // A newer copy (or a key sharing the tag) in a newer
+                    // segment or the buffer: the old one is not readmitted.
+                    let newer = refs
+                        .iter()
+                        .any(|r| r.tag == tag && !pages.contains(&r.page))
+                        || self
+                            .buffer
+                            .iter()
+                            .flatten()
+                            .any(|(bh, bo)| bh == h && bo.key == o.key);
+                    if *s == set && hit && !newer {
+                        readmit.push((*h, o.clone()));
+                    }
+                }
+                let n = self.log.remove_in_pages(set, pages.clone());
+                self.stats.dropped += n.saturating_sub(readmit.len() - before) as u64;
+            }
+        }
+        Ok(readmit)
+    }
+
+    /// Rewrites a set with its log objects moved in (newest copy of each
+    /// key), without `exclude`, evicting by RRIP. `pages` holds log pages'
+    /// live objects already read. Durable when `durable`.
+    pub(super) fn rewrite_set(
+        &mut self,
+        set: u32,
+        exclude: Option<&[u8]>,
+        pages: &HashMap<u32, Vec<Obj>>,
+        durable: bool,
+    ) -> io::Result<()> {
+        let now = self.now;
+        let s = set as usize;
+        let cur = self.read_block(self.set_offset(set), BLOCK)?;
+        let mut objs: Vec<Obj> = match format::check(cur.as_slice(), Kind::Set, set) {
+            Ok(h) => {
+                self.set_objects -= (h.count as u64).min(self.set_objects);
+                format::objects(cur.as_slice(), &h)
+                    .enumerate()
+                    .map(|(i, mut o)| {
+                        if self.filters.was_hit(s, i) {
+                            o.set_rrip(0);
+                        }
+                        o
+                    })
+                    .collect()
+            }
+            Err(BlockError::Empty) => Vec::new(),
+            Err(BlockError::Corrupt) => {
+                self.stats.verify_failures += 1;
+                Vec::new()
+            }
+        };
+        // Log objects, newest first: the first copy of a key wins.
+        let refs = self.log.take_set(set);
+        let mut fresh: Vec<Obj> = Vec::new();
+        let mut read: HashMap<u32, Vec<Obj>> = HashMap::new();
+        for r in refs.iter().rev() {
+            if !pages.contains_key(&r.page) && !read.contains_key(&r.page) {
+                let b = self.read_block(self.page_offset(r.page), BLOCK)?;
+                let seg = r.page as usize / self.cfg.seg_pages;
+                let objs = match format::check(b.as_slice(), Kind::Log, r.page) {
+                    Ok(h) if h.generation == self.seg_gen[seg] => {
+                        format::objects(b.as_slice(), &h).collect()
+                    }
+                    _ => {
+                        self.stats.verify_failures += 1;
+                        Vec::new()
+                    }
+                };
+                read.insert(r.page, objs);
+            }
+            let page_objs = pages
+                .get(&r.page)
+                .or_else(|| read.get(&r.page))
+                .expect("read");
+            for o in page_objs.iter().rev() {
+                let (_, oset, otag) = place(&o.key, self.cfg.sets);
+                if oset == set && otag == r.tag && !fresh.iter().any(|f| f.key == o.key) {
+                    let mut o = o.clone();
+                    o.set_rrip(if r.hit { 0 } else { RRIP_INSERT });
+                    fresh.push(o);
+                    self.stats.moved += 1;
+                }
+            }
+        }
+        objs.retain(|o| !fresh.iter().any(|f| f.key == o.key));
+        objs.extend(fresh);
+        objs.retain(|o| !o.expired(now) && Some(&o.key[..]) != exclude);
+        // RRIP eviction: the highest value goes first; age all when none is at the top.
+        while objs.iter().map(Obj::size).sum::<usize>() > BLOCK_PAYLOAD {
+            match objs.iter().position(|o| o.rrip() == RRIP_MAX) {
+                Some(i) => {
+                    objs.remove(i);
+                    self.stats.evicted += 1;
+                }
+                None => objs.iter_mut().for_each(|o| o.set_rrip(o.rrip() + 1)),
+            }
+        }
+        self.generation += 1;
+        let gen = self.generation;
+        let mut b = AlignedBuf::new(BLOCK);
+        format::encode(b.as_mut_slice(), Kind::Set, set, gen, &objs);
+        let off = self.set_offset(set);
+        let wrote = if durable {
+            self.dev.write_durable(b.as_slice(), off)
+        } else {
+            self.dev.write_at(b.as_slice(), off)
+        };
+        if let Err(e) = wrote {
+            self.fail(&e);
+            return Err(e);
+        }
+        self.stats.sets_written += 1;
+        self.stats.set_bytes_written += BLOCK as u64;
+        self.set_objects += objs.len() as u64;
+        self.filters
+            .rebuild(s, objs.iter().map(|o| xxh3_64(&o.key)), gen);
+        Ok(())
+    }
+
+    /// Whether the store may hold a copy of the key (a change to the key
+    /// must [`SmallStore::invalidate`] it first).
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        if self.failed {
+            return true;
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        self.buffer
+            .iter()
+            .flatten()
+            .any(|(ph, o)| *ph == h && o.key == key)
+            || self.log.of_set(set).any(|r| r.tag == tag)
+            || self.filters.may_contain(set as usize, h)
+    }
+
+    /// Makes sure no copy of the key survives, durably, before a delete or
+    /// an overwrite is answered: the key's set is rewritten without it (its
+    /// generation then kills the older log copies too). Returns whether a
+    /// device write was needed.
+    pub fn invalidate(&mut self, key: &[u8]) -> io::Result<bool> {
+        if self.failed {
+            return Err(io::Error::other("small-object store failed"));
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        self.drop_buffered(key, h);
+        if self.log.of_set(set).any(|r| r.tag == tag) || self.filters.may_contain(set as usize, h) {
+            self.stats.invalidations += 1;
+            self.rewrite_set(set, Some(key), &HashMap::new(), true)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Looks a key up, reading the device on this thread: the buffer, then
+    /// its log copies newest first, then its set. Every object read is
+    /// verified (block checksum, number, generation, full key).
+    pub fn get(&mut self, key: &[u8], now: u32) -> Option<Found> {
+        if self.failed {
+            return None;
+        }
+        self.now = now;
+        let (h, set, tag) = place(key, self.cfg.sets);
+        let found = self.lookup(key, h, set, tag);
+        match found {
+            Some(f) if !f.obj().expired(now) => {
+                match &f {
+                    Found::Buffer(_) => self.stats.hits_buffer += 1,
+                    Found::Log(_) => self.stats.hits_log += 1,
+                    Found::Set(_) => self.stats.hits_set += 1,
+                }
+                Some(f)
+            }
+            _ => None,
+        }
+    }
+
+    fn lookup(&mut self, key: &[u8], h: u64, set: u32, tag: u16) -> Option<Found> {
+        if let Some((_, o)) = self
+            .buffer
+            .iter()
+            .flatten()
+            .rev()
+            .find(|(ph, o)| *ph == h && o.key == key)
+        {
+            return Some(Found::Buffer(o.clone()));
+        }
+        let cands: Vec<u32> = self
+            .log
+            .of_set(set)
+            .rev()
+            .filter(|r| r.tag == tag)
+            .map(|r| r.page)
+            .collect();
+        let mut seen = Vec::new();
+        for page in cands {
+            if seen.contains(&page) {
+                continue;
+            }
+            seen.push(page);
+            self.stats.reads += 1;
+            let seg = page as usize / self.cfg.seg_pages;
+            let b = self.read_block(self.page_offset(page), BLOCK).ok()?;
+            match format::check(b.as_slice(), Kind::Log, page) {
+                Ok(hd) if hd.generation == self.seg_gen[seg] => {
+                    // The newest copy in the page is the last one.
+                    if let Some(o) = format::objects(b.as_slice(), &hd)
+                        .filter(|o| o.key == key)
+                        .last()
+                    {
+                        self.log.mark_hit(set, page, tag);
+                        return Some(Found::Log(o));
+                    }
+                }
+                _ => self.stats.verify_failures += 1,
+            }
+        }
+        if !self.filters.may_contain(set as usize, h) {
+            return None;
+        }
+        self.stats.reads += 1;
+        let b = self.read_block(self.set_offset(set), BLOCK).ok()?;
+        match format::check(b.as_slice(), Kind::Set, set) {
+            Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
+                match format::find(b.as_slice(), &hd, key) {
+                    Some((place, o)) => {
+                        self.filters.hit(set as usize, place);
+                        Some(Found::Set(o))
+                    }
+                    None => {
+                        self.stats.false_positive_reads += 1;
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.stats.verify_failures += 1;
+                None
+            }
+        }
+    }
+}
