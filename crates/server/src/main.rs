@@ -113,7 +113,7 @@ fn main() {
                     daemon::check_snapshot_dir(u, &snap);
                 }
             }
-            Ok(false) if u.uid == 0 => tracing::info!("running as root (-u root)"),
+            Ok(false) if daemon::is_root() => tracing::info!("staying root (-u root)"),
             Ok(false) => {
                 tracing::info!(user = %u.name, "not started as root: -u has nothing to switch")
             }

@@ -482,6 +482,13 @@ fn dash_u_switches_user_after_binding_and_refuses_unknown_users() {
         msg.contains("can't run as root without the -u switch"),
         "{msg}"
     );
+    let r = Proc::start(&[]); // with -u root
+    assert!(
+        r.log().iter().any(|l| l.contains("staying root (-u root)")),
+        "{:?}",
+        r.log()
+    );
+    drop(r);
     let nobody = tiercache_server::daemon::lookup_user("nobody").expect("user nobody");
     let p = Proc::start(&["-u", "nobody"]);
     let status = std::fs::read_to_string(format!("/proc/{}/status", p.pid())).unwrap();
