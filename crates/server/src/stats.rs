@@ -347,6 +347,9 @@ pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, crawler_reclaimed: 
     } else if s.curr_items > 0 {
         // memcached lists only classes that hold items.
         stat(out, "items:1:number", s.curr_items);
+        // Here only, as memcached 1.6.18 (older ones gave it in `stats
+        // slabs`): the exporter makes one series of it from either group,
+        // and from both it would collect that series twice and fail.
         stat(out, "items:1:mem_requested", s.bytes);
         stat(out, "items:1:evicted", s.evictions);
         stat(out, "items:1:outofmemory", t.store_no_memory);

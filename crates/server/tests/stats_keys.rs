@@ -708,6 +708,20 @@ fn exporter_check(s: &Scrape) -> Vec<String> {
     if s.slabs.is_empty() || s.items.is_empty() {
         bad.push("no class in stats slabs or stats items".into());
     }
+    // The exporter makes one series (memcached_slab_mem_requested_bytes,
+    // by class) from `mem_requested` in either group: given in both, the
+    // series is collected twice and the scrape fails.
+    for (n, m) in &s.slabs {
+        if m.contains_key("mem_requested")
+            && s.items
+                .get(n)
+                .is_some_and(|i| i.contains_key("mem_requested"))
+        {
+            bad.push(format!(
+                "class {n}: mem_requested in both stats slabs and stats items"
+            ));
+        }
+    }
     for m in s.slabs.values() {
         for k in EXPORTER_SLABS {
             let required = matches!(*k, "cmd_set" | "cas_hits" | "cas_badval");
@@ -775,6 +789,16 @@ fn exporter_check_passes_on_memcached_and_fails_without_slab_cmd_set() {
     assert!(bad.iter().any(|b| b == "slabs: cmd_set missing"), "{bad:?}");
     assert!(
         bad.iter().any(|b| b == "stats: cas_hits missing"),
+        "{bad:?}"
+    );
+    for g in [&mut s.slabs, &mut s.items] {
+        g.entry(1)
+            .or_default()
+            .insert("mem_requested".into(), "1".into());
+    }
+    let bad = exporter_check(&s);
+    assert!(
+        bad.iter().any(|b| b.contains("mem_requested in both")),
         "{bad:?}"
     );
 
