@@ -16,9 +16,11 @@
 //! - [`report`]: output formats and the miss-ratio-curve plot;
 //! - [`plan`]: the capacity planner (`tiercache-sim plan`);
 //! - [`synth`]: synthetic Zipf traces (`tiercache-sim synth`);
+//! - [`nhc`]: the NHC scheduler against two device models (`tiercache-sim nhc`);
 //! - [`units`]: human sizes.
 
 pub mod engine_replay;
+pub mod nhc;
 pub mod plan;
 pub mod replay;
 pub mod report;

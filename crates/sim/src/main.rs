@@ -31,6 +31,8 @@ enum Cmd {
     Plan(plan::PlanArgs),
     /// Writes a synthetic Zipf trace in oracleGeneral format.
     Synth(synth::SynthArgs),
+    /// The NHC scheduler (the server's code) against two device models.
+    Nhc(tiercache_sim::nhc::NhcArgs),
 }
 
 #[derive(Args)]
@@ -100,6 +102,7 @@ fn main() -> Result<()> {
     match cli.cmd {
         Some(Cmd::Plan(args)) => plan::run(&args),
         Some(Cmd::Synth(args)) => synth::run(&args),
+        Some(Cmd::Nhc(args)) => tiercache_sim::nhc::run(&args),
         None => run(cli.run),
     }
 }

@@ -1,0 +1,250 @@
+//! `tiercache-sim nhc`: the non-hierarchical caching scheduler the server
+//! runs (`tiercache_policy::nhc`, the same code) replayed against two device
+//! models with given IOPS, next to classic caching, so that an operator can
+//! see what a second device class would give before buying it.
+//!
+//! The model is a fluid one, per scheduler interval. Clients offer `load`
+//! times the fast device's IOPS of flash reads (closed loop: what is not
+//! served waits). A share `hit` of the reads is for items with a fast copy
+//! (every item has a capacity copy, as in the seed's setup); `load_admit`
+//! of those go to the fast device, the rest and the capacity-only reads to
+//! the capacity device. While `data_admit` is on, each capacity-only read
+//! is also written to the fast device (a promotion), costing it
+//! `write_cost` reads' worth. Served throughput is the largest rate both
+//! devices can carry. A working-set change at `change_at` drops the hit
+//! ratio to `hit_after_change`, from where it climbs back toward `hit`
+//! only while data is admitted (the fast device warms up), with time
+//! constant `warm_secs`; without admission it stays.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective};
+
+#[derive(Args, Debug, Clone)]
+pub struct NhcArgs {
+    /// Fast device's 4 KiB random-read IOPS.
+    #[arg(long, default_value_t = 20_000.0)]
+    pub fast_iops: f64,
+    /// Capacity device's IOPS.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub cap_iops: f64,
+    /// Offered read load as a multiple of the fast device's IOPS (Load-1.0
+    /// saturates it).
+    #[arg(long, default_value_t = 2.0)]
+    pub load: f64,
+    /// Share of flash reads whose item is on the fast class once warm.
+    #[arg(long, default_value_t = 0.95)]
+    pub hit: f64,
+    /// Seconds to simulate.
+    #[arg(long, default_value_t = 60.0)]
+    pub secs: f64,
+    /// Scheduler interval, seconds (the server uses 0.1).
+    #[arg(long, default_value_t = 0.1)]
+    pub interval: f64,
+    /// A working-set change at this time (seconds; none by default).
+    #[arg(long)]
+    pub change_at: Option<f64>,
+    /// The hit ratio right after the change.
+    #[arg(long, default_value_t = 0.3)]
+    pub hit_after_change: f64,
+    /// Warm-up time constant of the fast device while it admits data.
+    #[arg(long, default_value_t = 3.0)]
+    pub warm_secs: f64,
+    /// Fast-device cost of a promotion write, in reads.
+    #[arg(long, default_value_t = 1.0)]
+    pub write_cost: f64,
+    /// Write the timeline (t, state, data_admit, load_admit, throughput of
+    /// NHC and of classic caching) as CSV to this file.
+    #[arg(long)]
+    pub csv_out: Option<std::path::PathBuf>,
+}
+
+/// One interval of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    pub t: f64,
+    pub state: u8,
+    pub data_admit: bool,
+    pub load_admit: f64,
+    pub hit: f64,
+    /// Reads served per second.
+    pub served: f64,
+}
+
+/// Reads per second the two devices carry at this split.
+pub fn served(a: &NhcArgs, hit: f64, la: f64, data_admit: bool) -> f64 {
+    let demand = a.load * a.fast_iops;
+    let fast_share = hit * la
+        + if data_admit {
+            (1.0 - hit) * a.write_cost
+        } else {
+            0.0
+        };
+    let cap_share = 1.0 - hit * la;
+    let by_fast = if fast_share > 0.0 {
+        a.fast_iops / fast_share
+    } else {
+        f64::MAX
+    };
+    let by_cap = if cap_share > 0.0 {
+        a.cap_iops / cap_share
+    } else {
+        f64::MAX
+    };
+    demand.min(by_fast).min(by_cap)
+}
+
+/// Runs the model; `nhc` false is classic caching (data_admit on,
+/// load_admit 1 throughout).
+pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
+    let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+    let mut hit = a.hit;
+    let mut out = Vec::new();
+    let steps = (a.secs / a.interval).round() as usize;
+    let mut changed = false;
+    for i in 0..steps {
+        let t = i as f64 * a.interval;
+        if a.change_at.is_some_and(|c| t >= c) && !changed {
+            changed = true;
+            hit = a.hit_after_change;
+        }
+        let (da, la) = if nhc {
+            (s.data_admit(), s.effective_load_admit())
+        } else {
+            (true, 1.0)
+        };
+        let x = served(a, hit, la, da);
+        out.push(Step {
+            t,
+            state: if nhc { s.state().number() } else { 1 },
+            data_admit: da,
+            load_admit: la,
+            hit,
+            served: x,
+        });
+        if nhc {
+            let reads = (x * a.interval) as u64;
+            s.interval(&Measurement {
+                secs: a.interval,
+                reads,
+                fast_resident: (reads as f64 * hit) as u64,
+                latency_us: 0.0,
+            });
+        }
+        if da {
+            hit += (a.hit - hit) * (1.0 - (-a.interval / a.warm_secs).exp());
+        }
+    }
+    out
+}
+
+fn mean(v: &[Step], from: f64) -> f64 {
+    let w: Vec<f64> = v.iter().filter(|s| s.t >= from).map(|s| s.served).collect();
+    w.iter().sum::<f64>() / w.len().max(1) as f64
+}
+
+pub fn run(a: &NhcArgs) -> Result<()> {
+    if a.fast_iops <= 0.0 || a.cap_iops <= 0.0 || a.load <= 0.0 || a.interval <= 0.0 {
+        bail!("IOPS, load and interval must be positive");
+    }
+    if !(0.0..=1.0).contains(&a.hit) || !(0.0..=1.0).contains(&a.hit_after_change) {
+        bail!("hit ratios are between 0 and 1");
+    }
+    let nhc = simulate(a, true);
+    let classic = simulate(a, false);
+    if let Some(p) = &a.csv_out {
+        let mut csv =
+            String::from("t,state,data_admit,load_admit,hit,nhc_reads_per_s,classic_reads_per_s\n");
+        for (n, c) in nhc.iter().zip(&classic) {
+            csv += &format!(
+                "{:.2},{},{},{:.3},{:.3},{:.0},{:.0}\n",
+                n.t,
+                n.state,
+                u8::from(n.data_admit),
+                n.load_admit,
+                n.hit,
+                n.served,
+                c.served
+            );
+        }
+        std::fs::write(p, csv)?;
+    }
+    // The second half: after the scheduler settled.
+    let from = a.secs / 2.0;
+    let (xn, xc) = (mean(&nhc, from), mean(&classic, from));
+    let ceiling = (a.fast_iops + a.cap_iops).min(a.load * a.fast_iops);
+    println!(
+        "fast {:.0} IOPS, capacity {:.0} IOPS, load {:.2}, hit {:.2}",
+        a.fast_iops, a.cap_iops, a.load, a.hit
+    );
+    println!(
+        "classic {xc:.0} reads/s, nhc {xn:.0} reads/s: {:.2}x (ceiling {:.2}x), load_admit at the end {:.3}",
+        xn / xc,
+        ceiling / xc,
+        nhc.last().map_or(1.0, |s| s.load_admit)
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(load: f64, hit: f64, cap: f64) -> NhcArgs {
+        NhcArgs {
+            fast_iops: 20_000.0,
+            cap_iops: cap,
+            load,
+            hit,
+            secs: 60.0,
+            interval: 0.1,
+            change_at: None,
+            hit_after_change: 0.3,
+            warm_secs: 3.0,
+            write_cost: 1.0,
+            csv_out: None,
+        }
+    }
+
+    fn ratio(a: &NhcArgs) -> f64 {
+        mean(&simulate(a, true), 30.0) / mean(&simulate(a, false), 30.0)
+    }
+
+    #[test]
+    fn twice_the_fast_load_gains_most_of_the_ceiling() {
+        let r = ratio(&args(2.0, 0.95, 10_000.0));
+        // Ceiling 30k / classic (20k / (0.95 + 0.05)) = 1.5.
+        assert!(r > 1.35 && r <= 1.5 + 1e-9, "{r}");
+        // A 4:1 pair: ceiling 25k/20k.
+        let r4 = ratio(&args(2.0, 0.95, 5_000.0));
+        assert!(r4 > 1.1 && r4 <= 1.25 + 1e-9, "{r4}");
+    }
+
+    #[test]
+    fn light_load_is_classic_caching() {
+        let r = ratio(&args(0.5, 0.95, 10_000.0));
+        assert!((r - 1.0).abs() < 0.01, "{r}");
+    }
+
+    #[test]
+    fn a_working_set_change_goes_back_to_classic_then_tunes_again() {
+        let a = NhcArgs {
+            change_at: Some(10.0),
+            ..args(2.0, 0.95, 10_000.0)
+        };
+        let run = simulate(&a, true);
+        let at = |t: f64| run.iter().find(|s| s.t >= t - 1e-9).unwrap();
+        assert_eq!(at(9.9).state, 2);
+        // Within 2 s of the change: classic caching.
+        assert!(run
+            .iter()
+            .filter(|s| s.t >= 10.0 && s.t < 12.0)
+            .any(|s| s.state == 1 && s.data_admit));
+        // Within 30 s: back in state 2, at a split that serves within 5% of
+        // both devices' sum (30k).
+        let late = at(40.0);
+        assert_eq!(late.state, 2);
+        assert!(late.load_admit < 1.0);
+        assert!(late.served >= 0.95 * 30_000.0, "{late:?}");
+    }
+}
