@@ -15,6 +15,10 @@ impl Shard {
             Some(b) => b,
             None => self.reclaim()?,
         };
+        if self.spare.is_none() {
+            // Spent when the shard had nothing else (see `reclaim`).
+            self.spare = self.shared.pool.take();
+        }
         self.open_segment(q, buf);
         self.bump(q, size).ok_or(InsertError::TooLarge)
     }
@@ -70,7 +74,12 @@ impl Shard {
                 q = other(q);
             }
             let Some(&victim) = self.queues[q as usize].front() else {
-                return Err(InsertError::NoMemory);
+                // Nothing of its own to evict: its segments went back to the
+                // pool while the index grew (or to a flush) and the other
+                // shards hold the rest. The spare becomes a segment rather
+                // than a set being refused; the shard takes a new spare when
+                // the pool has one.
+                return self.spare.take().ok_or(InsertError::NoMemory);
             };
             if let Some(f) = &self.flash {
                 let seg = self.seg(victim);
@@ -96,8 +105,11 @@ impl Shard {
                 self.spare = Some(buf);
                 continue;
             }
-            // When the index has grown past the budget, give memory back first.
-            if self.shared.pool.over_budget() && pass + 1 < MAX_EVICT_PASSES {
+            // When the index has grown past the budget, give memory back
+            // first, down to the segment the shard writes into: a shard left
+            // with none would refuse sets while others hold the memory.
+            let queued = self.queues[0].len() + self.queues[1].len();
+            if self.shared.pool.over_budget() && pass + 1 < MAX_EVICT_PASSES && queued > 0 {
                 self.shared.pool.give(buf);
                 continue;
             }
