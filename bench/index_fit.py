@@ -17,7 +17,13 @@ ext_path=DIR/tc.flash:1G`.
    cost, which -m covers, is `index_bytes / index_entries` from stats, shown
    beside it.
 
+3. Drifting sizes: one server, value sizes moving through DRIFT (100 B to
+   8 KiB and back); each phase writes new keys for about 70% of the device,
+   then reports refused sets, index size and load, bytes per index entry and
+   RSS, and reads back every STEP-th key of the phase checking its value.
+
 Environment: N=4000000 STEP=20 MEM=64 SIZE=1G FILLS=0.1,0.9 PORT=21515
+             DRIFT=100,1000,8000,1000,100 PHASES=small,dram,drift
              RESULTS=bench/RESULTS.md (set RESULTS= to skip writing)
 """
 import os
@@ -28,7 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
 
 TAG = "index_fit"
-K = fl.knobs(N=4_000_000, STEP=20, MEM=64, SIZE="1G", FILLS="0.1,0.9", PORT=21515)
+K = fl.knobs(N=4_000_000, STEP=20, MEM=64, SIZE="1G", FILLS="0.1,0.9", PORT=21515,
+             DRIFT="100,1000,8000,1000,100", PHASES="small,dram,drift")
 # Records on flash, per item: 8-byte record prefix + 24-byte header + key +
 # value, padded to 8; records of at most 4 KiB do not cross a 4 KiB block.
 JOURNAL_SHARE = 1 / 32
@@ -92,22 +99,73 @@ def dram_per_item(vlen, fill):
                 per_item=per, index_per_entry=idx, st=figures(st_f), cmd_f=shown_f, cmd_r=shown_r)
 
 
+def drift():
+    """Value sizes moving through K.DRIFT on one server: a row per phase."""
+    rows = []
+    klen = len(f"key:{int(1e6)}")
+    cap = fl.size_bytes(K.SIZE) * (1 - JOURNAL_SHARE)
+    with fl.scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
+        for phase, vlen in enumerate(int(v) for v in K.DRIFT.split(",")):
+            n = int(cap * 0.7 / record_bytes(klen, vlen))
+            prefix = f"d{phase}:"
+            t = fl.set_keys(K.PORT, range(n), vlen, prefix=prefix)
+            time.sleep(2)
+            st = srv.stats()
+            sample = range(0, n, K.STEP)
+            want = fl.value_of(vlen)
+            got = bad = 0
+            for _k, v in fl.get_values(K.PORT, sample, prefix=prefix):
+                got += 1
+                bad += v != want
+            row = dict(phase=phase, vlen=vlen, n=n, t=t, sampled=len(sample), got=got, bad=bad,
+                       rss=srv.rss(), st=figures(st))
+            fl.log(TAG, f"drift {phase} ({vlen} B): {n:,} sets in {t:.1f} s; read back {got:,} of "
+                        f"{len(sample):,}, {bad} wrong; {row['st']}")
+            rows.append(row)
+    return shown, rows
+
+
 def main():
     fl.build(TAG)
+    phases = K.PHASES.split(",")
+    body = [
+        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/index_fit.py`",
+        f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
+        "",
+    ]
+    if "small" in phases:
+        body += small_section()
+    if "dram" in phases:
+        body += dram_section()
+    if "drift" in phases:
+        body += drift_section()
+    fl.write_results("Issue 15: the index fits the items stored (index_fit.py)", "\n".join(body), TAG)
+
+
+def drift_section():
+    shown, rows = drift()
+    body = [
+        f"Drifting sizes, one server `{shown}`: each phase sets new keys (about 70% of the device) "
+        f"with the phase's value size; figures after the phase; every {K.STEP}th key of the phase read back.",
+        "",
+        "| phase | value B | keys set | read back | wrong | `store_no_memory` | `evictions` | `flash_index_evictions` "
+        "| `index_entries` | `index_load_percent` | `flash_index_bytes_per_item` | `index_bytes` | RSS MiB |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        f = r["st"]
+        body.append(f"| {r['phase']} | {r['vlen']} | {r['n']:,} | {r['got']:,} of {r['sampled']:,} | {r['bad']} | "
+                    f"{f['store_no_memory']} | {f['evictions']} | {f['flash_index_evictions']} | {f['index_entries']} | "
+                    f"{f['index_load_percent']} | {f['flash_index_bytes_per_item']} | {f['index_bytes']} | "
+                    f"{r['rss'] / 2**20:.1f} |")
+    return body + [""]
+
+
+def small_section():
     shown, t, st, rss, sampled, got, bad = small_items()
     f = figures(st)
     fl.log(TAG, f"small items: {K.N:,} sets in {t:.1f} s; {f}; read back {got:,} of {sampled:,}, {bad} wrong")
-    rows = []
-    for vlen in (100, 4000):
-        for fill in [float(x) for x in K.FILLS.split(",")]:
-            r = dram_per_item(vlen, fill)
-            fl.log(TAG, f"{vlen} B at {fill:.0%}: {r['flash_items']:,} flash items, RSS {r['rss_flash']/2**20:.1f} "
-                        f"vs {r['rss_ram']/2**20:.1f} MiB: {r['per_item']:.2f} B/item beyond -m; index "
-                        f"{r['index_per_entry']:.2f} B/entry; {r['st']}")
-            rows.append(r)
-    body = [
-        f"- command: `python3 bench/index_fit.py` (N={K.N}, STEP={K.STEP}, MEM={K.MEM}, SIZE={K.SIZE}, FILLS={K.FILLS})",
-        f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
+    return [
         f"- server: `{shown}` (defaults, no ext_avg_item_size)",
         "",
         f"Small items: {K.N:,} keys x 100-byte values set in {t:.1f} s (one connection, noreply):",
@@ -118,6 +176,19 @@ def main():
         f"{f['extstore_pages_used']}/{f['extstore_pages_free']}, RSS {rss / 2**20:.1f} MiB. "
         f"Read back every {K.STEP}th key: {got:,} of {sampled:,} present, {bad} with a wrong value.",
         "",
+    ]
+
+
+def dram_section():
+    rows = []
+    for vlen in (100, 4000):
+        for fill in [float(x) for x in K.FILLS.split(",")]:
+            r = dram_per_item(vlen, fill)
+            fl.log(TAG, f"{vlen} B at {fill:.0%}: {r['flash_items']:,} flash items, RSS {r['rss_flash']/2**20:.1f} "
+                        f"vs {r['rss_ram']/2**20:.1f} MiB: {r['per_item']:.2f} B/item beyond -m; index "
+                        f"{r['index_per_entry']:.2f} B/entry; {r['st']}")
+            rows.append(r)
+    body = [
         "DRAM per flash-resident item: (RSS of the flash server - RSS of a RAM-only server with the same -m "
         "and the same keys) / flash items; -m covers the index in both, so this is what the flash tier costs "
         "beyond -m. The index itself (inside -m) is `index_bytes / index_entries`.",
@@ -129,7 +200,7 @@ def main():
         body.append(f"| {r['vlen']} | {r['fill']:.0%} | {r['n']:,} | {r['flash_items']:,} | {r['rss_flash']/2**20:.1f} | "
                     f"{r['rss_ram']/2**20:.1f} | {r['per_item']:.2f} | {r['index_per_entry']:.2f} | "
                     f"{r['st']['flash_index_evictions']} | {r['st']['store_no_memory']} |")
-    fl.write_results("Issue 15: the index fits the items stored (index_fit.py)", "\n".join(body), TAG)
+    return body + [""]
 
 
 if __name__ == "__main__":
