@@ -17,6 +17,7 @@
 //! - [`plan`]: the capacity planner (`tiercache-sim plan`);
 //! - [`synth`]: synthetic Zipf traces (`tiercache-sim synth`);
 //! - [`nhc`]: the NHC scheduler against two device models (`tiercache-sim nhc`);
+//! - [`small_replay`]: the small-object store on an in-memory device (`tiercache-sim small`);
 //! - [`units`]: human sizes.
 
 pub mod engine_replay;
@@ -24,6 +25,7 @@ pub mod nhc;
 pub mod plan;
 pub mod replay;
 pub mod report;
+pub mod small_replay;
 pub mod synth;
 pub mod trace;
 pub mod units;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use tiercache_sim::replay::{self, ReplayOptions, Window};
 use tiercache_sim::trace::{self, CsvColumns, Format};
 use tiercache_sim::units::{self, SizeSpec};
-use tiercache_sim::{plan, report, synth};
+use tiercache_sim::{plan, report, small_replay, synth};
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +33,8 @@ enum Cmd {
     Synth(synth::SynthArgs),
     /// The NHC scheduler (the server's code) against two device models.
     Nhc(tiercache_sim::nhc::NhcArgs),
+    /// Replays a Zipf workload of small objects through the small-object store (issue 16).
+    Small(small_replay::SmallArgs),
 }
 
 #[derive(Args)]
@@ -103,6 +105,7 @@ fn main() -> Result<()> {
         Some(Cmd::Plan(args)) => plan::run(&args),
         Some(Cmd::Synth(args)) => synth::run(&args),
         Some(Cmd::Nhc(args)) => tiercache_sim::nhc::run(&args),
+        Some(Cmd::Small(args)) => small_replay::run(&args),
         None => run(cli.run),
     }
 }

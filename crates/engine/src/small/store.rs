@@ -179,10 +179,19 @@ impl SmallStore {
 
     /// DRAM the store holds: filters, log index, segment generations, the segment buffer.
     pub fn dram_bytes(&self) -> u64 {
-        (self.filters.bytes()
-            + self.log.bytes()
-            + self.seg_gen.len() * 8
-            + self.cfg.seg_pages * BLOCK) as u64
+        let (f, l, o) = self.dram_parts();
+        f + l + o
+    }
+
+    /// DRAM by part: per-set filters (Bloom, hit bits, generation), the log
+    /// index (with its vectors' spare capacity), the rest.
+    pub fn dram_parts(&self) -> (u64, u64, u64) {
+        let other = self.seg_gen.len() * 8 + self.cfg.seg_pages * BLOCK;
+        (
+            self.filters.bytes() as u64,
+            self.log.bytes() as u64,
+            other as u64,
+        )
     }
 
     /// Admits an object (leaving RAM). False if it does not fit a block or
@@ -216,10 +225,11 @@ impl SmallStore {
         let size = obj.size();
         if self.buffer_used + size > BLOCK_PAYLOAD {
             if self.buffer.len() == self.cfg.seg_pages {
+                // The new buffer may already hold readmitted objects.
                 self.write_segment()?;
-            } else {
-                self.buffer.push(Vec::new());
+                return self.append(h, obj);
             }
+            self.buffer.push(Vec::new());
             self.buffer_used = 0;
         }
         self.buffer_used += size;
