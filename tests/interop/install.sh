@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent installer for the interop suite's dependencies (Debian 12, run as root).
-#   - apt: memcached (reference server), libmemcached-tools (memccapable)
+#   - apt: memcached (reference server), libmemcached-tools (memccapable),
+#     nutcracker (twemproxy, for the scale-out test)
 #   - PyPI: pymemcache (client round-trip test)
 # Each piece is installed only when missing, so re-running is cheap.
 set -euo pipefail
@@ -19,6 +20,8 @@ apt_install() {
 need_apt=()
 command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 command -v memccapable >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
+# twemproxy, for the scale-out test (twemproxy_test.py).
+[ -x /usr/sbin/nutcracker ] || command -v nutcracker >/dev/null 2>&1 || need_apt+=(nutcracker)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
     echo "install.sh: apt-get install ${need_apt[*]}"
@@ -27,6 +30,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     # need it (it starts its own servers on free ports).
     if command -v systemctl >/dev/null 2>&1; then
         $SUDO systemctl stop memcached >/dev/null 2>&1 || true
+        $SUDO systemctl stop nutcracker >/dev/null 2>&1 || true
     fi
 fi
 

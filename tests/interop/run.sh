@@ -131,10 +131,22 @@ summary="$(grep -E '^differential:' "$LOGDIR/differential.log" | tail -n 1)"
 [ -n "$summary" ] || summary="differential: no summary (exit $rc)"
 record differential $rc "$summary"
 
+# --- scale-out behind twemproxy (starts its own servers) --------------------
+if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
+    record twemproxy 0 "twemproxy: skipped for memcached (the test starts tiercache)"
+else
+    say "twemproxy_test.py --tiercache $BIN"
+    timeout 300 python3 "$HERE/twemproxy_test.py" --tiercache "$BIN" 2>&1 | tee "$LOGDIR/twemproxy.log"
+    rc=${PIPESTATUS[0]}
+    summary="$(grep -E '^twemproxy:' "$LOGDIR/twemproxy.log" | tail -n 1)"
+    [ -n "$summary" ] || summary="twemproxy: no summary (exit $rc)"
+    record twemproxy $rc "$summary"
+fi
+
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential; do
+for part in memccapable pymemcache differential twemproxy; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"
