@@ -322,3 +322,28 @@ fn overwrites_and_deletes_of_items_on_both_classes_never_serve_an_old_copy() {
     check(&e, n, "after a second crash");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn unhit_items_the_fast_class_lets_go_are_kept_on_capacity() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    for i in 0..10_000 {
+        set(&e, &format!("a{i}"), &value(i, 0));
+    }
+    // Never read: without the capacity class these would be dropped when
+    // the fast class reclaims them.
+    for i in 0..25_000 {
+        set(&e, &format!("b{i}"), &value(i, 9));
+    }
+    wait_flushed(&e);
+    let s = fstats(&e);
+    assert!(s.moves > 5_000, "moves {}", s.moves);
+    let mut present = 0;
+    for i in 0..10_000 {
+        if let Some(v) = get(&e, &format!("a{i}")) {
+            assert_eq!(v, value(i, 0));
+            present += 1;
+        }
+    }
+    assert!(present > 9_000, "{present} of 10000 kept");
+}

@@ -301,7 +301,12 @@ impl Shard {
         }
         if h.expired(self.clock_now) {
             self.stats.reclaimed += 1;
-        } else if reinsert && hit {
+        } else if (reinsert && hit)
+            || self
+                .flash
+                .as_ref()
+                .is_some_and(|f| f.moves_unhit(loc, h.exptime, self.clock_now))
+        {
             if let Some(f) = &self.flash {
                 let dest = crate::flash::tier::Dest::Moved { from: loc };
                 if let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0, dest) {

@@ -106,6 +106,16 @@ impl FlashTier {
         }
     }
 
+    /// Whether a live record the fast class reclaims at `loc` moves to the
+    /// capacity class even if it was not hit: with both classes, the
+    /// capacity class keeps what the fast one lets go (as extstore compacts
+    /// to its compact bucket), except items that expire soon.
+    pub fn moves_unhit(&self, loc: Loc, exptime: u32, now: u32) -> bool {
+        self.two_classes()
+            && self.class_of(exptime, now) == 0
+            && self.class_at(loc) == Some(DeviceClass::Fast)
+    }
+
     /// The class of the slot `loc` points into (0 fast, 1 capacity).
     pub fn class_at(&self, loc: Loc) -> Option<DeviceClass> {
         let st = self.state.lock();
