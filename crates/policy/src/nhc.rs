@@ -48,7 +48,7 @@ impl Default for NhcParams {
             stable_eps: 0.02,
             drop: 0.05,
             min_gain: 0.02,
-            min_reads: 200,
+            min_reads: 50,
         }
     }
 }
@@ -278,7 +278,8 @@ impl Nhc {
     }
 
     /// Picks the best point of the iteration (the current one unless a
-    /// neighbour beats it by `min_gain`; ties go to the larger load_admit).
+    /// neighbour beats it by `min_gain`; a tie with the upper neighbour goes
+    /// to it, so that light load drifts back to classic caching).
     fn end_iteration(&mut self) {
         let [lower, current, upper] = self.scores;
         let current = current.unwrap_or(f64::MIN);
@@ -286,10 +287,18 @@ impl Nhc {
             s.is_some_and(|s| s > current + self.params.min_gain * current.abs().max(1e-9))
         };
         let step = self.params.step;
+        // Not worse than the current point by min_gain: a flat region,
+        // where the demand, not the devices, sets the throughput.
+        let flat = |s: Option<f64>| {
+            s.is_some_and(|s| s >= current - self.params.min_gain * current.abs().max(1e-9))
+        };
         let target = match (beats(upper), beats(lower)) {
             (true, true) if upper >= lower => self.load_admit + step,
             (true, false) => self.load_admit + step,
             (_, true) => self.load_admit - step,
+            // Nothing gains: drift toward classic caching where nothing
+            // loses either (light load), stay where both neighbours lose.
+            (false, false) if flat(upper) => self.load_admit + step,
             (false, false) => self.load_admit,
         };
         let target = (target.clamp(0.0, 1.0) * 1e6).round() / 1e6;
@@ -411,6 +420,18 @@ mod tests {
         run(&mut t, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
         run(&mut t, 10, 20_000.0, 10_000.0, 40_000.0, 0.93);
         assert_eq!(t.state(), State::Tune);
+    }
+
+    #[test]
+    fn load_falling_off_drifts_back_to_classic() {
+        let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut s, 90, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        assert!(s.load_admit() < 0.8);
+        // The demand drops to 8k: every split serves it.
+        run(&mut s, 60, 20_000.0, 10_000.0, 8_000.0, 0.95);
+        assert_eq!(s.state(), State::Classic);
+        assert_eq!(s.effective_load_admit(), 1.0);
     }
 
     #[test]

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Device classes with non-hierarchical caching on throttled loop devices
+(issue 17): `ext_nhc=1` against `ext_nhc=0` (classic caching) on the same two
+devices, paired runs, medians.
+
+Two files on the repository's file system become loop devices
+(`losetup --direct-io=on`); the server runs in a cgroup v1 blkio group whose
+`blkio.throttle.read_iops_device` caps each device's reads (FAST_IOPS,
+CAP_IOPS). The server reads with the pread pool (`ext_io=pool`), so every read
+is issued by a thread of the throttled group. Per run: a fresh server on the
+wiped devices, KEYS items of VALUE bytes preloaded (the first keys, the
+hottest under zipf, end up on the capacity class, the last ones on fast),
+WARM_S seconds of zipf gets at the heavy load (classic caching promotes the
+hot items into fast; NHC settles), then RUN_S measured seconds at the heavy
+load (HEAVY_THREADS x HEAVY_CONNS connections x PIPELINE) and RUN_S at the
+light one (one connection, one request in flight). nhc=0 and nhc=1 alternate,
+RUNS times. Skips with a message where it cannot run (not root, no losetup,
+no cgroup v1 blkio). Everything it creates (loop devices, the cgroup, the
+scratch directory) is removed at the end, also after a failure.
+
+    sudo python3 bench/nhc_loop.py          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+
+TAG = "nhc_loop"
+K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, FAST_MB=384, CAP_MB=1536, KEYS=150000,
+             VALUE=4000, SKEW=0.99, RUNS=3, WARM_S=30, RUN_S=10, PORT=24170, MEM=48,
+             HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64)
+BLKIO = "/sys/fs/cgroup/blkio"
+
+
+def skip(why):
+    print(f"{TAG}: skipped: {why}")
+    sys.exit(0)
+
+
+class Blkio:
+    """A cgroup v1 blkio group throttling reads per device."""
+
+    def __init__(self, name, limits):
+        self.path = os.path.join(BLKIO, name)
+        os.makedirs(self.path, exist_ok=True)
+        for dev, iops in limits:
+            st = os.stat(dev).st_rdev
+            with open(os.path.join(self.path, "blkio.throttle.read_iops_device"), "w") as f:
+                f.write(f"{os.major(st)}:{os.minor(st)} {int(iops)}\n")
+
+    def procs_file(self):
+        return os.path.join(self.path, "cgroup.procs")
+
+    def remove(self):
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+        fl.log(TAG, f"WARNING: could not remove {self.path}")
+
+
+def losetup(path):
+    r = subprocess.run(["losetup", "--direct-io=on", "--find", "--show", path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"losetup failed: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+def delta(a, b, k):
+    return (b.get(k, 0) or 0) - (a.get(k, 0) or 0)
+
+
+def measure(srv, load, secs):
+    a = srv.stats()
+    r = fl.bench(srv.port, load + ["--get-ratio", "1", "-d", f"{secs}s", "--no-stats"], TAG)["runs"][0]
+    b = srv.stats()
+    lat = r.get("latency", {}).get("get") or r.get("latency", {}).get("all") or {}
+    return {
+        "ops": r["ops_per_sec"],
+        "p50": lat.get("p50_us"),
+        "p99": lat.get("p99_us"),
+        "hit": r.get("hit_ratio"),
+        "fast": delta(a, b, "flash_fast_reads") / secs,
+        "cap": delta(a, b, "flash_capacity_reads") / secs,
+        "dual_cap": delta(a, b, "flash_dual_capacity_reads"),
+        "dual_fast": delta(a, b, "flash_dual_fast_reads"),
+        "la": b.get("flash_nhc_load_admit"),
+        "state": b.get("flash_nhc_state"),
+        "promotions": delta(a, b, "flash_class_promotions"),
+    }
+
+
+def one_run(devs, cg, nhc, d):
+    fast, cap = devs
+    ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", "ext_io=pool",
+           f"ext_threads={K.IO_THREADS}", f"ext_nhc={nhc}", "ext_promote=never"]
+    cmd = fl.tiercache_cmd(K.PORT, K.MEM, K.SERVER_THREADS, ext)
+    srv = fl.Server(f"nhc{nhc}", cmd, K.PORT, d, cgroup=cg)
+    try:
+        keys = ["--keys", K.KEYS, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}"]
+        fl.bench(K.PORT, ["--threads", 2, "--conns", 4, "--keys", K.KEYS, "--value-size", K.VALUE,
+                          "--preload", "--get-ratio", "1", "--pipeline", 16, "-d", "0s", "--no-stats"], TAG)
+        heavy = keys + ["--threads", K.HEAVY_THREADS, "--conns", K.HEAVY_CONNS, "--pipeline", K.PIPELINE]
+        light = keys + ["--threads", 1, "--conns", 1, "--pipeline", 1]
+        fl.bench(K.PORT, heavy + ["--get-ratio", "1", "-d", f"{K.WARM_S}s", "--no-stats"], TAG)
+        h = measure(srv, heavy, K.RUN_S)
+        lt = measure(srv, light, K.RUN_S)
+        # Load 0.5: half the fast device's IOPS offered at a fixed rate.
+        half = keys + ["--threads", 2, "--conns", 8, "--mode", "latency", "--rate", int(K.FAST_IOPS / 2)]
+        hf = measure(srv, half, K.RUN_S)
+        return h, lt, hf, fl.show_cmd(cmd, d)
+    finally:
+        srv.stop()
+
+
+def main():
+    if os.geteuid() != 0:
+        skip("needs root (losetup, cgroup v1 blkio)")
+    if not shutil.which("losetup"):
+        skip("no losetup")
+    if not os.path.exists(os.path.join(BLKIO, "blkio.throttle.read_iops_device")):
+        skip(f"no cgroup v1 blkio controller at {BLKIO}")
+    fl.build(TAG)
+    d = fl.workdir(TAG)
+    loops, cg = [], None
+    try:
+        files = []
+        for name, mb in (("fast.img", K.FAST_MB), ("cap.img", K.CAP_MB)):
+            p = os.path.join(d, name)
+            with open(p, "wb") as f:
+                f.truncate(mb << 20)
+            files.append(p)
+        for p in files:
+            loops.append(losetup(p))
+        fl.log(TAG, f"loop devices {loops}")
+        cg = Blkio(f"nhc-bench-{os.getpid()}", [(loops[0], K.FAST_IOPS), (loops[1], K.CAP_IOPS)])
+        results = {0: [], 1: []}
+        cmds = {}
+        for run in range(K.RUNS):
+            for nhc in (0, 1):
+                h, lt, hf, cmds[nhc] = one_run(loops, cg, nhc, d)
+                results[nhc].append((h, lt, hf))
+                fl.log(TAG, f"run {run + 1} nhc={nhc}: heavy {h['ops']:,.0f} ops/s (fast {h['fast']:,.0f}/s, "
+                       f"capacity {h['cap']:,.0f}/s, load_admit {h['la']}, state {h['state']}, "
+                       f"dual reads fast/cap {h['dual_fast']}/{h['dual_cap']}); light {lt['ops']:,.0f} ops/s; "
+                       f"half-load {hf['ops']:,.0f} ops/s p50 {hf['p50']} p99 {hf['p99']} us (load_admit {hf['la']})")
+        report(results, cmds)
+    finally:
+        for dev in loops:
+            subprocess.run(["losetup", "-d", dev])
+        if cg is not None:
+            cg.remove()
+        if os.environ.get("KEEP") is None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def report(results, cmds):
+    def med(nhc, which, key):
+        return fl.median([r[which][key] for r in results[nhc]])
+    ratios = {}
+    for which, name in ((0, "heavy"), (1, "light"), (2, "half")):
+        pairs = [b[which]["ops"] / a[which]["ops"] for a, b in zip(results[0], results[1])]
+        ratios[name] = (fl.median(pairs), pairs)
+    ceiling = (K.FAST_IOPS + K.CAP_IOPS) / K.FAST_IOPS
+    print(f"\n### Device classes, NHC against classic caching ({fl.now_utc()}, {fl.commit()})\n")
+    print(f"- machine: {fl.machine()}")
+    print(f"- devices: loop files over {fl.fs_of(fl.workdir(TAG))}, `losetup --direct-io=on`, "
+          f"cgroup v1 `blkio.throttle.read_iops_device` fast {K.FAST_IOPS}, capacity {K.CAP_IOPS} reads/s")
+    print(f"- server (nhc=1): `{cmds.get(1)}`")
+    print(f"- load: {K.KEYS:,} keys x {K.VALUE} B, zipf {K.SKEW}, preload, {K.WARM_S} s warm-up, "
+          f"heavy {K.HEAVY_THREADS}x{K.HEAVY_CONNS} conns x pipeline {K.PIPELINE}, light 1 conn x 1, "
+          f"half load {K.FAST_IOPS // 2} gets/s open loop (2x8 conns), "
+          f"{K.RUN_S} s each; {K.RUNS} pairs, nhc=0 and 1 alternating")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_loop.py`\n")
+    print("| load | classic ops/s | nhc ops/s | nhc/classic (paired median) | pairs | "
+          "nhc fast / capacity reads/s | nhc load_admit |")
+    print("| --- | ---: | ---: | ---: | --- | --- | --- |")
+    for which, name in ((0, "heavy"), (1, "light"), (2, "half")):
+        r, pairs = ratios[name]
+        print(f"| {name} | {med(0, which, 'ops'):,.0f} | {med(1, which, 'ops'):,.0f} | {r:.2f} | "
+              f"{' / '.join(f'{p:.2f}' for p in pairs)} | {med(1, which, 'fast'):,.0f} / "
+              f"{med(1, which, 'cap'):,.0f} | {med(1, which, 'la')} |")
+    p99 = [fl.median([r[2]["p99"] for r in results[n]]) for n in (0, 1)]
+    p50 = [fl.median([r[2]["p50"] for r in results[n]]) for n in (0, 1)]
+    print(f"\nHalf load (open loop): get latency p50 {p50[0]} / {p50[1]} us, p99 {p99[0]} / {p99[1]} us "
+          "(classic / nhc, medians).")
+    print(f"\nCeiling at the heavy load: {ceiling:.2f}x (both devices busy against the fast one alone).")
+
+
+if __name__ == "__main__":
+    main()
