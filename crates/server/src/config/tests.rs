@@ -1,0 +1,132 @@
+//! Flags, options and TOML parsed as memcached users write them.
+
+use super::*;
+
+fn load(argv: &[&str]) -> Result<Config> {
+    let mut full = vec!["tiercache"];
+    full.extend_from_slice(argv);
+    Config::load(&Args::try_parse_from(full)?)
+}
+
+#[test]
+fn memcached_command_line_works() {
+    let c = load(&[
+        "-p",
+        "22122",
+        "-l",
+        "0.0.0.0",
+        "-t",
+        "8",
+        "-c",
+        "4096",
+        "-m",
+        "1024",
+        "-I",
+        "2m",
+        "-v",
+        "-U",
+        "0",
+        "-o",
+        "hashpower=20,modern",
+    ])
+    .unwrap();
+    assert_eq!(c.server.port, 22122);
+    assert_eq!(c.server.listen, "0.0.0.0");
+    assert_eq!(c.server.threads, 8);
+    assert_eq!(c.server.max_connections, 4096);
+    assert_eq!(c.cache.memory_mb, 1024);
+    assert_eq!(c.cache.max_item_size, 2 << 20);
+    assert_eq!(c.cache.hash_power, 20);
+    assert_eq!(c.server.verbosity, 1);
+}
+
+#[test]
+fn bad_values_are_explained() {
+    let e = load(&["-I", "lots"]).unwrap_err().to_string();
+    assert!(e.contains("not a size"), "{e}");
+    let e = load(&["-o", "frobnicate=1"]).unwrap_err().to_string();
+    assert!(e.contains("unknown extended option"), "{e}");
+    let e = load(&["-t", "0"]).unwrap_err().to_string();
+    assert!(e.contains("-t must be"), "{e}");
+    assert!(load(&["-U", "11211"]).is_err());
+    let e = load(&["-o", "ext_io=aio"]).unwrap_err().to_string();
+    assert!(e.contains("ext_io=aio: choose auto, uring or pool"), "{e}");
+}
+
+#[test]
+fn dash_d_sets_the_detail_delimiter() {
+    let c = load(&[]).unwrap();
+    assert!(!c.server.detail_enabled);
+    assert_eq!(c.server.detail_delimiter, b':');
+    let c = load(&["-D", "/"]).unwrap();
+    assert!(c.server.detail_enabled);
+    assert_eq!(c.server.detail_delimiter, b'/');
+    assert!(load(&["-D", ""]).is_err());
+}
+
+#[test]
+fn flash_reader_choice() {
+    use tiercache_engine::flash::io::IoMode;
+    assert_eq!(load(&[]).unwrap().io_mode().unwrap(), IoMode::Auto);
+    let c = load(&["-o", "ext_io=pool"]).unwrap();
+    assert_eq!(c.io_mode().unwrap(), IoMode::Pool);
+    let c = load(&["-o", "ext_io=uring"]).unwrap();
+    assert_eq!(c.io_mode().unwrap(), IoMode::Uring);
+    let c: Config = toml::from_str("[flash]\nio = \"pool\"\n").unwrap();
+    assert_eq!(c.io_mode().unwrap(), IoMode::Pool);
+}
+
+#[test]
+fn toml_round_trip() {
+    let c = load(&["-m", "128"]).unwrap();
+    let back: Config = toml::from_str(&c.to_toml()).unwrap();
+    assert_eq!(back.cache.memory_mb, 128);
+    assert!(toml::from_str::<Config>("[cache]\nbogus = 1\n").is_err());
+}
+
+#[test]
+fn sizes() {
+    assert_eq!(parse_size("1m").unwrap(), 1 << 20);
+    assert_eq!(parse_size("512k").unwrap(), 512 << 10);
+    assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
+    assert_eq!(parse_size("100").unwrap(), 100);
+    assert!(parse_size("x").is_err());
+}
+
+#[test]
+fn ext_path_takes_a_device_class_and_memcached_bucket_names() {
+    let c = load(&[
+        "-o",
+        "ext_path=/tmp/nhc-a:64m:fast,ext_path=/tmp/nhc-b:1G:compact,ext_path=/tmp/nhc-c:1G",
+        "-o",
+        "ext_path=/tmp/nhc-d:2G:old,ext_nhc=0",
+    ])
+    .unwrap();
+    assert_eq!(
+        c.flash_classes().unwrap(),
+        [
+            DeviceClass::Fast,
+            DeviceClass::Capacity,
+            DeviceClass::Fast,
+            DeviceClass::Capacity
+        ]
+    );
+    let paths = c.flash_paths().unwrap();
+    assert_eq!(paths[1], ("/tmp/nhc-b".into(), 1 << 30));
+    assert_eq!(paths[3], ("/tmp/nhc-d".into(), 2 << 30));
+    assert!(!c.flash.nhc);
+    // --print-config shows the classes, and the TOML reads them back.
+    let toml = c.to_toml();
+    assert!(toml.contains("/tmp/nhc-b:1G:compact"), "{toml}");
+    assert!(toml.contains("nhc = false"), "{toml}");
+    let back: Config = toml::from_str(&toml).unwrap();
+    assert_eq!(back.flash_classes().unwrap(), c.flash_classes().unwrap());
+    let e = load(&["-o", "ext_path=/tmp/nhc-e:1G:slow"]).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("'slow' is not a device class"),
+        "{e:#}"
+    );
+    let e = load(&["-o", "ext_nhc=2"]).unwrap_err().to_string();
+    assert!(e.contains("ext_nhc takes 1 or 0"), "{e}");
+    assert!(load(&[]).unwrap().flash.nhc);
+}
