@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent installer for the interop suite's dependencies (Debian 12, run as root).
-#   - apt: memcached (reference server), libmemcached-tools (memccapable),
+#   - apt: memcached (reference server; ships memcached-tool),
+#     libmemcached-tools (memccapable, memcdump),
 #     nutcracker (twemproxy, for the scale-out test)
 #   - PyPI: pymemcache (client round-trip test)
 # Each piece is installed only when missing, so re-running is cheap.

@@ -13,14 +13,17 @@
 //! - [`read`]: get, probe, the blocking get;
 //! - [`store`]: the storage modes, incr/decr;
 //! - [`meta`]: `mg` and `ma`, whose replies read the item in flag order;
-//! - [`view`]: the item as a reply sees it.
+//! - [`view`]: the item as a reply sees it;
+//! - [`dump`]: the keys in RAM, walked a segment at a time.
 
+mod dump;
 mod meta;
 mod read;
 mod store;
 mod view;
 
 pub use crate::ops::{ArithResult, Mode, StoreResult};
+pub use dump::{DumpCursor, DumpedKey};
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
 pub use store::Store;
 pub use view::ItemView;

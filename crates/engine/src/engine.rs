@@ -440,6 +440,13 @@ impl Engine {
 
     /// Locks the shard that owns `hash`, applying any pending flush first.
     #[inline]
+    /// Shard `i` (in 0..its count), locked and caught up; None past the last.
+    pub(crate) fn lock_nth(&self, i: usize, now: u32) -> Option<MutexGuard<'_, Shard>> {
+        let mut g = self.shards.list.get(i)?.lock();
+        g.catch_up(now);
+        Some(g)
+    }
+
     pub fn lock(&self, hash: u64, now: u32) -> MutexGuard<'_, Shard> {
         let mut g = self.shards.of(hash).lock();
         g.catch_up(now);

@@ -26,6 +26,7 @@ use tiercache_policy::{EvictionPolicy, HitAction, Queue, TailAction};
 
 mod copies;
 mod crash;
+mod dump;
 mod eviction;
 mod snapshot;
 mod tiering;

@@ -20,6 +20,7 @@
 //! test in `tests/interop` checks them against a real memcached.
 
 pub mod client;
+pub mod crawler;
 pub mod meta;
 pub mod number;
 pub mod reply;

@@ -17,8 +17,10 @@
 //!   (`k... b`) is decoded into an owned copy, and a meta reply's flags are
 //!   collected into a `Vec`.
 
+mod dump;
 mod parse;
 
+pub use dump::{cachedump_item, metadump_item, uri_encode, MetadumpItem};
 pub use parse::parse_reply;
 pub(crate) use parse::{frame, malformed};
 

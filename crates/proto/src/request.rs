@@ -107,6 +107,8 @@ pub enum Request<'a> {
         flags: MetaFlags<'a>,
     },
     MetaNoop,
+    /// `lru_crawler ...` (see [`crate::crawler`]).
+    LruCrawler(crate::crawler::Crawler),
     MetaDebug {
         key: Cow<'a, [u8]>,
     },

@@ -222,6 +222,10 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
                 consumed,
             ),
         },
+        b"lru_crawler" => match crate::crawler::parse(&tokens.words[1..tokens.len]) {
+            Ok(c) => done(Request::LruCrawler(c), consumed),
+            Err(reply) => error(reply, false, consumed),
+        },
         b"cache_memlimit" => want(nt == 3 || nt == 4, {
             let noreply = tokens.noreply();
             match parse_u32(tokens.get(1)) {

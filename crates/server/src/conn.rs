@@ -485,7 +485,15 @@ impl Conn {
                     let (sub, at, more) = get_chunk(g, self.get_at, chunk);
                     (Request::Get(sub), at, more)
                 }
-                None => (request.take().expect("request"), 0, None),
+                None => {
+                    let req = request.take().expect("request");
+                    // A key dump stopped at the output bound runs again
+                    // from its cursor (`get_at`).
+                    if matches!(req, Request::LruCrawler(_)) {
+                        request = Some(req.clone());
+                    }
+                    (req, 0, None)
+                }
             };
             let empty = Fetched::default();
             let (fetched, may_read) = match ctx.reader {
@@ -521,6 +529,7 @@ impl Conn {
                 fetched,
                 may_read,
                 out_limit: self.wpos + max_pending,
+                resume: if whole.is_none() { self.get_at } else { 0 },
             };
             let mark = self.wbuf.len();
             let outcome = execute(req, &mut self.wbuf, ctx, &attempt);

@@ -64,6 +64,9 @@ pub struct Attempt<'f> {
     /// Output length at which a multiget stops after the key it is at
     /// (the connection's output bound; `usize::MAX`: never).
     pub out_limit: usize,
+    /// Where a request that stopped at the output bound resumes (a key
+    /// dump's cursor; 0: from the start).
+    pub resume: usize,
 }
 
 impl Attempt<'_> {
@@ -75,6 +78,7 @@ impl Attempt<'_> {
             fetched: NONE.get_or_init(Fetched::default),
             may_read: false,
             out_limit: usize::MAX,
+            resume: 0,
         }
     }
 }
@@ -153,6 +157,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
         }
         Request::Quit => return Outcome::Close,
         Request::Stats(args) => crate::shared::stats_command(args, out, ctx),
+        Request::LruCrawler(c) => return crate::crawler::lru_crawler(c, out, ctx, at),
         Request::Shutdown { .. } => {
             if !ctx.shared.config.server.enable_shutdown {
                 Reply::ShutdownDisabled.encode(out);

@@ -5,11 +5,13 @@
 //! - [`worker`]: one event loop per thread, shared listener.
 //! - [`conn`]: per-connection buffers, pipelining, back-pressure.
 //! - [`execute`]: requests to engine calls to replies.
+//! - [`crawler`]: `lru_crawler` and `stats cachedump` (key dumps).
 //! - [`stats`], [`shared`]: counters and the `stats` command.
 
 pub mod class_stats;
 pub mod config;
 pub mod conn;
+pub mod crawler;
 pub mod daemon;
 pub mod detail;
 pub mod execute;

@@ -417,6 +417,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         detail,
         registry,
         reserved_fds,
+        crawler_enabled: AtomicBool::new(true),
     });
     let polls = workers
         .iter()

@@ -24,6 +24,8 @@ pub struct Shared {
     pub registry: crate::registry::Registry,
     /// Descriptors kept for the server's own use (`reserved_fds`).
     pub reserved_fds: u64,
+    /// `lru_crawler enable|disable` (metadump is refused while disabled).
+    pub crawler_enabled: AtomicBool,
 }
 
 impl Shared {
@@ -83,6 +85,11 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             shared.conns.crawler_reclaimed.load(Ordering::Relaxed),
             g == b"slabs",
         ),
+        Some(b"cachedump") => {
+            let rest: Vec<&[u8]> = words.collect();
+            crate::crawler::cachedump(&rest, out, ctx);
+            return;
+        }
         Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
         Some(b"conns") => crate::registry::stats_conns(
             out,
