@@ -143,10 +143,22 @@ else
     record twemproxy $rc "$summary"
 fi
 
+# --- the Debian package, installed and run as its unit does -----------------
+if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
+    record package 0 "package: skipped for memcached"
+else
+    say "package_test.sh $BIN"
+    timeout 300 bash "$HERE/package_test.sh" "$BIN" 2>&1 | tee "$LOGDIR/package.log"
+    rc=${PIPESTATUS[0]}
+    summary="$(grep -E '^package:' "$LOGDIR/package.log" | tail -n 1)"
+    [ -n "$summary" ] || summary="package: no summary (exit $rc)"
+    record package $rc "$summary"
+fi
+
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential twemproxy; do
+for part in memccapable pymemcache differential twemproxy package; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"
