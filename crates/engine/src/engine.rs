@@ -277,7 +277,7 @@ impl Engine {
             flush_gen: AtomicU64::new(0),
             flush_at: AtomicU32::new(0),
             nshards: config.shards,
-            index_cap: index_cap(&config),
+            index_cap: std::sync::atomic::AtomicUsize::new(index_cap(&config)),
         });
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
@@ -426,6 +426,31 @@ impl Engine {
             ReadPool::new(flash.devices().to_vec(), threads.max(1))
         });
         Some(Box::new(pool.reader(notify)))
+    }
+    /// The memory limit now (`-m`, or the last `cache_memlimit`), bytes.
+    pub fn memory_limit(&self) -> usize {
+        self.shared.pool.limit()
+    }
+
+    /// `cache_memlimit`: a new memory limit (bytes) at run time, with the
+    /// checks a start with that `-m` makes (a limit below the
+    /// configuration's minimum is refused, naming it). Lower: the RAM tier
+    /// gives segments back as it evicts, so memory comes down with the
+    /// cache's next writes, and the index's budget shrinks (a larger index
+    /// evicts entries rather than growing, and shrinks as its load drops);
+    /// higher: both may grow at once.
+    pub fn set_memory_limit(&self, bytes: usize) -> Result<(), ConfigError> {
+        let mut c = self.config().clone();
+        c.memory_limit = bytes;
+        let device_bytes = self.flash().map_or(0, |f| f.capacity());
+        if !sizing::memory_fits(&c, device_bytes) {
+            return Err(too_small(&c, device_bytes, String::new()));
+        }
+        self.shared.pool.set_limit(bytes);
+        self.shared
+            .index_cap
+            .store(index_cap(&c), Ordering::Relaxed);
+        Ok(())
     }
 
     pub fn config(&self) -> &EngineConfig {

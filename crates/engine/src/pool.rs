@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct SegmentPool {
     seg_size: usize,
-    limit: usize,
+    /// Bytes of segments and index allowed (`-m`; `cache_memlimit` changes it).
+    limit: AtomicUsize,
     free: Mutex<Vec<Box<[u8]>>>,
     allocated: AtomicUsize,
     index_bytes: AtomicUsize,
@@ -17,7 +18,7 @@ impl SegmentPool {
     pub fn new(seg_size: usize, limit: usize) -> SegmentPool {
         SegmentPool {
             seg_size,
-            limit,
+            limit: AtomicUsize::new(limit),
             free: Mutex::new(Vec::new()),
             allocated: AtomicUsize::new(0),
             index_bytes: AtomicUsize::new(0),
@@ -29,12 +30,19 @@ impl SegmentPool {
     }
 
     pub fn limit(&self) -> usize {
-        self.limit
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// A new budget. Lower: shards give segments back as they reclaim
+    /// (`over_budget`), so memory comes down as the cache evicts; higher:
+    /// `take` hands out more.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
     }
 
     /// Segments the budget allows with the index at its current size.
     pub fn max_segments(&self) -> usize {
-        self.limit
+        self.limit()
             .saturating_sub(self.index_bytes.load(Ordering::Relaxed))
             / self.seg_size
     }

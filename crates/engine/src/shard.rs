@@ -46,10 +46,15 @@ pub struct Shared {
     /// The most [`SegmentPool::index_bytes`] (indexes and flash write
     /// buffers) may reach: an index grows only while it stays under, and
     /// evicts when full instead.
-    pub index_cap: usize,
+    pub index_cap: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
+    /// [`Shared::index_cap`] now.
+    pub fn index_cap(&self) -> usize {
+        self.index_cap.load(Ordering::Relaxed)
+    }
+
     pub fn next_cas(&self) -> u64 {
         self.cas.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -702,7 +707,7 @@ impl Shard {
     /// index is full and may not grow, the least valuable entry of the
     /// key's bucket goes ([`index_evicted`](Self::index_evicted)).
     pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
-        let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap;
+        let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
         let flash = self.flash.clone();
         let evicted = self
             .index
@@ -728,7 +733,7 @@ impl Shard {
         if want > now {
             let room = self
                 .shared
-                .index_cap
+                .index_cap()
                 .saturating_sub(self.shared.pool.index_bytes())
                 / Index::bytes_for_buckets(1);
             want = want.min(now + room);

@@ -166,14 +166,19 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             }
         }
         Request::CacheMemlimit { megabytes, noreply } => {
-            let now = ctx.shared.config.cache.memory_mb;
             if megabytes < 8 {
                 reply(out, noreply, Reply::MemlimitTooSmall);
-            } else if usize::try_from(megabytes).is_ok_and(|m| m == now) {
-                reply(out, noreply, Reply::Ok);
             } else {
-                crate::logging::memlimit_refused(megabytes, now);
-                reply(out, noreply, Reply::MemlimitAdjustFailed);
+                match ctx.engine().set_memory_limit((megabytes as usize) << 20) {
+                    Ok(()) => {
+                        crate::logging::memlimit_set(megabytes);
+                        reply(out, noreply, Reply::Ok);
+                    }
+                    Err(e) => {
+                        crate::logging::memlimit_refused(megabytes, &e);
+                        reply(out, noreply, Reply::MemlimitAdjustFailed);
+                    }
+                }
             }
         }
         Request::MetaGet { key, flags } => return meta::get(&key, &flags, out, ctx),

@@ -55,11 +55,14 @@ pub fn set_verbosity(level: u32) {
 /// failure reply (`MEMLIMIT_ADJUST_FAILED`), and the log says why. The RAM
 /// tier's segments, shards and index are sized from `-m` at start and
 /// cannot be resized while it runs; restart with `-m N` instead.
-pub fn memlimit_refused(asked_mb: u32, memory_mb: usize) {
-    tracing::warn!(
-        asked_mb,
-        memory_mb,
-        "cache_memlimit refused: the RAM tier (segments, shards, index) is sized from -m at \
-         start and cannot be resized while it runs; restart with -m {asked_mb}"
+pub fn memlimit_refused(asked_mb: u32, why: &tiercache_engine::ConfigError) {
+    tracing::warn!(asked_mb, "cache_memlimit {asked_mb} refused: {why}");
+}
+
+/// `cache_memlimit` applied.
+pub fn memlimit_set(mb: u32) {
+    tracing::info!(
+        mb,
+        "cache_memlimit: the memory limit is now {mb} MiB (a lower one is reached as the cache evicts)"
     );
 }

@@ -77,6 +77,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             &shared.config,
             shared.engine.config().segment_size,
             crate::logging::verbosity(),
+            shared.engine.memory_limit(),
         ),
         Some(g @ (b"items" | b"slabs")) => stats::items(
             out,

@@ -270,9 +270,15 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
 /// it). Settings of memcached's slab allocator, LRU maintainer and
 /// crawler, which tiercache does not have, are left out (the list is in
 /// `tests/stats_keys.rs`).
-pub fn settings(out: &mut Vec<u8>, cfg: &crate::config::Config, seg: usize, verbosity: u32) {
+pub fn settings(
+    out: &mut Vec<u8>,
+    cfg: &crate::config::Config,
+    seg: usize,
+    verbosity: u32,
+    maxbytes: usize,
+) {
     let yes_no = |b: bool| if b { "yes" } else { "no" };
-    stat(out, "maxbytes", cfg.cache.memory_mb << 20);
+    stat(out, "maxbytes", maxbytes);
     stat(out, "maxconns", cfg.server.max_connections);
     stat(out, "tcpport", cfg.server.port);
     stat(out, "udpport", 0);

@@ -88,7 +88,7 @@ pub(super) fn index_cap(config: &EngineConfig) -> usize {
 
 /// Whether `config` (its `memory_limit`) passes the start-up size checks:
 /// the same sizing as [`Engine::with_devices`].
-fn memory_fits(config: &EngineConfig, device_bytes: u64) -> bool {
+pub(super) fn memory_fits(config: &EngineConfig, device_bytes: u64) -> bool {
     let seg = config.segment_size;
     let segments = config.memory_limit / seg;
     if segments < 4 {
