@@ -4,6 +4,7 @@
 #     libmemcached-tools (memccapable, memcdump),
 #     nutcracker (twemproxy, for the scale-out test)
 #   - PyPI: pymemcache (client round-trip test)
+#   - apt: python3-pylibmc (binary protocol test, crates/server/tests/binary.rs)
 # Each piece is installed only when missing, so re-running is cheap.
 set -euo pipefail
 
@@ -45,6 +46,12 @@ if ! python3 -c 'import pymemcache' >/dev/null 2>&1; then
     python3 -m pip install --quiet pymemcache \
         || python3 -m pip install --quiet --break-system-packages pymemcache \
         || apt_install python3-pymemcache
+fi
+
+# pylibmc, for the binary protocol test (Debian's build, for Debian's python3).
+if ! /usr/bin/python3 -c 'import pylibmc' >/dev/null 2>&1; then
+    echo "install.sh: apt-get install python3-pylibmc"
+    apt_install python3-pylibmc
 fi
 
 echo "install.sh: ok (memcached: $(command -v memcached), memccapable: $(command -v memccapable), pymemcache: $(python3 -c 'import pymemcache; print(pymemcache.__version__)'))"

@@ -19,6 +19,7 @@
 //! blocks are swallowed) follow memcached 1.6 byte for byte; the differential
 //! test in `tests/interop` checks them against a real memcached.
 
+pub mod binary;
 pub mod client;
 pub mod crawler;
 pub mod meta;

@@ -37,6 +37,7 @@
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
 //! socket is then read to the end instead of stopping at a short read.
 
+use crate::binary;
 use crate::execute::{count_read, execute, Attempt, Ctx, Outcome};
 use crate::flights::Flights;
 use crate::prefetch::{prepare, read_ahead, Prep};
@@ -83,6 +84,8 @@ pub struct Conn {
     due: usize,
     /// Bytes of a refused data block still to discard.
     swallow: usize,
+    /// The text form of the binary request at the head (`binary.rs`).
+    bin_text: Vec<u8>,
     /// Buffer length the current partial request needs.
     need: usize,
     /// Bytes asked of one read: 16 KiB (memcached's read size), doubled up
@@ -151,6 +154,7 @@ impl Conn {
             wpos: 0,
             due: 0,
             swallow: 0,
+            bin_text: Vec::new(),
             need: 0,
             read_size: 16 * 1024,
             eof: false,
@@ -352,14 +356,17 @@ impl Conn {
         // Requests borrow the input while the connection changes: the
         // buffer is held apart meanwhile (moving a Vec allocates nothing).
         let rbuf = std::mem::take(&mut self.rbuf);
-        let last = self.process_in(&rbuf, ctx, limits, max_pending);
+        let mut text = std::mem::take(&mut self.bin_text);
+        let last = self.process_in(&rbuf, &mut text, ctx, limits, max_pending);
         self.rbuf = rbuf;
+        self.bin_text = text;
         last
     }
 
     fn process_in(
         &mut self,
         rbuf: &[u8],
+        bin_text: &mut Vec<u8>,
         ctx: &Ctx<'_>,
         limits: &Limits,
         max_pending: usize,
@@ -383,7 +390,34 @@ impl Conn {
             if buf.is_empty() {
                 break;
             }
-            match parse(buf, limits) {
+            // A binary request runs as the text request that does the same
+            // (`binary.rs`); its reply is encoded back below.
+            let mut frame = None;
+            let parsed = if buf[0] == binary::REQ_MAGIC {
+                match binary::translate(buf, limits, bin_text, &mut self.wbuf) {
+                    binary::Step::Parsed(f, p) => {
+                        frame = Some(f);
+                        p
+                    }
+                    binary::Step::Need(n) => {
+                        self.need = n;
+                        break;
+                    }
+                    binary::Step::Answered { consumed, close } => {
+                        self.consume(consumed);
+                        last = Some(Outcome::Continue);
+                        if close {
+                            self.closing = true;
+                            last = Some(Outcome::Close);
+                            break;
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                parse(buf, limits)
+            };
+            match parsed {
                 Parsed::Incomplete { need } => {
                     self.need = match need {
                         Some(n) => n,
@@ -419,6 +453,10 @@ impl Conn {
                         }
                         break 'requests;
                     };
+                    if let Some(f) = &frame {
+                        let text = self.wbuf.split_off(made);
+                        binary::encode(&mut self.wbuf, f, &text);
+                    }
                     self.flights.done(self.pos);
                     self.consume(consumed);
                     self.need = 0;

@@ -4,10 +4,12 @@
 //! - [`server`]: start/stop, threads.
 //! - [`worker`]: one event loop per thread, shared listener.
 //! - [`conn`]: per-connection buffers, pipelining, back-pressure.
+//! - [`binary`]: binary protocol requests, run as their text equivalents.
 //! - [`execute`]: requests to engine calls to replies.
 //! - [`crawler`]: `lru_crawler` and `stats cachedump` (key dumps).
 //! - [`stats`], [`shared`]: counters and the `stats` command.
 
+pub mod binary;
 pub mod class_stats;
 pub mod config;
 pub mod conn;

@@ -10,13 +10,13 @@
 
 mod common;
 
+use common::memcached::Memcached;
 use common::process::Proc;
-use common::{as_root, free_port, server, server_with, tx, Client};
+use common::{server, server_with, tx, Client};
 use std::collections::BTreeSet;
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 fn now() -> u64 {
     std::time::SystemTime::now()
@@ -179,42 +179,6 @@ fn a_dump_larger_than_the_output_bound_lists_every_key_once() {
     );
 }
 
-/// A memcached 1.6.18 on a free port, stopped when dropped.
-struct Memcached(Child, u16);
-
-impl Memcached {
-    fn start() -> Option<Memcached> {
-        let bin = Path::new("/usr/bin/memcached");
-        if !bin.exists() {
-            return None;
-        }
-        let port = free_port();
-        let child = Command::new(bin)
-            .args(as_root())
-            .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "memcached did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(Memcached(child, port))
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 const TOOL: &str = "/usr/share/memcached/scripts/memcached-tool";
 
 fn run(cmd: &str, args: &[&str]) -> String {
@@ -280,7 +244,7 @@ fn memcached_tool_and_memcdump_see_what_they_see_on_memcached() {
         "set plain 3 0 5\r\nhello\r\nset with%20space 0 {exp} 2\r\nhi\r\n\
          set k:ü 7 0 4\r\nümm\r\nset read 0 0 1\r\nr\r\nget read\r\n"
     );
-    let mc_addr = format!("127.0.0.1:{}", mc.1);
+    let mc_addr = mc.addr();
     let tc_addr = tc.addr.to_string();
     for addr in [&mc_addr, &tc_addr] {
         let mut s = TcpStream::connect(addr.as_str()).unwrap();

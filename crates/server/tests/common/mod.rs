@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod memcached;
 pub mod process;
 
 use std::io::{Read, Write};
