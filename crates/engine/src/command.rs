@@ -161,12 +161,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether an item with a key of `klen` bytes and a value of `vlen`
-    /// fits (memcached's item size limit and the segment size).
-    pub fn fits(&self, klen: usize, vlen: usize) -> bool {
-        self.lock(0, 0).fits(klen, vlen)
-    }
-
     /// `flush_all`: with a flash tier, the crash journal first raises its
     /// floor over every segment so far (a crash must not bring flushed
     /// items back); [`Wait::Busy`] until that is durable.

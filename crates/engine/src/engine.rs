@@ -427,6 +427,12 @@ impl Engine {
         });
         Some(Box::new(pool.reader(notify)))
     }
+    /// Whether an item with a key of `klen` bytes and a value of `vlen`
+    /// fits (memcached's item size limit and the segment size).
+    pub fn fits(&self, klen: usize, vlen: usize) -> bool {
+        self.shards.of(0).lock().fits(klen, vlen)
+    }
+
     /// The memory limit now (`-m`, or the last `cache_memlimit`), bytes.
     pub fn memory_limit(&self) -> usize {
         self.shared.pool.limit()

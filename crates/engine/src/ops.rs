@@ -177,7 +177,8 @@ pub fn arith(
         digits.resize(h.vlen as usize, b' ');
         shard.overwrite_value(loc, &digits);
         shard.set_cas(loc, cas);
-        shard.hit(hash, loc, now);
+        // A hit may move the item (LRU-like policies): report where it is.
+        let loc = shard.hit(hash, loc, now);
         return ArithResult::Ok { value, cas, loc };
     }
     let new = NewItem {

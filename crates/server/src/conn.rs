@@ -475,7 +475,17 @@ impl Conn {
                     consumed,
                     skip,
                 } => {
-                    execute(request, &mut self.wbuf, ctx, &Attempt::plain());
+                    // A refused store removes the key's old item first,
+                    // which may wait for the crash journal: then it stays
+                    // at the head, data block and all, and runs again.
+                    let mark = self.wbuf.len();
+                    if let Outcome::Wait(_) =
+                        execute(request, &mut self.wbuf, ctx, &Attempt::plain())
+                    {
+                        self.wbuf.truncate(mark);
+                        self.wait_busy(rbuf, ctx, limits, consumed);
+                        break;
+                    }
                     self.consume(consumed);
                     self.swallow = skip;
                     self.need = 0;
@@ -556,7 +566,8 @@ impl Conn {
                             return None;
                         }
                     }
-                    (&self.flights.head(head).fetched, reruns < max_runs)
+                    let asks = crate::prefetch::asks_for_reads(&req);
+                    (&self.flights.head(head).fetched, asks && reruns < max_runs)
                 }
                 None => (&empty, false),
             };

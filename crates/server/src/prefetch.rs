@@ -36,21 +36,28 @@ enum Need {
     Verify,
 }
 
-/// The key of a plain set (`set`, or `ms` without a CAS, a mode other than
-/// set or invalidation): it replaces the key's item whatever it was, so it
+/// The key of a plain set (`set`, or `ms` in set mode without a CAS; `I`
+/// without a CAS changes nothing, as the engine's `Store::is_plain_set`
+/// says): it replaces the key's item whatever it was, so it
 /// need not promote it, only keep other keys' flash records.
 fn plain_set_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {
     match req {
         Request::Store(s) if s.mode == StoreMode::Set => Some(s.key),
         Request::MetaSet { key, flags, .. }
             if matches!(flags.mode, None | Some(b'S') | Some(b's'))
-                && flags.compare_cas.is_none()
-                && !flags.invalidate =>
+                && flags.compare_cas.is_none() =>
         {
             Some(&key[..])
         }
         _ => None,
     }
+}
+
+/// Whether a request may ask for its keys' flash records when it runs
+/// (`Wait::Reads`): a get, a plain set, a delete. Only those are kept to
+/// run again.
+pub fn asks_for_reads(req: &Request<'_>) -> bool {
+    matches!(req, Request::Get(_) | Request::Delete { .. }) || plain_set_key(req).is_some()
 }
 
 /// The keys a request touches and what it needs of them. Plain gets and

@@ -120,7 +120,7 @@ fn commands_on_flash_items_behave_as_on_ram_items() {
     let dir = tempdir("flash-cmds");
     let h = flash_server(&dir);
     let mut c = Client::new(&h);
-    c.tx(b"set counter 0 0 2\r\n10\r\nset app 0 0 3\r\nabc\r\nset gone 0 0 1\r\nx\r\nset cas 0 0 1\r\nc\r\n");
+    c.tx(b"set counter 0 0 2\r\n10\r\nset app 0 0 3\r\nabc\r\nset gone 0 0 1\r\nx\r\nset cas 0 0 1\r\nc\r\nset big 0 0 1\r\nb\r\n");
     let before = c.tx_str(b"gets cas\r\n");
     // Push the four items out to flash.
     for i in 0..30_000 {
@@ -129,6 +129,19 @@ fn commands_on_flash_items_behave_as_on_ram_items() {
     }
     assert!(stat(&mut c, "flash_demoted") > 5_000.0);
     assert_eq!(c.tx_str(b"incr counter 5\r\n"), "15\r\n");
+    // A store refused as too large removes the old item (as memcached
+    // does), which for an item on flash waits for its tombstone: the reply
+    // comes, and the old value is gone.
+    let huge = "h".repeat(2 << 20);
+    assert_eq!(
+        c.tx_str(format!("set big 0 0 {}\r\n{huge}\r\n", huge.len()).as_bytes()),
+        "SERVER_ERROR object too large for cache\r\n"
+    );
+    assert_eq!(
+        c.tx_str(b"get big\r\n"),
+        "END\r\n",
+        "a refused set left the old value"
+    );
     assert_eq!(c.tx_str(b"append app 0 0 3\r\ndef\r\n"), "STORED\r\n");
     assert_eq!(
         c.tx_str(b"get app\r\n"),

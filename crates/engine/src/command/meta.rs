@@ -82,6 +82,10 @@ impl MetaItem<'_> {
     /// command was allowed to change the key ([`MetaGet::ttl`], and every
     /// arithmetic that applied).
     pub fn set_exptime(&mut self, exptime: u32) {
+        debug_assert!(
+            self.ok.is_some(),
+            "set_exptime without the gate's permission"
+        );
         if let Some(ok) = &self.ok {
             self.shard.set_exptime(self.loc, exptime, ok);
         }
