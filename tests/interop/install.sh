@@ -2,7 +2,8 @@
 # Idempotent installer for the interop suite's dependencies (Debian 12, run as root).
 #   - apt: memcached (reference server; ships memcached-tool),
 #     libmemcached-tools (memccapable, memcdump),
-#     nutcracker (twemproxy, for the scale-out test)
+#     nutcracker (twemproxy, for the scale-out test),
+#     prometheus (promtool, for the metrics endpoint test)
 #   - PyPI: pymemcache (client round-trip test)
 #   - apt: python3-pylibmc (binary protocol test, crates/server/tests/binary.rs)
 # Each piece is installed only when missing, so re-running is cheap.
@@ -24,6 +25,8 @@ command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 command -v memccapable >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 # twemproxy, for the scale-out test (twemproxy_test.py).
 [ -x /usr/sbin/nutcracker ] || command -v nutcracker >/dev/null 2>&1 || need_apt+=(nutcracker)
+# promtool (Debian's prometheus package), for the metrics endpoint test.
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
     echo "install.sh: apt-get install ${need_apt[*]}"
@@ -33,6 +36,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     if command -v systemctl >/dev/null 2>&1; then
         $SUDO systemctl stop memcached >/dev/null 2>&1 || true
         $SUDO systemctl stop nutcracker >/dev/null 2>&1 || true
+        $SUDO systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
     fi
 fi
 

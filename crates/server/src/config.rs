@@ -133,6 +133,11 @@ pub struct ServerConfig {
     pub lock_memory: bool,
     /// Raise the core file limit to its maximum (`-r`).
     pub coredumps: bool,
+    /// Serve Prometheus `GET /metrics` on this port (0 = off;
+    /// `-o metrics_port`), on `metrics_addr` or else the first `-l` address.
+    pub metrics_port: u16,
+    /// `-o metrics_addr`: the endpoint's IP address.
+    pub metrics_addr: String,
 }
 
 impl Default for ServerConfig {
@@ -152,6 +157,8 @@ impl Default for ServerConfig {
             backlog: 1024,
             lock_memory: false,
             coredumps: false,
+            metrics_port: 0,
+            metrics_addr: String::new(),
         }
     }
 }
@@ -458,6 +465,16 @@ impl Config {
                     format!("-o idle_timeout: '{v}' is not a number of seconds")
                 })?
             }
+            "metrics_port" => {
+                self.server.metrics_port = v
+                    .parse()
+                    .with_context(|| format!("-o metrics_port: '{v}' is not a port number"))?
+            }
+            "metrics_addr" => {
+                v.parse::<std::net::IpAddr>()
+                    .with_context(|| format!("-o metrics_addr: '{v}' is not an IP address"))?;
+                self.server.metrics_addr = v.to_string();
+            }
             "ext_path" if v == "none" => self.flash.paths.clear(),
             "ext_path" => {
                 parse_ext_path(v)?;
@@ -521,7 +538,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc"
             ),
         }
         Ok(())

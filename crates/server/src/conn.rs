@@ -86,6 +86,8 @@ pub struct Conn {
     swallow: usize,
     /// The text form of the binary request at the head (`binary.rs`).
     bin_text: Vec<u8>,
+    /// Times the head request for the latency histograms.
+    timer: crate::metrics::HeadTimer,
     /// Buffer length the current partial request needs.
     need: usize,
     /// Bytes asked of one read: 16 KiB (memcached's read size), doubled up
@@ -155,6 +157,7 @@ impl Conn {
             due: 0,
             swallow: 0,
             bin_text: Vec::new(),
+            timer: Default::default(),
             need: 0,
             read_size: 16 * 1024,
             eof: false,
@@ -444,6 +447,8 @@ impl Conn {
                     }
                     let makes_due = request.makes_replies_due();
                     let made = self.wbuf.len();
+                    let command = crate::metrics::command(&request);
+                    self.timer.run(self.pos);
                     let Some(outcome) =
                         self.run_head(rbuf, request, consumed, ctx, limits, max_pending)
                     else {
@@ -453,6 +458,8 @@ impl Conn {
                         }
                         break 'requests;
                     };
+                    let metrics = ctx.shared.metrics.as_ref();
+                    self.timer.done(metrics, command, &self.wbuf[made..]);
                     if let Some(f) = &frame {
                         let text = self.wbuf.split_off(made);
                         binary::encode(&mut self.wbuf, f, &text);
@@ -551,6 +558,7 @@ impl Conn {
                     match prepare(&req, ctx, &mut flight.fetched, &mut self.reads, reruns > 0) {
                         Prep::Ready => {}
                         Prep::Wait => {
+                            self.timer.flash_read();
                             let mut r = reader.borrow_mut();
                             let base = self.token_base | u64::from(flight.id) << 16;
                             for rr in self.reads.drain(..) {

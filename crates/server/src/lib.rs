@@ -8,6 +8,7 @@
 //! - [`execute`]: requests to engine calls to replies.
 //! - [`crawler`]: `lru_crawler` and `stats cachedump` (key dumps).
 //! - [`stats`], [`shared`]: counters and the `stats` command.
+//! - [`metrics`]: the Prometheus endpoint (`-o metrics_port`).
 
 pub mod binary;
 pub mod class_stats;
@@ -19,6 +20,7 @@ pub mod detail;
 pub mod execute;
 pub mod flights;
 pub mod logging;
+pub mod metrics;
 pub mod prefetch;
 pub mod registry;
 pub mod server;

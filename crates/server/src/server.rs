@@ -21,6 +21,8 @@ pub struct ServerHandle {
     pub addr: SocketAddr,
     /// Every listening address (one per `-l` entry and resolved address).
     pub addrs: Vec<SocketAddr>,
+    /// The metrics endpoint's address (`-o metrics_port`).
+    pub metrics_addr: Option<SocketAddr>,
     pub shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -41,6 +43,10 @@ impl ServerHandle {
     pub fn wait(self) {
         for t in self.threads {
             let _ = t.join();
+        }
+        // The metrics thread waits in accept: a connection wakes it to stop.
+        if let Some(a) = self.metrics_addr {
+            let _ = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1));
         }
         if self.shared.engine.flash().is_none() {
             return;
@@ -406,6 +412,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         crate::detail::Detail::new(config.server.detail_delimiter, config.server.detail_enabled);
     let registry = crate::registry::Registry::new(workers.len(), infos, unix_now());
     let reserved_fds = fd_headroom(&config);
+    let config_metrics_port = config.server.metrics_port;
     let shared = Arc::new(Shared {
         engine,
         config,
@@ -418,7 +425,21 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         registry,
         reserved_fds,
         crawler_enabled: AtomicBool::new(true),
+        metrics: (config_metrics_port > 0).then(crate::metrics::Metrics::new),
     });
+    let metrics_addr = match shared.config.server.metrics_port {
+        0 => None,
+        port => {
+            let ip = match shared.config.server.metrics_addr.parse() {
+                Ok(ip) => ip,
+                Err(_) => addrs[0].ip(),
+            };
+            let bound = crate::metrics::start(shared.clone(), SocketAddr::new(ip, port))
+                .with_context(|| format!("-o metrics_port: cannot listen on {ip}:{port}"))?;
+            tracing::info!(metrics = %bound, "Prometheus endpoint: GET /metrics");
+            Some(bound)
+        }
+    };
     let polls = workers
         .iter()
         .map(|_| mio::Poll::new())
@@ -461,6 +482,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     Ok(ServerHandle {
         addr: addrs[0],
         addrs,
+        metrics_addr,
         shared,
         threads,
     })

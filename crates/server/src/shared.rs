@@ -26,6 +26,8 @@ pub struct Shared {
     pub reserved_fds: u64,
     /// `lru_crawler enable|disable` (metadump is refused while disabled).
     pub crawler_enabled: AtomicBool,
+    /// Latency histograms, when the metrics endpoint is on.
+    pub metrics: Option<crate::metrics::Metrics>,
 }
 
 impl Shared {
