@@ -106,6 +106,9 @@ pub struct Conn {
     get_at: usize,
     /// Close once output is flushed.
     pub closing: bool,
+    /// The last parse found no complete request in the input (it is empty,
+    /// or holds the start of one): at EOF nothing more will run.
+    input_done: bool,
     /// Input stream offset of `rbuf[rpos]`: the request at the head.
     pos: u64,
     /// Flash records of the head request and of gets read ahead of it.
@@ -165,6 +168,7 @@ impl Conn {
             stalled: false,
             get_at: 0,
             closing: false,
+            input_done: true,
             pos: 0,
             flights: Flights::default(),
             busy: false,
@@ -238,7 +242,14 @@ impl Conn {
                 self.stalled = false;
                 progress = true;
             }
-            if (self.closing || self.eof) && self.pending_output() == 0 {
+            // A peer that closed its side still gets the replies to every
+            // complete request it sent: not while the head request waits for
+            // flash reads or the flash tier (its completion or the waker
+            // drives us again), nor while requests wait for the output to
+            // drain.
+            let waiting = self.busy || self.flights.head_waiting(self.pos) > 0;
+            let eof_done = self.eof && !waiting && self.input_done;
+            if (self.closing || eof_done) && self.pending_output() == 0 {
                 return State::Closed;
             }
             if !progress {
@@ -377,6 +388,7 @@ impl Conn {
         let mut last = None;
         // memcached writes out its replies whenever its input runs out.
         self.due = self.wbuf.len();
+        self.input_done = false;
         'requests: while !self.closing && self.may_produce(max_pending) && !self.busy {
             if self.flights.head_waiting(self.pos) > 0 {
                 // New input may have come in behind the waiting head.
@@ -386,11 +398,13 @@ impl Conn {
             if self.swallow > 0 {
                 self.discard_swallowed();
                 if self.swallow > 0 {
+                    self.input_done = true;
                     break;
                 }
             }
             let buf = &rbuf[self.rpos..self.rend];
             if buf.is_empty() {
+                self.input_done = true;
                 break;
             }
             // A binary request runs as the text request that does the same
@@ -404,6 +418,7 @@ impl Conn {
                     }
                     binary::Step::Need(n) => {
                         self.need = n;
+                        self.input_done = true;
                         break;
                     }
                     binary::Step::Answered { consumed, close } => {
@@ -430,6 +445,7 @@ impl Conn {
                         None if buf.len() >= READ_CHUNK => limits.max_get_line + 1,
                         None => 0,
                     };
+                    self.input_done = true;
                     break;
                 }
                 Parsed::Close => {

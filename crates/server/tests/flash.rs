@@ -6,6 +6,7 @@
 mod common;
 
 use common::{server_with, Client};
+use std::io::{Read, Write};
 use tiercache_server::server::ServerHandle;
 
 fn flash_server(dir: &std::path::Path) -> ServerHandle {
@@ -128,6 +129,24 @@ fn commands_on_flash_items_behave_as_on_ram_items() {
         c.tx(format!("set fill:{i} 0 0 {}\r\n{v}\r\n", v.len()).as_bytes());
     }
     assert!(stat(&mut c, "flash_demoted") > 5_000.0);
+    // A client that sends gets of flash items and closes its side at once
+    // still gets every reply (the reads complete after its EOF).
+    {
+        let gets: String = (0..400).map(|i| format!("get fill:{i}\r\n")).collect();
+        let want = c.tx_str(gets.as_bytes());
+        assert!(want.matches("VALUE").count() > 300, "fill keys missing");
+        let mut raw = std::net::TcpStream::connect(h.addr).unwrap();
+        raw.write_all(gets.as_bytes()).unwrap();
+        raw.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = String::new();
+        raw.read_to_string(&mut got).unwrap();
+        assert!(
+            got == want,
+            "a half-closed client lost replies: {} of {} bytes",
+            got.len(),
+            want.len()
+        );
+    }
     assert_eq!(c.tx_str(b"incr counter 5\r\n"), "15\r\n");
     // A store refused as too large removes the old item (as memcached
     // does), which for an item on flash waits for its tombstone: the reply
