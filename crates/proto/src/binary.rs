@@ -57,6 +57,17 @@ pub enum BinParsed {
         status: u16,
         consumed: usize,
         close: bool,
+        /// Bytes of the body still to come, to discard.
+        skip: usize,
+    },
+    /// A store whose value is over the limit: the scratch buffer holds its
+    /// text line without the data (a text parser refuses it, removing the
+    /// key's old item as memcached does); `consumed` bytes are buffered
+    /// and `skip` more of the body are still to come, to discard.
+    Refused {
+        frame: Frame,
+        consumed: usize,
+        skip: usize,
     },
 }
 
@@ -66,7 +77,8 @@ fn quiet(op: u8) -> bool {
 
 /// Reads the binary request at the start of `buf` and writes the text
 /// request that does the same into `text` (cleared first). A body over
-/// `max_body` bytes is refused (Too large) and the connection closed.
+/// `max_body` bytes is refused (Too large) and discarded, as memcached
+/// swallows it.
 pub fn translate(buf: &[u8], max_body: usize, text: &mut Vec<u8>) -> BinParsed {
     if buf.len() < HEADER_LEN {
         return BinParsed::Incomplete { need: HEADER_LEN };
@@ -82,17 +94,46 @@ pub fn translate(buf: &[u8], max_body: usize, text: &mut Vec<u8>) -> BinParsed {
         opaque,
         key: Vec::new(),
     };
+    let consumed = (HEADER_LEN + blen).min(buf.len());
+    let skip = HEADER_LEN + blen - consumed;
     let answer = |frame, status, close| BinParsed::Answer {
         frame,
         status,
-        consumed: (HEADER_LEN + blen).min(buf.len()),
+        consumed,
         close,
+        skip,
     };
     if buf[0] != REQ_MAGIC || klen + elen > blen {
         return answer(frame, status::INVALID, true);
     }
     if blen > max_body {
-        return answer(frame, status::TOO_LARGE, true);
+        let head = HEADER_LEN + elen + klen;
+        let store = matches!(opcode, 0x01..=0x03 | 0x11..=0x13) && elen == 8;
+        if !store || klen == 0 || klen > crate::KEY_MAX_LENGTH {
+            return answer(frame, status::TOO_LARGE, false);
+        }
+        if buf.len() < head {
+            return BinParsed::Incomplete { need: head };
+        }
+        frame.key = buf[HEADER_LEN + elen..head].to_vec();
+        let extras = &buf[HEADER_LEN..HEADER_LEN + 8];
+        let flags = u32::from_be_bytes(extras[..4].try_into().unwrap());
+        let exp = u32::from_be_bytes(extras[4..].try_into().unwrap());
+        text.clear();
+        let mode = [b'S', b'E', b'R'][usize::from((opcode & 0x0f) - 1)];
+        store_line(
+            text,
+            &frame.key,
+            blen - elen - klen,
+            cas,
+            mode,
+            Some((flags, exp)),
+        );
+        return BinParsed::Refused {
+            frame,
+            consumed,
+            skip,
+        };
     }
     if buf.len() < HEADER_LEN + blen {
         return BinParsed::Incomplete {
@@ -123,6 +164,7 @@ pub fn translate(buf: &[u8], max_body: usize, text: &mut Vec<u8>) -> BinParsed {
         status: status::INVALID,
         consumed,
         close: true,
+        skip: 0,
     };
     let ok = match opcode {
         // get, getq, getk, getkq
@@ -222,8 +264,22 @@ fn store(
     mode: u8,
     flags_exp: Option<(u32, u32)>,
 ) -> bool {
+    store_line(text, key, value.len(), cas, mode, flags_exp);
+    text.extend_from_slice(value);
+    line(text, b"")
+}
+
+/// An `ms` line with its `\r\n`, for a value of `len` bytes.
+fn store_line(
+    text: &mut Vec<u8>,
+    key: &[u8],
+    len: usize,
+    cas: u64,
+    mode: u8,
+    flags_exp: Option<(u32, u32)>,
+) {
     // The data length must follow the key.
-    meta(text, b"ms", key, format!(" {}", value.len()).as_bytes());
+    meta(text, b"ms", key, format!(" {len}").as_bytes());
     let _ = write!(text, " c M{}", mode as char);
     if let Some((flags, exp)) = flags_exp {
         let _ = write!(text, " F{flags} T{}", exp as i32);
@@ -232,8 +288,6 @@ fn store(
         let _ = write!(text, " C{cas}");
     }
     text.extend_from_slice(b"\r\n");
-    text.extend_from_slice(value);
-    line(text, b"")
 }
 
 /// Appends one binary response.

@@ -3,6 +3,7 @@
 //! that does the same, which runs as any request does (flash reads and
 //! waits included), and its reply is encoded back as the binary response.
 
+use crate::execute::{execute, Attempt, Ctx};
 use tiercache_proto::binary::{self as bin, BinParsed, Frame};
 use tiercache_proto::{parse, Limits, Parsed};
 
@@ -14,9 +15,13 @@ pub enum Step<'t> {
     Parsed(Frame, Parsed<'t>),
     /// Wait until this many bytes are buffered.
     Need(usize),
-    /// Answered already (an error response in the output): drop `consumed`
-    /// bytes, and close after it when `close`.
-    Answered { consumed: usize, close: bool },
+    /// Answered already (its response is in the output): drop `consumed`
+    /// bytes and `skip` more still to come, and close after it when `close`.
+    Answered {
+        consumed: usize,
+        close: bool,
+        skip: usize,
+    },
 }
 
 /// Reads the binary request at the start of `buf`, its text form into
@@ -26,6 +31,7 @@ pub fn translate<'t>(
     limits: &Limits,
     text: &'t mut Vec<u8>,
     out: &mut Vec<u8>,
+    ctx: &Ctx<'_>,
 ) -> Step<'t> {
     // memcached's binary body: extras, key and a value up to the item limit.
     let max_body = limits.item_size_max + 512;
@@ -36,9 +42,35 @@ pub fn translate<'t>(
             status,
             consumed,
             close,
+            skip,
         } => {
             bin::error(out, &frame, status);
-            Step::Answered { consumed, close }
+            Step::Answered {
+                consumed,
+                close,
+                skip,
+            }
+        }
+        BinParsed::Refused {
+            frame,
+            consumed,
+            skip,
+        } => {
+            // The text parser refuses the store as too large (and says
+            // whether the key's old item goes, as memcached decides).
+            match parse(text, limits) {
+                Parsed::Swallow { request, .. } => {
+                    let mut reply = Vec::new();
+                    execute(request, &mut reply, ctx, &Attempt::plain());
+                    bin::encode(out, &frame, &reply);
+                }
+                _ => bin::error(out, &frame, bin::status::TOO_LARGE),
+            }
+            Step::Answered {
+                consumed,
+                close: false,
+                skip,
+            }
         }
         BinParsed::Text { frame, consumed } => {
             let text: &'t Vec<u8> = text;
@@ -51,6 +83,7 @@ pub fn translate<'t>(
                     Step::Answered {
                         consumed,
                         close: true,
+                        skip: 0,
                     }
                 }
             }

@@ -411,7 +411,7 @@ impl Conn {
             // (`binary.rs`); its reply is encoded back below.
             let mut frame = None;
             let parsed = if buf[0] == binary::REQ_MAGIC {
-                match binary::translate(buf, limits, bin_text, &mut self.wbuf) {
+                match binary::translate(buf, limits, bin_text, &mut self.wbuf, ctx) {
                     binary::Step::Parsed(f, p) => {
                         frame = Some(f);
                         p
@@ -421,8 +421,13 @@ impl Conn {
                         self.input_done = true;
                         break;
                     }
-                    binary::Step::Answered { consumed, close } => {
+                    binary::Step::Answered {
+                        consumed,
+                        close,
+                        skip,
+                    } => {
                         self.consume(consumed);
+                        self.swallow = skip;
                         last = Some(Outcome::Continue);
                         if close {
                             self.closing = true;

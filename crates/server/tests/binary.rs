@@ -168,6 +168,20 @@ fn script(addr: &str) -> Vec<(String, Vec<Res>)> {
         req(0x0c, b"a b\x01", &[], &[], 34, 0),
         1,
     );
+    // A value over the item limit: Too large, its body discarded, the
+    // key's old item removed, the connection goes on.
+    step("set old", req(0x01, b"big", &fe, b"old", 37, 0), 1);
+    let huge = vec![b'h'; 2 << 20];
+    step(
+        "set too large, noop",
+        [
+            req(0x01, b"big", &fe, &huge, 38, 0),
+            req(0x0a, b"", &[], &[], 39, 0),
+        ]
+        .concat(),
+        2,
+    );
+    step("get after too large", req(0x00, b"big", &[], &[], 40, 0), 1);
     // Invalid arguments, and the connection is closed (as memcached does).
     step("get without key", req(0x00, b"", &[], &[], 35, 0), 1);
     let mut rest = Vec::new();
@@ -232,6 +246,13 @@ fn binary_requests_get_memcached_responses() {
     assert_eq!(find(&ours, "get appended")[0].value, b"wxyz");
     assert_eq!(find(&ours, "getk key with space")[0].value, b"sp");
     assert_eq!(find(&ours, "get without key")[0].status, 4);
+    let large = find(&ours, "set too large, noop");
+    assert_eq!(
+        (large[0].status, large[0].value.as_slice()),
+        (3, &b"Too large."[..])
+    );
+    assert_eq!(large[1].op, 0x0a);
+    assert_eq!(find(&ours, "get after too large")[0].status, 1);
 
     let Some(mc) = Memcached::start() else {
         eprintln!("skipped the comparison: /usr/bin/memcached absent (tests/interop/install.sh)");
