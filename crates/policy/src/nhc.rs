@@ -26,7 +26,8 @@ pub struct NhcParams {
     /// Change of `load_admit` per probe.
     pub step: f64,
     /// Consecutive intervals whose fast hit ratio stays within `stable_eps`
-    /// of each other before state 2 starts.
+    /// of each other before state 2 starts (2 s at the server's 100 ms:
+    /// state 1 also makes the capacity copies that state 2 reads).
     pub stable_intervals: usize,
     /// Largest spread of the fast hit ratio (absolute) counted as stable.
     pub stable_eps: f64,
@@ -44,7 +45,7 @@ impl Default for NhcParams {
     fn default() -> Self {
         NhcParams {
             step: 0.05,
-            stable_intervals: 5,
+            stable_intervals: 20,
             stable_eps: 0.02,
             drop: 0.05,
             min_gain: 0.02,
@@ -320,6 +321,9 @@ impl Nhc {
 mod tests {
     use super::*;
 
+    /// Intervals of a stable hit ratio before state 2.
+    const WARM: usize = 20;
+
     /// A fake pair of devices: the fast one serves `fast` reads per second,
     /// the capacity one `cap`, and the clients offer `demand`. With a share
     /// `la` of the hits on the fast one, the throughput is the demand or
@@ -356,8 +360,8 @@ mod tests {
             assert!(s.data_admit());
             assert_eq!(s.effective_load_admit(), 1.0);
         }
-        // Five stable intervals: state 2, promotion off.
-        for _ in 0..4 {
+        // WARM stable intervals: state 2, promotion off.
+        for _ in 0..WARM - 1 {
             s.interval(&m(20_000.0, 0.95));
             assert_eq!(s.state(), State::Classic);
         }
@@ -372,7 +376,7 @@ mod tests {
     fn saturated_fast_device_converges_near_its_share_and_stays_bounded() {
         // Fast 20k, capacity 10k, demand 40k: best is la = 2/3 (30k).
         let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
-        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut s, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
         assert_eq!(s.state(), State::Tune);
         let mut seen = Vec::new();
         for _ in 0..300 {
@@ -394,7 +398,7 @@ mod tests {
     fn light_load_goes_back_back_to_classic() {
         // Demand 10k: every point serves 10k, nothing beats la = 1.
         let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
-        run(&mut s, 5, 20_000.0, 10_000.0, 10_000.0, 0.95);
+        run(&mut s, WARM, 20_000.0, 10_000.0, 10_000.0, 0.95);
         assert_eq!(s.state(), State::Tune);
         run(&mut s, 2, 20_000.0, 10_000.0, 10_000.0, 0.95);
         assert_eq!(s.state(), State::Classic);
@@ -406,7 +410,7 @@ mod tests {
     #[test]
     fn a_hit_ratio_drop_goes_back_to_classic_at_once() {
         let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
-        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut s, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
         run(&mut s, 60, 20_000.0, 10_000.0, 40_000.0, 0.95);
         assert_eq!(s.state(), State::Tune);
         assert!(s.load_admit() < 0.9);
@@ -417,7 +421,7 @@ mod tests {
         assert!(s.data_admit());
         // A small wobble within `drop` would not have.
         let mut t = Nhc::new(NhcParams::default(), Objective::Throughput);
-        run(&mut t, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
         run(&mut t, 10, 20_000.0, 10_000.0, 40_000.0, 0.93);
         assert_eq!(t.state(), State::Tune);
     }
@@ -425,7 +429,7 @@ mod tests {
     #[test]
     fn load_falling_off_drifts_back_to_classic() {
         let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
-        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut s, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
         run(&mut s, 90, 20_000.0, 10_000.0, 40_000.0, 0.95);
         assert!(s.load_admit() < 0.8);
         // The demand drops to 8k: every split serves it.
@@ -437,7 +441,7 @@ mod tests {
     #[test]
     fn idle_intervals_change_nothing() {
         let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
-        run(&mut s, 5, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        run(&mut s, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
         let before = (s.state(), s.effective_load_admit());
         for _ in 0..20 {
             s.interval(&m(100.0, 0.1));
@@ -453,7 +457,7 @@ mod tests {
             la * q(25_000.0 * la, 20_000.0) + (1.0 - la) * q(25_000.0 * (1.0 - la), 10_000.0)
         };
         let mut s = Nhc::new(NhcParams::default(), Objective::Latency);
-        run(&mut s, 5, 20_000.0, 10_000.0, 25_000.0, 0.95);
+        run(&mut s, WARM, 20_000.0, 10_000.0, 25_000.0, 0.95);
         for _ in 0..300 {
             let la = s.effective_load_admit();
             s.interval(&Measurement {

