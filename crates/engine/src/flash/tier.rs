@@ -532,13 +532,15 @@ impl FlashTier {
     /// buffer or slot is free.
     fn open_new(&self, st: &mut State, stream: usize, reserved: bool) -> bool {
         let class = self.stream_class(stream);
-        let avail = st.spare.len().min(st.free[class].len());
-        // Reservations are for the streams of new items.
-        let held = if class == self.new_class as usize {
-            st.reserved
+        // Reservations are for the streams of new items: they hold spare
+        // buffers and that class's free slots; another class may only take
+        // the spare buffers nobody reserved.
+        let (spare, held) = if class == self.new_class as usize {
+            (st.spare.len(), st.reserved)
         } else {
-            0
+            (st.spare.len().saturating_sub(st.reserved), 0)
         };
+        let avail = spare.min(st.free[class].len());
         if avail == 0 || (!reserved && avail <= held) {
             return false;
         }
