@@ -48,7 +48,10 @@ use tiercache_engine::command::Wait;
 use tiercache_engine::flash::aligned::AlignedBuf;
 use tiercache_engine::flash::io::ReadOp;
 use tiercache_engine::flash::{Fetched, ReadReq};
-use tiercache_proto::{parse, Get, Limits, Parsed, Request};
+use tiercache_proto::{parse, Limits, Parsed, Request};
+
+mod multiget;
+use multiget::{get_chunk, is_get_line};
 
 /// Reads a delete may ask for again when its key moved to flash meanwhile.
 const MAX_DELETE_REREADS: u8 = 3;
@@ -756,45 +759,6 @@ impl Conn {
         }
         Ok(total)
     }
-}
-
-/// The `n` keys of a multiget from offset `at` of its keys, the offset
-/// they start at, and the offset of the key after them when there is one.
-fn get_chunk<'a>(g: &Get<'a>, at: usize, n: usize) -> (Get<'a>, usize, Option<usize>) {
-    let keys = g.keys;
-    if n == usize::MAX {
-        let sub = Get {
-            keys: &keys[at..],
-            ..g.clone()
-        };
-        return (sub, at, None);
-    }
-    let skip = |mut i: usize, space: bool| {
-        while i < keys.len() && (keys[i] == b' ') == space {
-            i += 1;
-        }
-        i
-    };
-    let start = skip(at, true);
-    let mut end = start;
-    for _ in 0..n {
-        if end == keys.len() {
-            break;
-        }
-        end = skip(skip(end, false), true);
-    }
-    let sub = Get {
-        keys: &keys[start..end],
-        return_cas: g.return_cas,
-        touch: g.touch,
-    };
-    (sub, start, (end < keys.len()).then_some(end))
-}
-
-/// Whether a line is a multiget (`get ` or `gets ` after leading spaces).
-fn is_get_line(buf: &[u8]) -> bool {
-    let lead = buf.iter().take_while(|&&b| b == b' ').count();
-    buf[lead..].starts_with(b"get ") || buf[lead..].starts_with(b"gets ")
 }
 
 fn read_op(base: u64, r: ReadReq) -> ReadOp {

@@ -1,0 +1,120 @@
+//! The shard's index kept within its budget: inserts that evict the least
+//! valuable entry of a full bucket (a flash entry's record gets a
+//! tombstone), resizes as the item count moves, and the index's bytes
+//! reported to the memory pool.
+
+use super::*;
+
+impl Shard {
+    pub(super) fn account_index(&mut self) {
+        let now = self.index.memory_bytes();
+        if now != self.index_bytes_reported {
+            self.shared
+                .pool
+                .add_index_bytes(now as isize - self.index_bytes_reported as isize);
+            self.index_bytes_reported = now;
+        }
+    }
+
+    /// Bytes of memory this shard's index uses.
+    pub fn index_bytes(&self) -> usize {
+        self.index.memory_bytes()
+    }
+
+    /// Indexes a new item (whose counters are already counted). When the
+    /// index is full and may not grow, the least valuable entry of the
+    /// key's bucket goes ([`index_evicted`](Self::index_evicted)).
+    pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
+        let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
+        let flash = self.flash.clone();
+        let evicted = self
+            .index
+            .insert(hash, loc, may_grow, |l, hit| rank(flash.as_deref(), l, hit));
+        if let Some(ev) = evicted {
+            self.index_evicted(ev);
+        }
+        self.resize_index();
+    }
+
+    /// Resizes the index when it asks to (grown to its target load past
+    /// its grow load, shrunk when it is emptier than its shrink load),
+    /// within the index budget (`Shared::index_cap`) and not below its
+    /// floor. The memory budget follows: a bigger index leaves room for
+    /// fewer RAM segments.
+    pub(super) fn resize_index(&mut self) {
+        let Some(mut want) = self.index.wants_resize() else {
+            self.account_index();
+            return;
+        };
+        let now = self.index.buckets();
+        want = want.max(self.index_floor.min(now));
+        if want > now {
+            let room = self
+                .shared
+                .index_cap()
+                .saturating_sub(self.shared.pool.index_bytes())
+                / Index::bytes_for_buckets(1);
+            want = want.min(now + room);
+        }
+        if want != now {
+            let flash = self.flash.clone();
+            let evicted = self
+                .index
+                .resize(want, |l, hit| rank(flash.as_deref(), l, hit));
+            for ev in evicted {
+                self.index_evicted(ev);
+            }
+        }
+        self.account_index();
+    }
+
+    /// An entry the index dropped for room: its item is gone from the
+    /// cache (an eviction). A flash record of it stays on the device until
+    /// its segment is reused, so it gets a tombstone, as a delete would:
+    /// a later change of the key finds no entry to tombstone, and a crash
+    /// must not bring the record back over that change.
+    pub(super) fn index_evicted(&mut self, ev: Evicted) {
+        self.stats.index_evictions += 1;
+        self.stats.evictions += 1;
+        self.stats.curr_items -= 1;
+        if is_flash(ev.loc) {
+            self.stats.flash_items -= 1;
+            if !ev.hit {
+                self.stats.evicted_unfetched += 1;
+            }
+            if let Some(f) = self.flash.clone() {
+                if f.seq_of(ev.loc).is_some_and(|s| s > f.journal().floor()) {
+                    self.tombstone_class(ev.class);
+                }
+                f.release(ev.loc);
+            }
+        } else {
+            let h = self.header(ev.loc);
+            if h.bits & item::FLASH_COPY != 0 {
+                self.tombstone_class(ev.class);
+            }
+            if h.bits & item::FETCHED == 0 {
+                self.stats.evicted_unfetched += 1;
+            }
+            self.update_bits(ev.loc, item::DEAD, 0);
+            self.seg_mut(ev.loc.seg).live_items -= 1;
+            self.stats.bytes -= h.size() as u64;
+        }
+    }
+
+    /// The key class of `hash` in this shard's index.
+    pub(crate) fn class_of(&self, hash: u64) -> Class {
+        Class::of(hash, self.index.precision())
+    }
+}
+
+/// How much an index entry is worth keeping when its bucket is full:
+/// flash entries before RAM ones, unhit before hit, the oldest segment
+/// first (as a set-associative cache evicts within its set).
+fn rank(flash: Option<&FlashTier>, loc: Loc, hit: bool) -> u64 {
+    if !is_flash(loc) {
+        return u64::MAX - 1;
+    }
+    let seq = flash.and_then(|f| f.seq_of(loc)).unwrap_or(0);
+    seq.min(1 << 61) | (u64::from(hit) << 62)
+}
