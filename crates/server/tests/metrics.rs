@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{free_port, server_with, Client};
+use common::{free_port, Client};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -24,11 +24,24 @@ fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
 
 #[test]
 fn metrics_endpoint_serves_stats_and_latency_histograms() {
-    let port = free_port();
-    let h = server_with(|c| {
-        c.server.metrics_port = port;
-        c.flash.paths.clear();
-    });
+    // A free port may be taken by another process before the server binds
+    // it: try another then.
+    let (h, port) = (0..10)
+        .find_map(|_| {
+            let port = free_port();
+            let mut cfg = tiercache_server::config::Config::default();
+            cfg.server.port = 0;
+            cfg.server.threads = 2;
+            cfg.cache.memory_mb = 32;
+            cfg.server.metrics_port = port;
+            cfg.flash.paths.clear();
+            match tiercache_server::server::start(cfg) {
+                Ok(h) => Some((h, port)),
+                Err(e) if format!("{e:#}").contains("in use") => None,
+                Err(e) => panic!("server starts: {e:#}"),
+            }
+        })
+        .expect("a free metrics port in 10 tries");
     let addr = h.metrics_addr.expect("endpoint on");
     assert_eq!(addr.port(), port);
     let mut c = Client::new(&h);
