@@ -9,7 +9,6 @@ mod common;
 
 use common::{set_at, NOW};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tiercache_engine::command::Store;
 use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::tier::{DeviceClass, Promote};
@@ -69,29 +68,20 @@ fn fstats(e: &Engine) -> FlashStats {
     e.flash().unwrap().stats_snapshot()
 }
 
-fn wait_flushed(e: &Engine) {
-    let f = e.flash().unwrap();
-    f.seal_open();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while f.usage().queued > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Loads `a0..a{n}`, reads them (the flash ones get their hit bit), then
 /// pushes `n_more` other keys through, so that the fast class reclaims.
 fn load_and_cycle(e: &Engine, n: u64, n_more: u64) {
     for i in 0..n {
         set(e, &format!("a{i}"), &value(i, 0));
     }
-    wait_flushed(e);
+    common::wait_flushed(e);
     for i in 0..n {
         get(e, &format!("a{i}"));
     }
     for i in 0..n_more {
         set(e, &format!("b{i}"), &value(i, 9));
     }
-    wait_flushed(e);
+    common::wait_flushed(e);
 }
 
 #[test]
@@ -103,7 +93,7 @@ fn new_items_land_on_fast_and_hit_items_move_to_capacity() {
     for i in 0..10_000 {
         set(&e, &format!("a{i}"), &value(i, 0));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let s = fstats(&e);
     assert!(s.classes[0].bytes_written > 4 << 20, "{:?}", s.classes);
     assert_eq!(s.classes[1].bytes_written, 0, "new items go to fast only");
@@ -114,7 +104,7 @@ fn new_items_land_on_fast_and_hit_items_move_to_capacity() {
     for i in 0..30_000 {
         set(&e, &format!("b{i}"), &value(i, 9));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let s = fstats(&e);
     assert!(s.moves > 1_000, "moves {}", s.moves);
     assert!(s.classes[1].bytes_written > 1 << 20, "{:?}", s.classes);
@@ -151,14 +141,14 @@ fn short_ttl_items_stay_on_the_fast_class() {
     for i in 0..10_000 {
         short(i, &value(i, 0));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     for i in 0..10_000 {
         get(&e, &format!("s{i}"));
     }
     for i in 0..30_000 {
         short(100_000 + i, &value(i, 9));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let s = fstats(&e);
     assert_eq!(s.moves, 0);
     assert_eq!(s.classes[1].bytes_written, 0, "{:?}", s.classes);
@@ -213,7 +203,7 @@ fn capacity_hits_are_promoted_keeping_a_copy_and_either_copy_serves() {
     for i in 0..30_000 {
         set(&e, &format!("c{i}"), &value(i, 8));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let s3 = fstats(&e);
     assert!(s3.moves_to_copy > 100, "moves to copy {}", s3.moves_to_copy);
     for i in 0..10_000 {
@@ -286,7 +276,7 @@ fn overwrites_and_deletes_of_items_on_both_classes_never_serve_an_old_copy() {
         for i in 0..12_000 {
             set(&e, &format!("e{i}"), &value(i, 6));
         }
-        wait_flushed(&e);
+        common::wait_flushed(&e);
         let present = check(&e, n, "before restart");
         assert!(present > n / 3, "{present}");
         assert!(fstats(&e).dual_capacity_reads > 500);
@@ -305,7 +295,7 @@ fn overwrites_and_deletes_of_items_on_both_classes_never_serve_an_old_copy() {
         for i in 0..20_000 {
             set(&e, &format!("d{i}"), &value(i, 7));
         }
-        wait_flushed(&e);
+        common::wait_flushed(&e);
     }
     let e = d.engine(Some(&snap));
     assert!(e.last_recovery().is_some(), "recovered after the crash");
@@ -335,7 +325,7 @@ fn unhit_items_the_fast_class_lets_go_are_kept_on_capacity() {
     for i in 0..25_000 {
         set(&e, &format!("b{i}"), &value(i, 9));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let s = fstats(&e);
     assert!(s.moves > 5_000, "moves {}", s.moves);
     let mut present = 0;

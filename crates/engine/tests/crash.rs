@@ -12,7 +12,6 @@ mod common;
 use common::{delete, get, set, NOW};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
 use tiercache_engine::flash::journal::fingerprint;
 use tiercache_engine::flash::BlockDevice;
@@ -41,16 +40,6 @@ fn value(i: u64, v: u64) -> Vec<u8> {
 /// Whether key `i` is on flash (not in RAM) now.
 fn on_flash(e: &Engine, i: u64) -> bool {
     common::on_flash(e, &key(i))
-}
-
-/// Seals the open write buffer and waits until every segment is written.
-fn flush_to_device(e: &Engine) {
-    let f = e.flash().unwrap();
-    f.seal_open();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while f.usage().queued > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// A deterministic pseudo-random sequence (xorshift).
@@ -231,7 +220,7 @@ fn a_crash_with_everything_written_keeps_every_untouched_flash_item() {
             _ => {}
         }
     }
-    flush_to_device(&e);
+    common::wait_flushed(&e);
     let f = e.flash().unwrap().clone();
     let geometry = f.journal().geometry();
     let reclaimed = f
@@ -288,7 +277,7 @@ fn a_device_used_without_the_journal_is_never_recovered_from() {
         c.flash.as_mut().unwrap().params.crash_journal = on;
         Engine::with_devices(c, vec![dev.clone()]).unwrap()
     };
-    let flush = flush_to_device;
+    let flush = common::wait_flushed;
     // Without the journal: deletes of flash items leave no tombstone.
     let e = with_journal(false);
     for i in 0..KEYS {
@@ -353,7 +342,7 @@ fn a_promoted_item_written_to_flash_again_is_one_entry_after_a_crash() {
         again > 500,
         "only {again} promoted items went back to flash"
     );
-    flush_to_device(&e);
+    common::wait_flushed(&e);
     drop(e); // kill -9
     let e = Engine::with_devices(config(), vec![dev]).unwrap();
     let rec = e.last_recovery().unwrap();

@@ -80,15 +80,6 @@ fn assert_all_present(e: &Engine, prefix: &str, n: u64, len: usize) {
 
 use common::delete;
 
-fn wait_flushed(e: &Engine) {
-    let f = e.flash().unwrap();
-    f.seal_open();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while f.usage().queued > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn items_beyond_ram_come_back_from_flash() {
     let e = engine_on(Arc::new(MemDevice::new(64 << 20)), 8);
@@ -96,7 +87,7 @@ fn items_beyond_ram_come_back_from_flash() {
     for i in 0..n {
         set(&e, format!("key:{i}").as_bytes(), &value_of(i, 700));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let st = e.stats(NOW);
     assert!(st.shard.demoted > 5_000, "demoted {}", st.shard.demoted);
     assert!(st.shard.flash_items > 5_000);
@@ -120,7 +111,7 @@ fn overwrite_and_delete_never_resurrect_flash_copies() {
     for i in 0..15_000u64 {
         set(&e, format!("k{i}").as_bytes(), &value_of(i, 600));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     // Old copies are on flash now; overwrite half, delete a quarter.
     for i in (0..15_000u64).step_by(2) {
         set(
@@ -136,7 +127,7 @@ fn overwrite_and_delete_never_resurrect_flash_copies() {
     for i in 0..15_000u64 {
         set(&e, format!("filler{i}").as_bytes(), &value_of(i, 600));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     for i in 0..15_000u64 {
         let got = get(&e, format!("k{i}").as_bytes());
         if i % 2 == 0 {
@@ -159,7 +150,7 @@ fn flash_fills_and_reclaims_oldest_segments() {
     for i in 0..n {
         set(&e, format!("r{i}").as_bytes(), &value_of(i, 1000));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let f = e.flash().unwrap();
     assert!(f.stats.segments_reclaimed.load(Ordering::Relaxed) > 20);
     let mut present = 0;
@@ -184,7 +175,7 @@ fn faults_cost_misses_never_wrong_data() {
     for i in 0..n {
         set(&e, format!("f{i}").as_bytes(), &value_of(i, 800));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     dev.set(Faults {
         fail_read_every: 5,
         short_read_every: 7,
@@ -232,7 +223,7 @@ fn failed_writes_drop_items_and_degrade_to_ram() {
     for i in 0..30_000u64 {
         set(&e, format!("w{i}").as_bytes(), &value_of(i, 700));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let f = e.flash().unwrap();
     assert!(f.stats.write_errors.load(Ordering::Relaxed) >= 3);
     assert!(f.degraded());
@@ -271,7 +262,7 @@ fn a_slow_device_applies_back_pressure_and_keeps_everything() {
     for i in 0..n {
         set(&e, format!("s{i}").as_bytes(), &value_of(i, 1500));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let f = e.flash().unwrap();
     assert!(
         f.stats.busy.load(Ordering::Relaxed) > 0,
@@ -290,7 +281,7 @@ fn real_file_with_o_direct() {
     for i in 0..15_000u64 {
         set(&e, format!("file{i}").as_bytes(), &value_of(i, 900));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     assert_all_present(&e, "file", 15_000, 900);
     drop(e);
     // A file that is not ours is refused.
@@ -344,7 +335,7 @@ fn segments_spread_over_several_devices() {
     for i in 0..20_000u64 {
         set(&e, format!("d{i}").as_bytes(), &value_of(i, 1000));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     assert!(
         a.writes() > 3 && b.writes() > 3,
         "{} {}",
@@ -475,7 +466,7 @@ fn short_ttl_items_share_segments_that_expiry_frees_whole() {
             put(&format!("long{i}"), 0, i);
         }
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let f = e.flash().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while f.stats.segments_expired.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
@@ -552,10 +543,10 @@ fn sets_that_read_their_tag_first_keep_other_keys_flash_items() {
                     common::set(&e, k.as_bytes(), &value_of(i, 700));
                 }
             }
-            wait_flushed(&e);
+            common::wait_flushed(&e);
             assert!(e.stats(NOW).shard.flash_items > 10_000);
         }
-        wait_flushed(&e);
+        common::wait_flushed(&e);
         let lost = count_missing(&e, "first:", n, 700, |i| value_of(i, 700))
             + count_missing(&e, "second:", n, 700, |i| value_of(i, 700));
         if verified {
@@ -583,7 +574,7 @@ fn verified_overwrites_of_flash_items_never_serve_the_old_value() {
     for i in 0..n {
         set(&e, format!("k:{i}").as_bytes(), &old(i));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     // Overwrite every third key, reading its same-tag records when the
     // shard says it pays: the read finds the key's own old record, which
     // must go, so reading soon stops paying.
@@ -595,7 +586,7 @@ fn verified_overwrites_of_flash_items_never_serve_the_old_value() {
     for i in 0..n {
         set_verified(&e, format!("fill:{i}").as_bytes(), &value_of(i, 700));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     let want = |i: u64| if i.is_multiple_of(3) { new(i) } else { old(i) };
     let missing = count_missing(&e, "k:", n, 700, want);
     assert!(missing <= n / 400, "{missing} of {n} missing");
@@ -678,7 +669,7 @@ fn a_full_index_recovers_from_a_crash_without_stale_values() {
         common::set(&e, &k(i), &v(i, 2));
         common::delete(&e, &k(i + 1));
     }
-    wait_flushed(&e);
+    common::wait_flushed(&e);
     drop(e);
     let e = Engine::with_devices(index_bound_config(), vec![dev]).unwrap();
     let (mut served, mut stale) = (0u64, Vec::new());

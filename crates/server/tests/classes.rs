@@ -6,42 +6,15 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn value(i: usize) -> String {
     format!("{i:06}-").repeat(130)
 }
 
-fn connect(port: u16) -> TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                return s;
-            }
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("server did not start: {e}"),
-        }
-    }
-}
-
-fn tx(s: &mut TcpStream, req: &[u8]) -> String {
-    s.write_all(req).unwrap();
-    s.write_all(b"mn\r\n").unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 65536];
-    while !got.ends_with(b"MN\r\n") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0);
-        got.extend_from_slice(&buf[..n]);
-    }
-    got.truncate(got.len() - 4);
-    String::from_utf8_lossy(&got).into_owned()
-}
+use common::{connect_port as connect, tx_mn as tx};
 
 fn stat(s: &mut TcpStream, key: &str) -> u64 {
     let all = tx(s, b"stats\r\n");

@@ -126,3 +126,14 @@ pub fn delete(e: &Engine, k: &[u8]) -> bool {
         e.delete(k, NOW, fetched, may_read)
     })
 }
+
+/// Seals the open write buffer and waits (up to 20 s) until every queued
+/// segment is written to the device.
+pub fn wait_flushed(e: &Engine) {
+    let f = e.flash().unwrap();
+    f.seal_open();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while f.usage().queued > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

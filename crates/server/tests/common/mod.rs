@@ -113,3 +113,36 @@ pub fn as_root() -> Vec<&'static str> {
         vec![]
     }
 }
+
+/// Connects to a server (a child process) that may still be starting:
+/// retries for up to 20 s; reads time out after 10 s.
+pub fn connect_port(port: u16) -> TcpStream {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return s;
+            }
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("server did not start: {e}"),
+        }
+    }
+}
+
+/// Sends `req` then `mn`; returns everything before the `MN` reply.
+pub fn tx_mn(s: &mut TcpStream, req: &[u8]) -> String {
+    s.write_all(req).unwrap();
+    s.write_all(b"mn\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !got.ends_with(b"MN\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    got.truncate(got.len() - 4);
+    String::from_utf8_lossy(&got).into_owned()
+}
