@@ -84,6 +84,9 @@ impl Engine {
             s.unlink_flash(hash, loc, &ok);
             return Ok(true);
         }
+        if ok.small_found {
+            return Ok(true);
+        }
         if s.needs_fetch(hash, fetched) {
             if may_read {
                 return Err(Wait::Reads);
@@ -169,6 +172,11 @@ impl Engine {
             return Err(Wait::Busy);
         }
         self.flush_all(delay, now);
+        if delay <= 0 {
+            // Each shard drops its items now: the small-object store's
+            // floor is durable before flush_all is answered.
+            (0..).map_while(|i| self.lock_nth(i, now)).for_each(drop);
+        }
         Ok(())
     }
 
@@ -178,6 +186,6 @@ impl Engine {
     /// if the change never comes: a tombstone only drops records.
     pub fn prepare_change(&self, key: &[u8], now: u32) {
         let hash = Engine::hash(key);
-        let _ = self.lock(hash, now).journal_gate(key, hash);
+        let _ = self.lock(hash, now).journal_gate_ahead(key, hash);
     }
 }

@@ -36,6 +36,11 @@ pub struct FlashConfig {
     pub avg_item_size: usize,
     /// Where a graceful shutdown writes the snapshot the next start reads.
     pub snapshot: Option<PathBuf>,
+    /// Items of at most this many bytes of key and value leave RAM for the
+    /// small-object store (`ext_small_max`; 0 = no store). docs/SMALL.md.
+    pub small_max: usize,
+    /// Percent of the first device the small-object store takes (`ext_small_share`).
+    pub small_percent: u64,
     /// Files that record a failed crash journal outside the devices (see
     /// `flash::distrust`; `flash::distrust::default_files` gives the usual
     /// ones). A start that finds one recovers nothing from the devices.
@@ -211,7 +216,7 @@ impl Engine {
     /// fault-injecting ones); `config.flash.paths` is ignored.
     pub fn with_devices(
         mut config: EngineConfig,
-        devices: Vec<Arc<dyn BlockDevice>>,
+        mut devices: Vec<Arc<dyn BlockDevice>>,
     ) -> Result<Engine, ConfigError> {
         // As asked (shards and hash power 0 = from memory), for messages.
         let asked = config.clone();
@@ -258,6 +263,7 @@ impl Engine {
                 name: config.policy.clone(),
             });
         }
+        let small_region = carve_small_region(&config, &mut devices);
         let flash = match (&config.flash, devices.is_empty()) {
             (Some(fc), false) => {
                 if fc.params.segment_size < 2 * seg + 2 * crate::flash::aligned::BLOCK {
@@ -293,7 +299,7 @@ impl Engine {
                 ));
             }
         }
-        let list = (0..config.shards)
+        let mut list: Vec<Mutex<Shard>> = (0..config.shards)
             .map(|_| {
                 let policy = tiercache_policy::by_name(&config.policy).expect("checked");
                 Mutex::new(Shard::new(
@@ -305,6 +311,9 @@ impl Engine {
                 ))
             })
             .collect();
+        if let (Some(region), Some(fc)) = (&small_region, &config.flash) {
+            attach_small(region, &mut list, fc.small_max)?;
+        }
         // The index and the write buffers come out of -m: what is left must
         // hold a working RAM tier.
         let index_mb =
@@ -528,6 +537,22 @@ impl Engine {
         reclaimed
     }
 
+    /// The small-object store's figures over every shard; None without one.
+    pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
+        let mut t: Option<crate::small::SmallTotals> = None;
+        for s in &self.shards.list {
+            let Some(p) = s.lock().small_stats() else {
+                continue;
+            };
+            let t = t.get_or_insert_with(Default::default);
+            t.stats.add(&p.stats);
+            t.objects += p.objects;
+            t.dram_bytes += p.dram_bytes;
+            t.region_bytes += p.region_bytes;
+        }
+        t
+    }
+
     /// Sum of all shards' counters.
     pub fn stats(&self, now: u32) -> EngineStats {
         let mut total = ShardStats::default();
@@ -616,4 +641,70 @@ pub struct EngineStats {
     /// flash write buffers).
     pub index_table_bytes: u64,
     pub shards: u64,
+}
+
+/// Where the small-object store lives: the tail of the first device, one
+/// equal part per shard (`(device, base, part bytes)`).
+struct SmallRegion {
+    dev: Arc<dyn BlockDevice>,
+    base: u64,
+    part: u64,
+}
+
+/// With `ext_small_max`, takes `ext_small_share` percent of the first
+/// device for the small-object store: the flash tier sees the device
+/// shorter ([`Truncated`](crate::flash::truncated::Truncated)).
+fn carve_small_region(
+    config: &EngineConfig,
+    devices: &mut [Arc<dyn BlockDevice>],
+) -> Option<SmallRegion> {
+    use crate::flash::aligned::BLOCK;
+    let fc = config.flash.as_ref().filter(|fc| fc.small_max > 0)?;
+    let dev = devices.first()?.clone();
+    let bytes = dev.size() / 100 * fc.small_percent.clamp(1, 90);
+    let part = bytes / config.shards as u64 / BLOCK as u64 * BLOCK as u64;
+    let base = (dev.size() - part * config.shards as u64) / BLOCK as u64 * BLOCK as u64;
+    devices[0] = Arc::new(crate::flash::truncated::Truncated::new(dev.clone(), base));
+    Some(SmallRegion { dev, base, part })
+}
+
+/// Opens (recovers, or formats) each shard's part of the small-object store.
+fn attach_small(
+    region: &SmallRegion,
+    shards: &mut [Mutex<Shard>],
+    max: usize,
+) -> Result<(), ConfigError> {
+    use crate::small::{SmallConfig, SmallStore};
+    let cfg = SmallConfig::for_region(region.part, 5);
+    let n = shards.len() as u32;
+    let now = crate::clock::unix_now();
+    let mut found = crate::small::Recovered::default();
+    let mut formatted = 0;
+    for (i, s) in shards.iter_mut().enumerate() {
+        let base = region.base + i as u64 * region.part;
+        let (store, rec) = SmallStore::attach(region.dev.clone(), base, cfg, (i as u32, n), now)
+            .map_err(|e| {
+                crate::flash::DeviceError::io(region.dev.name(), "open the small-object store", e)
+            })?;
+        match rec {
+            Some(r) => {
+                found.set_objects += r.set_objects;
+                found.log_objects += r.log_objects;
+                found.corrupt_sets += r.corrupt_sets;
+                found.corrupt_pages += r.corrupt_pages;
+            }
+            None => formatted += 1,
+        }
+        s.get_mut().attach_small(store, max);
+    }
+    tracing::info!(
+        parts = n,
+        part_mib = region.part >> 20,
+        sets = cfg.sets,
+        formatted,
+        recovered_objects = found.set_objects + found.log_objects,
+        corrupt_blocks = found.corrupt_sets + found.corrupt_pages,
+        "small-object store: items of at most {max} bytes of key and value"
+    );
+    Ok(())
 }

@@ -29,10 +29,12 @@ mod crash;
 mod dump;
 mod eviction;
 mod indexing;
+mod small;
 mod snapshot;
 mod tiering;
 
 pub use crash::Allowed;
+pub use small::SmallFound;
 
 /// State shared by all shards.
 pub struct Shared {
@@ -120,13 +122,15 @@ pub enum InsertError {
 }
 
 /// What a key is, as far as the flash tier is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
     /// In RAM, or not cached at all: run the request as is.
     Ram,
     Absent,
     /// On flash; its verified record is in the [`Fetched`] list.
     Flash(Loc),
+    /// In the small-object store: the item (RAM layout), read and verified.
+    Small(Vec<u8>),
     /// Records must be read first (their reads were added).
     Need,
 }
@@ -171,6 +175,8 @@ pub struct Shard {
     flushed: crate::flushed::Flushed,
     /// The fewest buckets the index shrinks to (`ext_avg_item_size`'s hint).
     index_floor: usize,
+    /// This shard's region of the small-object store, if there is one.
+    small: Option<small::SmallPart>,
 }
 
 /// Key hash used by index, shards and the ghost list.
@@ -215,6 +221,7 @@ impl Shard {
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
             index_floor: buckets,
+            small: None,
         }
     }
 
@@ -540,7 +547,7 @@ impl Shard {
         let old = self.find_any(key, hash);
         let mut on_flash = self.flash_candidates(hash);
         on_flash.retain(|&loc| !keep.contains(&loc) && !self.resident_other_key(loc, key));
-        if !self.journal_gate_at(hash, old, &on_flash) {
+        if !self.journal_gate_at(hash, old, &on_flash) || self.small_gate(key).is_none() {
             Header {
                 vlen: vlen as u32,
                 klen: key.len() as u8,
@@ -594,6 +601,9 @@ impl Shard {
 
     /// Drops every item, returning segments to the pool.
     pub fn flush(&mut self) {
+        if let Err(e) = self.flush_small() {
+            tracing::error!(error = %e, "flush_all: the small-object store could not record it");
+        }
         self.remember_flushed();
         self.index.clear();
         self.resize_index();
@@ -649,6 +659,7 @@ impl Shard {
         self.prune_tombs();
         self.resize_index();
         self.prune_copies();
+        self.report_small_bytes();
         let mut reclaimed = 0;
         let left = self.flushed.sweep();
         self.stats.reclaimed += left.items;

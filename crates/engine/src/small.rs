@@ -18,7 +18,7 @@ mod tests;
 
 pub use format::Obj;
 pub use recover::Recovered;
-pub use store::{Found, SmallConfig, SmallStore};
+pub use store::{Found, SmallConfig, SmallStore, Step};
 
 /// The store's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,7 +48,40 @@ pub struct SmallStats {
     pub verify_failures: u64,
 }
 
+/// The store's figures over all its regions, for `stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SmallTotals {
+    pub stats: SmallStats,
+    /// Objects held (older log copies of a key included).
+    pub objects: u64,
+    /// DRAM the store holds (filters, log index, segment buffers).
+    pub dram_bytes: u64,
+    /// Device bytes of the store's regions.
+    pub region_bytes: u64,
+}
+
 impl SmallStats {
+    /// Adds another region's counters.
+    pub fn add(&mut self, o: &SmallStats) {
+        self.objects_admitted += o.objects_admitted;
+        self.bytes_admitted += o.bytes_admitted;
+        self.log_bytes_written += o.log_bytes_written;
+        self.log_segments_written += o.log_segments_written;
+        self.set_bytes_written += o.set_bytes_written;
+        self.sets_written += o.sets_written;
+        self.moved += o.moved;
+        self.dropped += o.dropped;
+        self.readmitted += o.readmitted;
+        self.evicted += o.evicted;
+        self.invalidations += o.invalidations;
+        self.hits_buffer += o.hits_buffer;
+        self.hits_log += o.hits_log;
+        self.hits_set += o.hits_set;
+        self.reads += o.reads;
+        self.false_positive_reads += o.false_positive_reads;
+        self.verify_failures += o.verify_failures;
+    }
+
     /// Device bytes written per key-and-value byte admitted.
     pub fn write_amplification(&self) -> f64 {
         let w = self.log_bytes_written + self.set_bytes_written;

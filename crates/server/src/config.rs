@@ -240,6 +240,13 @@ pub struct FlashSection {
     /// Non-hierarchical caching between the fast and the capacity class
     /// (`ext_nhc`, default on; only with both classes). Off: classic caching.
     pub nhc: bool,
+    /// Items of at most this many bytes of key and value go to the dense
+    /// small-object store instead of the log-structured tier (`ext_small_max`;
+    /// 0, the default, = no store; at most 4044). docs/SMALL.md.
+    pub small_max: usize,
+    /// Percent of the first flash device the small-object store takes
+    /// (`ext_small_share`, 1..=90, default 50).
+    pub small_share: u64,
 }
 
 impl Default for FlashSection {
@@ -259,12 +266,17 @@ impl Default for FlashSection {
             io: "auto".into(),
             crash_safe: true,
             nhc: true,
+            small_max: 0,
+            small_share: 50,
         }
     }
 }
 
 /// The flash file the binary uses when nothing else is configured.
 pub const DEFAULT_FLASH: &str = "tiercache.flash:1G";
+/// The largest `ext_small_max`: one object (20 bytes of header) in a 4 KiB
+/// set after its 32-byte header.
+pub const SMALL_MAX_LIMIT: usize = 4096 - 32 - 20;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -489,6 +501,20 @@ impl Config {
             "ext_wipe" => self.flash.wipe = true,
             "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
             "ext_promote" => self.flash.promote = v.to_string(),
+            "ext_small_max" => {
+                let n = parse_size(v)?;
+                if n > SMALL_MAX_LIMIT {
+                    bail!("ext_small_max={v}: at most {SMALL_MAX_LIMIT} bytes of key and value fit a 4 KiB set of the small-object store");
+                }
+                self.flash.small_max = n;
+            }
+            "ext_small_share" => {
+                let n: u64 = num(v)? as u64;
+                if !(1..=90).contains(&n) {
+                    bail!("ext_small_share={v}: a percent of the first flash device, 1 to 90");
+                }
+                self.flash.small_share = n;
+            }
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             "ext_io" => self.flash.io = v.to_string(),
             "ext_nhc" => {
@@ -538,7 +564,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share"
             ),
         }
         Ok(())

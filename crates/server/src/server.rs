@@ -168,6 +168,8 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                 read_threads: cfg.flash.threads,
                 io: cfg.io_mode()?,
                 avg_item_size: cfg.flash.avg_item_size,
+                small_max: cfg.flash.small_max,
+                small_percent: cfg.flash.small_share,
                 snapshot: cfg.snapshot_path()?,
                 untrusted_marks: cfg
                     .flash_paths()?

@@ -115,6 +115,8 @@ fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Eng
         read_threads: 1,
         io: Default::default(),
         avg_item_size,
+        small_max: 0,
+        small_percent: 50,
         snapshot: None,
         untrusted_marks: Vec::new(),
     });

@@ -7,7 +7,7 @@
 
 use super::{Found, ItemView, Wait};
 use crate::flash::{Fetched, ReadReq};
-use crate::shard::{InsertError, Probe};
+use crate::shard::{InsertError, Probe, SmallFound};
 use crate::Engine;
 
 /// Rounds of reads a blocking get does before it calls the key a miss (a
@@ -61,6 +61,17 @@ impl Engine {
             drop(s);
             return Ok(Some(f(Found::Flash, ItemView::of_bytes(item))));
         }
+        match s.small_lookup(key, now, fetched) {
+            SmallFound::Hit(item) => {
+                if update {
+                    s.small_hit(hash, &item);
+                }
+                drop(s);
+                return Ok(Some(f(Found::Flash, ItemView::of_bytes(&item))));
+            }
+            SmallFound::Need if may_read => return Err(Wait::Reads),
+            _ => {}
+        }
         if may_read && s.needs_fetch(hash, fetched) {
             return Err(Wait::Reads);
         }
@@ -89,11 +100,17 @@ impl Engine {
     ) -> Result<(), Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        if let Probe::Flash(loc) = s.probe(key, hash, now, fetched, reads) {
-            let item = fetched.item(loc).expect("probed");
-            if s.promote(hash, loc, item) == Err(InsertError::Busy) {
+        match s.probe(key, hash, now, fetched, reads) {
+            Probe::Flash(loc) => {
+                let item = fetched.item(loc).expect("probed");
+                if s.promote(hash, loc, item) == Err(InsertError::Busy) {
+                    return Err(Wait::Busy);
+                }
+            }
+            Probe::Small(item) if s.copy_in(hash, &item) == Err(InsertError::Busy) => {
                 return Err(Wait::Busy);
             }
+            _ => {}
         }
         Ok(())
     }

@@ -195,6 +195,10 @@ impl Engine {
                 );
             }
         }
+        // The small-object store's open segment: its objects survive the stop.
+        for s in &self.shards.list {
+            s.lock().write_small_buffer()?;
+        }
         let Some(path) = self.config.flash.as_ref().and_then(|f| f.snapshot.clone()) else {
             return Ok((0, 0));
         };

@@ -69,6 +69,9 @@ pub enum FetchState {
     Item(ItemBytes),
     /// Unreadable or not what the index expected: a miss.
     Bad,
+    /// A whole 4 KiB block of the small-object store, as read: its reader
+    /// verifies it (`small::format::check`, generation, full key).
+    Block(AlignedBuf),
 }
 
 #[derive(Debug)]
@@ -89,6 +92,8 @@ struct Entry {
     /// record instead), not a miss.
     alias: bool,
     forgotten: bool,
+    /// A block of the small-object store, not a record.
+    raw: bool,
 }
 
 /// The records fetched for one request.
@@ -148,6 +153,7 @@ impl Fetched {
             started: std::time::Instant::now(),
             alias: false,
             forgotten: false,
+            raw: false,
         });
     }
 
@@ -171,12 +177,47 @@ impl Fetched {
             started: std::time::Instant::now(),
             alias: false,
             forgotten: false,
+            raw: false,
         });
         ReadReq {
             slot: self.entries.len() - 1,
             dev,
             offset,
             len: BLOCK,
+        }
+    }
+
+    /// Adds a read of one 4 KiB block of the small-object store at `offset`
+    /// of device `dev`, known by `loc` ([`crate::small`] names its blocks).
+    pub fn add_block_read(
+        &mut self,
+        loc: Loc,
+        dev: usize,
+        offset: u64,
+        stats: &TierStats,
+    ) -> ReadReq {
+        let r = self.add_read(loc, dev, offset, 0, 0);
+        self.entries.last_mut().expect("added").raw = true;
+        stats.reads_in_flight.fetch_add(1, Ordering::Relaxed);
+        if let Some(d) = stats.devs.get(dev) {
+            d.in_flight.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// The block read for `loc`: Some(None) while its read is pending or
+    /// when it failed, None when it was never asked for.
+    pub fn block(&self, loc: Loc) -> Option<Option<&[u8]>> {
+        self.entry(loc).map(|e| match &e.state {
+            FetchState::Block(b) => Some(b.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// Forgets what was read for `loc` (it changed since: read it again).
+    pub fn forget(&mut self, loc: Loc) {
+        for e in self.entries.iter_mut().filter(|e| e.loc == loc) {
+            e.forgotten = true;
         }
     }
 
@@ -211,6 +252,15 @@ impl Fetched {
                 return None;
             }
         };
+        if e.raw {
+            e.state = if n >= BLOCK {
+                FetchState::Block(buf)
+            } else {
+                stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                FetchState::Bad
+            };
+            return None;
+        }
         stats.objects_read.fetch_add(1, Ordering::Relaxed);
         let cap = buf.len();
         let data = buf.as_slice().get(..n).unwrap_or(&[]);

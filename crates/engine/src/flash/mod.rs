@@ -13,6 +13,7 @@
 //! - [`distrust`]: recording a failed journal so the next start trusts nothing.
 //! - [`io`]: per-worker asynchronous readers (thread-pool pread).
 //! - [`uring`]: the io_uring reader (one ring per worker).
+//! - [`truncated`]: the tier's view of a device whose tail is the small-object store's.
 
 pub mod aligned;
 pub mod device;
@@ -24,6 +25,7 @@ pub mod io;
 pub mod journal;
 pub mod stats;
 pub mod tier;
+pub mod truncated;
 pub mod uring;
 
 pub use device::{BlockDevice, DeviceError, FileDevice};

@@ -12,6 +12,8 @@ use super::*;
 #[derive(Debug)]
 pub struct Allowed {
     pub(super) hash: u64,
+    /// The small-object store held the key (it no longer does).
+    pub(crate) small_found: bool,
 }
 
 impl Allowed {
@@ -56,14 +58,26 @@ impl Shard {
     /// for, and the request must be retried (the flash tier's waker fires
     /// when the journal commits). Always allowed without a flash tier.
     pub fn journal_gate(&mut self, key: &[u8], hash: u64) -> Option<Allowed> {
+        if !self.journal_gate_ahead(key, hash) {
+            return None;
+        }
+        let small_found = self.small_gate(key)?;
+        Some(Allowed { hash, small_found })
+    }
+
+    /// The crash journal's part of [`journal_gate`](Self::journal_gate)
+    /// alone: asks for the tombstones a change of `key` needs; true once
+    /// they are durable. For asking ahead of a change (the small store's
+    /// part drops the key's copy, which only the change itself may do).
+    pub fn journal_gate_ahead(&mut self, key: &[u8], hash: u64) -> bool {
         if self.flash.is_some() {
             let old = self.find_any(key, hash);
             let on_flash = self.flash_candidates(hash);
             if !self.journal_gate_at(hash, old, &on_flash) {
-                return None;
+                return false;
             }
         }
-        Some(Allowed { hash })
+        true
     }
 
     /// [`journal_gate`](Self::journal_gate) given the key's RAM item and

@@ -8,6 +8,9 @@ use super::*;
 impl Shard {
     /// Moves an item leaving RAM to flash; false when it is not admitted.
     pub(super) fn demote(&mut self, hash: u64, loc: Loc, h: &Header) -> bool {
+        if let Some(admitted) = self.demote_small(hash, loc, h) {
+            return admitted;
+        }
         let Some(f) = &self.flash else {
             return false;
         };
@@ -117,11 +120,18 @@ impl Shard {
                         None => best = Some((loc, seq)),
                     }
                 }
-                None => {}
+                Some(FetchState::Block(_)) | None => {}
             }
         }
         if let Some((loc, _)) = best {
             return Probe::Flash(loc);
+        }
+        if !need {
+            match self.small_find(key, now, fetched, Some(reads)) {
+                SmallFound::Hit(item) => return Probe::Small(item),
+                SmallFound::Need => return Probe::Need,
+                SmallFound::Absent => {}
+            }
         }
         if need {
             Probe::Need

@@ -7,12 +7,14 @@
 //! ```text
 //! block (4096 bytes, little-endian)
 //!   0  4  crc32c of bytes 4..4096
-//!   4  4  magic: "TCS1" (a set) or "TCL1" (a log page); the 1 is the version
+//!   4  4  magic: "TCS2" (a set) or "TCL2" (a log page); the 2 is the version
 //!   8  4  block number: the set number, or the log page number
 //!  12  2  objects n
 //!  14  2  bytes used, header included (the rest of the block is zero)
 //!  16  8  generation: the store's write counter when the block was written
-//!  24 ..  n objects, packed:
+//!  24  8  nonce: the region's, drawn when it was formatted (a block of an
+//!         earlier region on the same bytes reads as empty)
+//!  32 ..  n objects, packed:
 //!          0  1  key length k (1..=250)
 //!          1  1  bits: 0-2 RRIP value (sets), 3 stale, 5 binary key
 //!          2  2  value length v
@@ -25,10 +27,10 @@
 
 use crate::flash::aligned::BLOCK;
 
-pub const SET_MAGIC: &[u8; 4] = b"TCS1";
-pub const LOG_MAGIC: &[u8; 4] = b"TCL1";
+pub const SET_MAGIC: &[u8; 4] = b"TCS2";
+pub const LOG_MAGIC: &[u8; 4] = b"TCL2";
 /// Bytes of block header before the objects.
-pub const BLOCK_HEADER: usize = 24;
+pub const BLOCK_HEADER: usize = 32;
 /// Bytes of object header before the key.
 pub const OBJ_HEADER: usize = 20;
 /// Bytes of objects one block holds.
@@ -98,7 +100,7 @@ impl Kind {
 /// Why a block does not verify.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockError {
-    /// Never written (all zero).
+    /// Never written (all zero), or written for an earlier region (another nonce).
     Empty,
     /// Wrong magic, checksum, block number or object bounds: torn, misdirected or not ours.
     Corrupt,
@@ -115,7 +117,7 @@ pub struct BlockHead {
 
 /// Writes `objs` into `dst` (one 4 KiB block). The objects must fit
 /// ([`BLOCK_PAYLOAD`] bytes in all).
-pub fn encode(dst: &mut [u8], kind: Kind, number: u32, generation: u64, objs: &[Obj]) {
+pub fn encode(dst: &mut [u8], kind: Kind, number: u32, generation: u64, nonce: u64, objs: &[Obj]) {
     assert_eq!(dst.len(), BLOCK);
     dst.fill(0);
     let mut at = BLOCK_HEADER;
@@ -138,17 +140,21 @@ pub fn encode(dst: &mut [u8], kind: Kind, number: u32, generation: u64, objs: &[
     dst[12..14].copy_from_slice(&(objs.len() as u16).to_le_bytes());
     dst[14..16].copy_from_slice(&(at as u16).to_le_bytes());
     dst[16..24].copy_from_slice(&generation.to_le_bytes());
+    dst[24..32].copy_from_slice(&nonce.to_le_bytes());
     let crc = crc32c::crc32c(&dst[4..]);
     dst[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Verifies a block read from the device: checksum, magic, block number.
-pub fn check(b: &[u8], kind: Kind, number: u32) -> Result<BlockHead, BlockError> {
+/// Verifies a block read from the device: checksum, magic, block number,
+/// and the region's nonce (a block that carries another is
+/// [`BlockError::Empty`]: the region was formatted again since; a torn
+/// write of this region's never leaves a sector of an earlier one in front).
+pub fn check(b: &[u8], kind: Kind, number: u32, nonce: u64) -> Result<BlockHead, BlockError> {
     if b.len() < BLOCK {
         return Err(BlockError::Corrupt);
     }
     let b = &b[..BLOCK];
-    if b.iter().all(|&x| x == 0) {
+    if b.iter().all(|&x| x == 0) || b[24..32] != nonce.to_le_bytes() {
         return Err(BlockError::Empty);
     }
     let crc = u32::from_le_bytes(b[0..4].try_into().unwrap());
@@ -219,6 +225,78 @@ pub fn find(b: &[u8], head: &BlockHead, key: &[u8]) -> Option<(usize, Obj)> {
     None
 }
 
+/// Magic of a region's first block, which says what the blocks after it are.
+pub const REGION_MAGIC: &[u8; 4] = b"TCSR";
+/// The blocks' format version (the `2` of their magic).
+pub const REGION_VERSION: u32 = 2;
+
+/// A region's first block: its geometry, its nonce and its floor.
+///
+/// ```text
+///   0  4  crc32c of bytes 4..64
+///   4  4  magic "TCSR"
+///   8  4  version (2)
+///  12  4  part: which of the store's regions this is
+///  16  4  parts
+///  20  4  sets
+///  24  4  log segments
+///  28  4  pages per log segment
+///  32  8  nonce, drawn when the region was formatted
+///  40  8  floor: blocks of this generation or older hold nothing (flush_all)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionHead {
+    pub part: u32,
+    pub parts: u32,
+    pub sets: u32,
+    pub log_segments: u32,
+    pub seg_pages: u32,
+    pub nonce: u64,
+    pub floor: u64,
+}
+
+/// Writes a region's first block into `dst` (4 KiB).
+pub fn encode_region(dst: &mut [u8], r: &RegionHead) {
+    dst.fill(0);
+    dst[4..8].copy_from_slice(REGION_MAGIC);
+    dst[8..12].copy_from_slice(&REGION_VERSION.to_le_bytes());
+    for (at, v) in [
+        (12, r.part),
+        (16, r.parts),
+        (20, r.sets),
+        (24, r.log_segments),
+        (28, r.seg_pages),
+    ] {
+        dst[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    dst[32..40].copy_from_slice(&r.nonce.to_le_bytes());
+    dst[40..48].copy_from_slice(&r.floor.to_le_bytes());
+    let crc = crc32c::crc32c(&dst[4..64]);
+    dst[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A region's first block, if it is one of this version that verifies.
+pub fn check_region(b: &[u8]) -> Option<RegionHead> {
+    let crc = u32::from_le_bytes(b.get(0..4)?.try_into().ok()?);
+    if crc != crc32c::crc32c(b.get(4..64)?)
+        || &b[4..8] != REGION_MAGIC
+        || b[8..12] != REGION_VERSION.to_le_bytes()
+    {
+        return None;
+    }
+    let u = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let w = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    Some(RegionHead {
+        part: u(12),
+        parts: u(16),
+        sets: u(20),
+        log_segments: u(24),
+        seg_pages: u(28),
+        nonce: w(32),
+        floor: w(40),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,8 +316,8 @@ mod tests {
     fn a_block_round_trips_and_finds_by_full_key() {
         let objs = vec![obj("a", 10), obj("bb", 100), obj("ccc", 0)];
         let mut b = vec![0u8; BLOCK];
-        encode(&mut b, Kind::Set, 9, 77, &objs);
-        let h = check(&b, Kind::Set, 9).unwrap();
+        encode(&mut b, Kind::Set, 9, 77, 5, &objs);
+        let h = check(&b, Kind::Set, 9, 5).unwrap();
         assert_eq!((h.count, h.generation), (3, 77));
         assert_eq!(objects(&b, &h).collect::<Vec<_>>(), objs);
         assert_eq!(find(&b, &h, b"bb").unwrap(), (1, objs[1].clone()));
@@ -250,18 +328,38 @@ mod tests {
     #[test]
     fn torn_misdirected_or_foreign_blocks_do_not_verify() {
         let mut b = vec![0u8; BLOCK];
-        assert_eq!(check(&b, Kind::Set, 0), Err(BlockError::Empty));
-        encode(&mut b, Kind::Set, 3, 1, &[obj("k", 50)]);
-        assert_eq!(check(&b, Kind::Set, 4), Err(BlockError::Corrupt));
-        assert_eq!(check(&b, Kind::Log, 3), Err(BlockError::Corrupt));
+        assert_eq!(check(&b, Kind::Set, 0, 5), Err(BlockError::Empty));
+        encode(&mut b, Kind::Set, 3, 1, 5, &[obj("k", 50)]);
+        assert_eq!(check(&b, Kind::Set, 4, 5), Err(BlockError::Corrupt));
+        assert_eq!(check(&b, Kind::Log, 3, 5), Err(BlockError::Corrupt));
+        assert_eq!(check(&b, Kind::Set, 3, 6), Err(BlockError::Empty));
         let mut torn = b.clone();
         torn[2048..].fill(0);
-        torn[30] ^= 1;
-        assert_eq!(check(&torn, Kind::Set, 3), Err(BlockError::Corrupt));
+        torn[40] ^= 1;
+        assert_eq!(check(&torn, Kind::Set, 3, 5), Err(BlockError::Corrupt));
         let mut flipped = b.clone();
         flipped[4000] ^= 0x10;
-        assert_eq!(check(&flipped, Kind::Set, 3), Err(BlockError::Corrupt));
-        assert!(check(&b, Kind::Set, 3).is_ok());
+        assert_eq!(check(&flipped, Kind::Set, 3, 5), Err(BlockError::Corrupt));
+        assert!(check(&b, Kind::Set, 3, 5).is_ok());
+    }
+
+    #[test]
+    fn a_region_head_round_trips_and_a_flipped_bit_is_refused() {
+        let r = RegionHead {
+            part: 3,
+            parts: 8,
+            sets: 1000,
+            log_segments: 12,
+            seg_pages: 16,
+            nonce: 0xdead_beef_1234,
+            floor: 77,
+        };
+        let mut b = vec![0u8; BLOCK];
+        encode_region(&mut b, &r);
+        assert_eq!(check_region(&b), Some(r));
+        b[33] ^= 1;
+        assert_eq!(check_region(&b), None);
+        assert_eq!(check_region(&[0u8; BLOCK]), None);
     }
 
     #[test]
@@ -275,8 +373,8 @@ mod tests {
             value: vec![1; v],
             ..Obj::default()
         };
-        encode(&mut b, Kind::Log, 0, 5, std::slice::from_ref(&o));
-        let h = check(&b, Kind::Log, 0).unwrap();
+        encode(&mut b, Kind::Log, 0, 5, 9, std::slice::from_ref(&o));
+        let h = check(&b, Kind::Log, 0, 9).unwrap();
         assert_eq!(h.used, BLOCK);
         assert_eq!(objects(&b, &h).next().unwrap(), o);
     }

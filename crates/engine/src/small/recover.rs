@@ -31,6 +31,34 @@ pub struct Recovered {
 }
 
 impl SmallStore {
+    /// The store of region `part` of `parts` at `base`: recovered when the
+    /// region's first block says it holds a store of this geometry (with
+    /// what recovery found), else formatted (None).
+    pub fn attach(
+        dev: Arc<dyn BlockDevice>,
+        base: u64,
+        cfg: SmallConfig,
+        (part, parts): (u32, u32),
+        now: u32,
+    ) -> io::Result<(SmallStore, Option<Recovered>)> {
+        let head = read(&*dev, base, BLOCK)?;
+        let same = format::check_region(head.as_slice()).is_some_and(|h| {
+            (
+                h.part,
+                h.parts,
+                h.sets as usize,
+                h.log_segments as usize,
+                h.seg_pages as usize,
+            ) == (part, parts, cfg.sets, cfg.log_segments, cfg.seg_pages)
+        });
+        if same {
+            let (st, rep) = SmallStore::open(dev, base, cfg, now)?;
+            Ok((st, Some(rep)))
+        } else {
+            Ok((SmallStore::format_part(dev, base, cfg, part, parts)?, None))
+        }
+    }
+
     /// Recovers the store on `dev` at `base`; `now` judges expiry.
     pub fn open(
         dev: Arc<dyn BlockDevice>,
@@ -38,7 +66,17 @@ impl SmallStore {
         cfg: SmallConfig,
         now: u32,
     ) -> io::Result<(SmallStore, Recovered)> {
+        let head = read(&*dev, base, BLOCK)?;
+        let Some(head) = format::check_region(head.as_slice())
+            .filter(|h| (h.sets as usize, h.log_segments as usize) == (cfg.sets, cfg.log_segments))
+        else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the small-object region's first block does not describe this store",
+            ));
+        };
         let mut st = SmallStore::empty(dev, base, cfg);
+        (st.nonce, st.floor, st.part, st.parts) = (head.nonce, head.floor, head.part, head.parts);
         st.now = now;
         let mut rep = Recovered::default();
         let mut max_gen = 0u64;
@@ -51,7 +89,7 @@ impl SmallStore {
             let buf = read(&*st.dev, st.set_offset(first as u32), n * BLOCK)?;
             for (i, b) in buf.as_slice().chunks(BLOCK).enumerate() {
                 let set = first + i;
-                match format::check(b, Kind::Set, set as u32) {
+                match st.verify(b, Kind::Set, set as u32) {
                     Ok(h) => {
                         set_gen[set] = h.generation;
                         max_gen = max_gen.max(h.generation);
@@ -77,7 +115,7 @@ impl SmallStore {
             let buf = read(&*st.dev, st.page_offset(first), cfg.seg_pages * BLOCK)?;
             let mut heads = Vec::new();
             for (i, b) in buf.as_slice().chunks(BLOCK).enumerate() {
-                match format::check(b, Kind::Log, first + i as u32) {
+                match st.verify(b, Kind::Log, first + i as u32) {
                     Ok(h) => heads.push((i, h)),
                     Err(BlockError::Empty) => {}
                     Err(BlockError::Corrupt) => rep.corrupt_pages += 1,
@@ -95,12 +133,19 @@ impl SmallStore {
                 }
             }
         }
-        st.generation = max_gen + 1;
+        st.generation = max_gen.max(st.floor) + 1;
         for set in corrupt {
             // Written again empty: its generation is above every log page.
             st.generation += 1;
             let mut b = AlignedBuf::new(BLOCK);
-            format::encode(b.as_mut_slice(), Kind::Set, set as u32, st.generation, &[]);
+            format::encode(
+                b.as_mut_slice(),
+                Kind::Set,
+                set as u32,
+                st.generation,
+                st.nonce,
+                &[],
+            );
             st.dev
                 .write_durable(b.as_slice(), st.set_offset(set as u32))?;
             st.filters.rebuild(set, std::iter::empty(), st.generation);

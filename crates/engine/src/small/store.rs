@@ -41,7 +41,7 @@ impl SmallConfig {
         let seg_pages = 16;
         let log_segments = ((blocks as u64 * log_percent / 100) as usize / seg_pages).max(2);
         SmallConfig {
-            sets: blocks.saturating_sub(log_segments * seg_pages).max(1),
+            sets: blocks.saturating_sub(1 + log_segments * seg_pages).max(1),
             log_segments,
             seg_pages,
             filter_bits: 128,
@@ -53,9 +53,10 @@ impl SmallConfig {
         self.log_segments * self.seg_pages
     }
 
-    /// Bytes of device the store takes.
+    /// Bytes of device the store takes: its first block (the region's
+    /// head), the log, the sets.
     pub fn region_bytes(&self) -> u64 {
-        ((self.log_pages() + self.sets) * BLOCK) as u64
+        ((1 + self.log_pages() + self.sets) * BLOCK) as u64
     }
 }
 
@@ -90,8 +91,17 @@ pub struct SmallStore {
     pub(super) buffer: Vec<Vec<(u64, Obj)>>,
     pub(super) buffer_used: usize,
     pub(super) generation: u64,
+    /// Blocks written at this generation or before hold nothing (flush_all).
+    pub(super) floor: u64,
+    /// The region's nonce, in every block it writes.
+    pub(super) nonce: u64,
+    /// Which of the store's regions this is, of how many.
+    pub(super) part: u32,
+    pub(super) parts: u32,
     pub(super) set_objects: u64,
     pub(super) failed: bool,
+    /// Failed, then emptied on the device ([`SmallStore::forget_all`]).
+    pub(super) emptied: bool,
     /// The clock expiry is judged by: the latest `now` a get gave.
     pub(super) now: u32,
     pub stats: SmallStats,
@@ -105,12 +115,25 @@ pub(super) fn place(key: &[u8], sets: usize) -> (u64, u32, u16) {
 }
 
 impl SmallStore {
-    /// A store on a region nobody wrote yet (or one to be ignored); use
-    /// [`SmallStore::open`] to recover one.
+    /// A new, empty store on a region (whatever it held before is ignored);
+    /// use [`SmallStore::open`] to recover one.
     pub fn format(
         dev: Arc<dyn BlockDevice>,
         base: u64,
         cfg: SmallConfig,
+    ) -> io::Result<SmallStore> {
+        SmallStore::format_part(dev, base, cfg, 0, 1)
+    }
+
+    /// [`format`](Self::format) for region `part` of `parts`. Only the
+    /// region's first block is written: it draws a new nonce, and blocks
+    /// written under another nonce read as empty.
+    pub fn format_part(
+        dev: Arc<dyn BlockDevice>,
+        base: u64,
+        cfg: SmallConfig,
+        part: u32,
+        parts: u32,
     ) -> io::Result<SmallStore> {
         assert!(cfg.log_pages() <= MAX_PAGES && cfg.move_threshold >= 1);
         if !base.is_multiple_of(BLOCK as u64) || base + cfg.region_bytes() > dev.size() {
@@ -119,15 +142,98 @@ impl SmallStore {
                 "small store region does not fit the device",
             ));
         }
-        let zero = AlignedBuf::new(cfg.seg_pages * BLOCK);
-        let mut off = base;
-        while off < base + cfg.region_bytes() {
-            let n = (zero.len() as u64).min(base + cfg.region_bytes() - off) as usize;
-            dev.write_at(&zero.as_slice()[..n], off)?;
-            off += n as u64;
+        let mut st = SmallStore::empty(dev, base, cfg);
+        st.nonce = new_nonce(base, part);
+        (st.part, st.parts) = (part, parts);
+        st.write_head()?;
+        Ok(st)
+    }
+
+    /// Writes the region's first block (geometry, nonce, floor), durably.
+    pub(super) fn write_head(&self) -> io::Result<()> {
+        let mut b = AlignedBuf::new(BLOCK);
+        format::encode_region(b.as_mut_slice(), &self.head());
+        self.dev.write_durable(b.as_slice(), self.base)
+    }
+
+    /// What the region's first block says.
+    pub fn head(&self) -> format::RegionHead {
+        format::RegionHead {
+            part: self.part,
+            parts: self.parts,
+            sets: self.cfg.sets as u32,
+            log_segments: self.cfg.log_segments as u32,
+            seg_pages: self.cfg.seg_pages as u32,
+            nonce: self.nonce,
+            floor: self.floor,
         }
-        dev.sync()?;
-        Ok(SmallStore::empty(dev, base, cfg))
+    }
+
+    /// Verifies a block of this region: [`format::check`] with the
+    /// region's nonce; a block at or below the floor holds nothing.
+    pub(super) fn verify(
+        &self,
+        b: &[u8],
+        kind: Kind,
+        number: u32,
+    ) -> Result<format::BlockHead, BlockError> {
+        match format::check(b, kind, number, self.nonce) {
+            Ok(h) if h.generation <= self.floor => Err(BlockError::Empty),
+            r => r,
+        }
+    }
+
+    /// Drops every object (flush_all): from DRAM now, and on the device by
+    /// raising the floor in the region's first block, durably, before this
+    /// returns (a crash must not bring a flushed object back).
+    pub fn clear(&mut self) -> io::Result<()> {
+        self.generation += 1;
+        self.floor = self.generation;
+        self.clear_dram();
+        if self.failed {
+            return Ok(());
+        }
+        self.generation += 1;
+        let r = self.write_head();
+        if let Err(e) = &r {
+            self.fail(e);
+        }
+        r
+    }
+
+    /// Writes the segment being filled (a graceful stop keeps its objects).
+    pub fn flush_buffer(&mut self) -> io::Result<()> {
+        if self.failed || self.buffer.iter().all(Vec::is_empty) {
+            return Ok(());
+        }
+        self.write_segment()
+    }
+
+    /// After a write failed: forgets every object, on the device too (a new
+    /// nonce in the region's first block, so that no block verifies), and
+    /// admits nothing more. Err when even that write fails.
+    pub fn forget_all(&mut self) -> io::Result<()> {
+        self.clear_dram();
+        self.nonce = new_nonce(self.base, self.part);
+        self.floor = 0;
+        self.failed = true;
+        self.write_head()?;
+        self.emptied = true;
+        Ok(())
+    }
+
+    fn clear_dram(&mut self) {
+        self.filters = SetFilters::new(self.cfg.sets, self.cfg.filter_bits);
+        self.log = LogIndex::new(self.cfg.log_pages() * 4);
+        self.seg_gen.iter_mut().for_each(|g| *g = 0);
+        self.buffer = vec![Vec::new()];
+        self.buffer_used = 0;
+        self.set_objects = 0;
+    }
+
+    /// Whether the store stopped after a device error.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     pub(super) fn empty(dev: Arc<dyn BlockDevice>, base: u64, cfg: SmallConfig) -> SmallStore {
@@ -141,8 +247,13 @@ impl SmallStore {
             buffer: vec![Vec::new()],
             buffer_used: 0,
             generation: 1,
+            floor: 0,
+            nonce: 1,
+            part: 0,
+            parts: 1,
             set_objects: 0,
             failed: false,
+            emptied: false,
             now: crate::clock::unix_now(),
             stats: SmallStats::default(),
             cfg,
@@ -154,11 +265,11 @@ impl SmallStore {
     }
 
     pub(super) fn page_offset(&self, page: u32) -> u64 {
-        self.base + page as u64 * BLOCK as u64
+        self.base + (1 + page as u64) * BLOCK as u64
     }
 
     pub(super) fn set_offset(&self, set: u32) -> u64 {
-        self.base + (self.cfg.log_pages() + set as usize) as u64 * BLOCK as u64
+        self.base + (1 + self.cfg.log_pages() + set as usize) as u64 * BLOCK as u64
     }
 
     fn read_block(&self, off: u64, len: usize) -> io::Result<AlignedBuf> {
@@ -260,7 +371,7 @@ impl SmallStore {
                 .get(i)
                 .map(|p| p.iter().map(|(_, o)| o.clone()).collect())
                 .unwrap_or_default();
-            format::encode(chunk, Kind::Log, first + i as u32, gen, &objs);
+            format::encode(chunk, Kind::Log, first + i as u32, gen, self.nonce, &objs);
         }
         if let Err(e) = self
             .dev
@@ -304,7 +415,7 @@ impl SmallStore {
         let mut out = Vec::new();
         for (i, chunk) in buf.as_slice().chunks(BLOCK).enumerate() {
             let page = first + i as u32;
-            match format::check(chunk, Kind::Log, page) {
+            match self.verify(chunk, Kind::Log, page) {
                 Ok(h) if h.generation == self.seg_gen[seg] => {
                     for o in format::objects(chunk, &h) {
                         let (hash, set, tag) = place(&o.key, self.cfg.sets);
@@ -370,18 +481,19 @@ impl SmallStore {
 
     /// Rewrites a set with its log objects moved in (newest copy of each
     /// key), without `exclude`, evicting by RRIP. `pages` holds log pages'
-    /// live objects already read. Durable when `durable`.
+    /// live objects already read. Durable when `durable`. Returns whether
+    /// `exclude` was there (unexpired).
     pub(super) fn rewrite_set(
         &mut self,
         set: u32,
         exclude: Option<&[u8]>,
         pages: &HashMap<u32, Vec<Obj>>,
         durable: bool,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let now = self.now;
         let s = set as usize;
         let cur = self.read_block(self.set_offset(set), BLOCK)?;
-        let mut objs: Vec<Obj> = match format::check(cur.as_slice(), Kind::Set, set) {
+        let mut objs: Vec<Obj> = match self.verify(cur.as_slice(), Kind::Set, set) {
             Ok(h) => {
                 self.set_objects -= (h.count as u64).min(self.set_objects);
                 format::objects(cur.as_slice(), &h)
@@ -408,7 +520,7 @@ impl SmallStore {
             if !pages.contains_key(&r.page) && !read.contains_key(&r.page) {
                 let b = self.read_block(self.page_offset(r.page), BLOCK)?;
                 let seg = r.page as usize / self.cfg.seg_pages;
-                let objs = match format::check(b.as_slice(), Kind::Log, r.page) {
+                let objs = match self.verify(b.as_slice(), Kind::Log, r.page) {
                     Ok(h) if h.generation == self.seg_gen[seg] => {
                         format::objects(b.as_slice(), &h).collect()
                     }
@@ -435,6 +547,7 @@ impl SmallStore {
         }
         objs.retain(|o| !fresh.iter().any(|f| f.key == o.key));
         objs.extend(fresh);
+        let found = exclude.is_some_and(|k| objs.iter().any(|o| o.key == k && !o.expired(now)));
         objs.retain(|o| !o.expired(now) && Some(&o.key[..]) != exclude);
         // RRIP eviction: the highest value goes first; age all when none is at the top.
         while objs.iter().map(Obj::size).sum::<usize>() > BLOCK_PAYLOAD {
@@ -449,7 +562,7 @@ impl SmallStore {
         self.generation += 1;
         let gen = self.generation;
         let mut b = AlignedBuf::new(BLOCK);
-        format::encode(b.as_mut_slice(), Kind::Set, set, gen, &objs);
+        format::encode(b.as_mut_slice(), Kind::Set, set, gen, self.nonce, &objs);
         let off = self.set_offset(set);
         let wrote = if durable {
             self.dev.write_durable(b.as_slice(), off)
@@ -465,12 +578,15 @@ impl SmallStore {
         self.set_objects += objs.len() as u64;
         self.filters
             .rebuild(s, objs.iter().map(|o| xxh3_64(&o.key)), gen);
-        Ok(())
+        Ok(found)
     }
 
     /// Whether the store may hold a copy of the key (a change to the key
     /// must [`SmallStore::invalidate`] it first).
     pub fn may_contain(&self, key: &[u8]) -> bool {
+        if self.emptied {
+            return false;
+        }
         if self.failed {
             return true;
         }
@@ -485,46 +601,68 @@ impl SmallStore {
 
     /// Makes sure no copy of the key survives, durably, before a delete or
     /// an overwrite is answered: the key's set is rewritten without it (its
-    /// generation then kills the older log copies too). Returns whether a
-    /// device write was needed.
+    /// generation then kills the older log copies too). Returns whether the
+    /// key was held (unexpired).
     pub fn invalidate(&mut self, key: &[u8]) -> io::Result<bool> {
         if self.failed {
             return Err(io::Error::other("small-object store failed"));
         }
         let (h, set, tag) = place(key, self.cfg.sets);
+        let now = self.now;
+        let buffered = self
+            .buffer
+            .iter()
+            .flatten()
+            .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now));
         self.drop_buffered(key, h);
         if self.log.of_set(set).any(|r| r.tag == tag) || self.filters.may_contain(set as usize, h) {
             self.stats.invalidations += 1;
-            self.rewrite_set(set, Some(key), &HashMap::new(), true)?;
-            return Ok(true);
+            let on_flash = self.rewrite_set(set, Some(key), &HashMap::new(), true)?;
+            return Ok(buffered || on_flash);
         }
-        Ok(false)
+        Ok(buffered)
     }
 
-    /// Looks a key up, reading the device on this thread: the buffer, then
-    /// its log copies newest first, then its set. Every object read is
-    /// verified (block checksum, number, generation, full key).
+    /// Looks a key up, reading the device on this thread (the simulator,
+    /// tests): [`lookup_with`](Self::lookup_with) with blocking reads.
     pub fn get(&mut self, key: &[u8], now: u32) -> Option<Found> {
-        if self.failed {
-            return None;
-        }
-        self.now = now;
-        let (h, set, tag) = place(key, self.cfg.sets);
-        let found = self.lookup(key, h, set, tag);
-        match found {
-            Some(f) if !f.obj().expired(now) => {
-                match &f {
-                    Found::Buffer(_) => self.stats.hits_buffer += 1,
-                    Found::Log(_) => self.stats.hits_log += 1,
-                    Found::Set(_) => self.stats.hits_set += 1,
+        let mut have: HashMap<u64, AlignedBuf> = HashMap::new();
+        for _ in 0..4 {
+            let step = self.lookup_with(key, now, &|off| have.get(&off).map(|b| b.as_slice()));
+            match step {
+                Step::Hit(f) => return Some(f),
+                Step::Miss => return None,
+                Step::Read(offs) => {
+                    for off in offs {
+                        have.insert(off, self.read_block(off, BLOCK).ok()?);
+                    }
                 }
-                Some(f)
             }
-            _ => None,
         }
+        None
     }
 
-    fn lookup(&mut self, key: &[u8], h: u64, set: u32, tag: u16) -> Option<Found> {
+    /// Which device (of the engine's) and where the region is.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Looks a key up in DRAM and in the blocks `have` holds (by device
+    /// offset, as read): the buffer, then the key's log copies newest
+    /// first, then its set. Every object read is verified (block checksum,
+    /// number, nonce, generation, full key). [`Step::Read`] lists the blocks
+    /// to read first (again, for a block that changed since it was read).
+    pub fn lookup_with<'a>(
+        &mut self,
+        key: &[u8],
+        now: u32,
+        have: &dyn Fn(u64) -> Option<&'a [u8]>,
+    ) -> Step {
+        if self.failed {
+            return Step::Miss;
+        }
+        self.now = self.now.max(now);
+        let (h, set, tag) = place(key, self.cfg.sets);
         if let Some((_, o)) = self
             .buffer
             .iter()
@@ -532,60 +670,103 @@ impl SmallStore {
             .rev()
             .find(|(ph, o)| *ph == h && o.key == key)
         {
-            return Some(Found::Buffer(o.clone()));
-        }
-        let cands: Vec<u32> = self
-            .log
-            .of_set(set)
-            .rev()
-            .filter(|r| r.tag == tag)
-            .map(|r| r.page)
-            .collect();
-        let mut seen = Vec::new();
-        for page in cands {
-            if seen.contains(&page) {
-                continue;
+            if o.expired(now) {
+                return Step::Miss;
             }
-            seen.push(page);
-            self.stats.reads += 1;
+            self.stats.hits_buffer += 1;
+            return Step::Hit(Found::Buffer(o.clone()));
+        }
+        let mut pages: Vec<u32> = Vec::new();
+        for r in self.log.of_set(set).rev().filter(|r| r.tag == tag) {
+            if !pages.contains(&r.page) {
+                pages.push(r.page);
+            }
+        }
+        let mut missing = Vec::new();
+        for page in pages {
+            let off = self.page_offset(page);
+            let Some(b) = have(off) else {
+                missing.push(off);
+                continue;
+            };
             let seg = page as usize / self.cfg.seg_pages;
-            let b = self.read_block(self.page_offset(page), BLOCK).ok()?;
-            match format::check(b.as_slice(), Kind::Log, page) {
+            match self.verify(b, Kind::Log, page) {
                 Ok(hd) if hd.generation == self.seg_gen[seg] => {
                     // The newest copy in the page is the last one.
-                    if let Some(o) = format::objects(b.as_slice(), &hd)
-                        .filter(|o| o.key == key)
-                        .last()
-                    {
+                    let found = format::objects(b, &hd).filter(|o| o.key == key).last();
+                    if let Some(o) = found {
+                        if !missing.is_empty() {
+                            return Step::Read(missing);
+                        }
+                        self.stats.reads += 1;
                         self.log.mark_hit(set, page, tag);
-                        return Some(Found::Log(o));
+                        if o.expired(now) {
+                            return Step::Miss;
+                        }
+                        self.stats.hits_log += 1;
+                        return Step::Hit(Found::Log(o));
                     }
+                    self.stats.reads += 1;
                 }
-                _ => self.stats.verify_failures += 1,
+                Ok(_) => missing.push(off),
+                Err(_) => self.stats.verify_failures += 1,
             }
         }
         if !self.filters.may_contain(set as usize, h) {
-            return None;
+            return if missing.is_empty() {
+                Step::Miss
+            } else {
+                Step::Read(missing)
+            };
         }
-        self.stats.reads += 1;
-        let b = self.read_block(self.set_offset(set), BLOCK).ok()?;
-        match format::check(b.as_slice(), Kind::Set, set) {
+        let off = self.set_offset(set);
+        let Some(b) = have(off) else {
+            missing.push(off);
+            return Step::Read(missing);
+        };
+        if !missing.is_empty() {
+            return Step::Read(missing);
+        }
+        match self.verify(b, Kind::Set, set) {
             Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
-                match format::find(b.as_slice(), &hd, key) {
-                    Some((place, o)) => {
+                self.stats.reads += 1;
+                match format::find(b, &hd, key) {
+                    Some((place, o)) if !o.expired(now) => {
                         self.filters.hit(set as usize, place);
-                        Some(Found::Set(o))
+                        self.stats.hits_set += 1;
+                        Step::Hit(Found::Set(o))
                     }
+                    Some(_) => Step::Miss,
                     None => {
                         self.stats.false_positive_reads += 1;
-                        None
+                        Step::Miss
                     }
                 }
             }
-            _ => {
+            Ok(_) => Step::Read(vec![off]),
+            Err(_) => {
                 self.stats.verify_failures += 1;
-                None
+                Step::Miss
             }
         }
     }
+}
+
+/// What [`SmallStore::lookup_with`] needs next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Hit(Found),
+    Miss,
+    /// Read these blocks (device offsets, 4 KiB each), then ask again.
+    Read(Vec<u64>),
+}
+
+/// A nonce for a region formatted now: blocks of earlier regions on the
+/// same bytes do not carry it.
+fn new_nonce(base: u64, part: u32) -> u64 {
+    use std::hash::BuildHasher;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((t, base, part, std::process::id())) | 1
 }

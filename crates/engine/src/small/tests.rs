@@ -181,7 +181,7 @@ fn a_corrupt_set_is_a_miss_and_is_rewritten_empty_at_start() {
     assert_eq!(rep.corrupt_sets, 1);
     assert!(again.get(in_set[0].as_bytes(), 1).is_none());
     dev.read_at(&mut b, off).unwrap();
-    let h = format::check(&b, Kind::Set, set).expect("rewritten");
+    let h = format::check(&b, Kind::Set, set, again.head().nonce).expect("rewritten");
     assert_eq!(h.count, 0);
 }
 

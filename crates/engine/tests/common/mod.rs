@@ -32,6 +32,8 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             },
             read_threads: 1,
             avg_item_size: 1024,
+            small_max: 0,
+            small_percent: 50,
             snapshot: None,
             untrusted_marks: Vec::new(),
             io: Default::default(),

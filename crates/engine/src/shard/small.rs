@@ -1,0 +1,263 @@
+//! The shard's side of the small-object store (docs/SMALL.md): items of at
+//! most `ext_small_max` bytes of key and value leave RAM into the shard's
+//! region of the store instead of the log-structured tier, with no index
+//! entry; a lookup that finds nothing in RAM or in the index asks the store,
+//! whose blocks the caller reads like records ([`Fetched::add_block_read`]);
+//! and a change of a key the store may hold rewrites the key's set without
+//! it, durably, before the change goes ahead ([`Shard::small_gate`]).
+
+use super::*;
+use crate::small::{format::KEPT_BITS, Obj, SmallStore, Step};
+
+/// `Loc::seg` of a small-store block in a [`Fetched`] list (`off`: the
+/// block's number on device 0).
+const BLOCK_SEG: u32 = u32::MAX;
+
+/// A shard's small-object store and its admission bound.
+pub(crate) struct SmallPart {
+    pub(crate) store: SmallStore,
+    /// Key and value bytes of the largest item admitted.
+    pub(crate) max: usize,
+    /// The store's DRAM as last counted in the pool.
+    reported: usize,
+}
+
+/// What the store says about a key, given the blocks read so far.
+pub enum SmallFound {
+    /// The item, in the RAM layout (header, key, value).
+    Hit(Vec<u8>),
+    /// Blocks must be read first.
+    Need,
+    Absent,
+}
+
+fn block_loc(offset: u64) -> Loc {
+    Loc {
+        seg: BLOCK_SEG,
+        off: (offset / crate::flash::aligned::BLOCK as u64) as u32,
+    }
+}
+
+/// The item bytes (RAM layout) of an object read from the store.
+fn item_bytes(o: &Obj, now: u32) -> Vec<u8> {
+    let h = Header {
+        cas: o.cas,
+        exptime: o.exptime,
+        flags: o.flags,
+        vlen: o.value.len() as u32,
+        klen: o.key.len() as u8,
+        bits: o.bits & KEPT_BITS,
+        atime: now as u16,
+    };
+    let mut b = vec![0u8; HEADER + o.key.len() + o.value.len()];
+    h.write(&mut b);
+    b[HEADER..HEADER + o.key.len()].copy_from_slice(&o.key);
+    b[HEADER + o.key.len()..].copy_from_slice(&o.value);
+    b
+}
+
+impl Shard {
+    /// Gives the shard its region of the small-object store.
+    pub(crate) fn attach_small(&mut self, store: SmallStore, max: usize) {
+        let reported = store.dram_bytes() as usize;
+        self.shared.pool.add_index_bytes(reported as isize);
+        self.small = Some(SmallPart {
+            store,
+            max,
+            reported,
+        });
+    }
+
+    /// The store's figures for this shard's region; None without one.
+    pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
+        let p = self.small.as_ref()?;
+        Some(crate::small::SmallTotals {
+            stats: p.store.stats,
+            objects: p.store.objects(),
+            dram_bytes: p.store.dram_bytes(),
+            region_bytes: p.store.config().region_bytes(),
+        })
+    }
+
+    /// Counts the store's DRAM in the pool again (its log index grows and shrinks).
+    pub(super) fn report_small_bytes(&mut self) {
+        let Some(p) = self.small.as_mut() else {
+            return;
+        };
+        let now = p.store.dram_bytes() as usize;
+        self.shared
+            .pool
+            .add_index_bytes(now as isize - p.reported as isize);
+        p.reported = now;
+    }
+
+    /// An item leaving RAM that the small store takes: Some(admitted) when
+    /// it is small enough to be the store's, None when it is not.
+    pub(super) fn demote_small(&mut self, hash: u64, loc: Loc, h: &Header) -> Option<bool> {
+        let p = self.small.as_ref()?;
+        if h.klen as usize + h.vlen as usize > p.max || p.store.failed() {
+            return None;
+        }
+        let now = self.clock_now;
+        if h.expired(now) {
+            self.stats.not_demoted += 1;
+            return Some(false);
+        }
+        let obj = Obj {
+            key: self.key(loc).to_vec(),
+            value: self.value(loc).to_vec(),
+            flags: h.flags,
+            exptime: h.exptime,
+            cas: h.cas,
+            bits: h.bits & KEPT_BITS,
+        };
+        let p = self.small.as_mut().expect("checked");
+        match p.store.insert(obj) {
+            Ok(true) => {
+                let size = h.size() as u64;
+                self.index.remove(hash, loc);
+                self.update_bits(loc, item::DEAD, 0);
+                self.stats.curr_items -= 1;
+                self.stats.bytes -= size;
+                self.stats.demoted += 1;
+                Some(true)
+            }
+            Ok(false) | Err(_) => {
+                self.stats.not_demoted += 1;
+                Some(false)
+            }
+        }
+    }
+
+    /// Looks `key` up in the store with the blocks in `fetched`; with
+    /// `reads`, the blocks it needs are added there (a changed block is read
+    /// again).
+    pub fn small_find(
+        &mut self,
+        key: &[u8],
+        now: u32,
+        fetched: &mut Fetched,
+        reads: Option<&mut Vec<ReadReq>>,
+    ) -> SmallFound {
+        let Some(p) = self.small.as_mut() else {
+            return SmallFound::Absent;
+        };
+        let step = {
+            let f: &Fetched = fetched;
+            p.store
+                .lookup_with(key, now, &|off| f.block(block_loc(off)).flatten())
+        };
+        match step {
+            Step::Hit(found) => SmallFound::Hit(item_bytes(found.obj(), now)),
+            Step::Miss => SmallFound::Absent,
+            Step::Read(offsets) => {
+                if let (Some(reads), Some(flash)) = (reads, self.flash.as_ref()) {
+                    for off in offsets {
+                        let loc = block_loc(off);
+                        match fetched.state(loc) {
+                            Some(FetchState::Pending) => continue,
+                            // Failed: a miss (asking again would not end).
+                            Some(FetchState::Bad) => return SmallFound::Absent,
+                            Some(_) => fetched.forget(loc),
+                            None => {}
+                        }
+                        reads.push(fetched.add_block_read(loc, 0, off, &flash.stats));
+                    }
+                }
+                SmallFound::Need
+            }
+        }
+    }
+
+    /// [`small_find`](Self::small_find) without reads, for a command that
+    /// runs on what was fetched.
+    pub fn small_lookup(&mut self, key: &[u8], now: u32, fetched: &Fetched) -> SmallFound {
+        let Some(p) = self.small.as_mut() else {
+            return SmallFound::Absent;
+        };
+        match p
+            .store
+            .lookup_with(key, now, &|off| fetched.block(block_loc(off)).flatten())
+        {
+            Step::Hit(found) => SmallFound::Hit(item_bytes(found.obj(), now)),
+            Step::Miss => SmallFound::Absent,
+            Step::Read(_) => SmallFound::Need,
+        }
+    }
+
+    /// A get served from the store: copied back to RAM when the promotion
+    /// policy says so (the store keeps its copy).
+    pub fn small_hit(&mut self, hash: u64, item_bytes: &[u8]) {
+        use crate::flash::tier::Promote;
+        self.stats.flash_hits += 1;
+        let promote = match self.flash.as_ref().map(|f| f.params().promote) {
+            Some(Promote::Always) => true,
+            Some(Promote::Second) => self.promote_credit.allow(),
+            _ => false,
+        };
+        if promote && self.copy_in(hash, item_bytes).is_ok() {
+            self.stats.promoted += 1;
+        }
+    }
+
+    /// Copies an item read from the store into RAM (before a command that
+    /// changes it, or a promotion); its store copy stays until the change.
+    pub fn copy_in(&mut self, hash: u64, item_bytes: &[u8]) -> Result<Loc, InsertError> {
+        let h = Header::read(item_bytes);
+        let size = h.size();
+        let q = self.policy.insert_queue(hash);
+        let new = self.alloc(q, size)?;
+        let key = item::key_of(item_bytes).to_vec();
+        if self.find_any(&key, hash).is_some() {
+            // The allocation cannot bring the key back, but stay safe.
+            self.update_bits(new, item::DEAD, 0);
+            return Err(InsertError::NoMemory);
+        }
+        let o = new.off as usize;
+        let len = HEADER + h.klen as usize + h.vlen as usize;
+        let seg = self.seg_mut(new.seg);
+        seg.data[o..o + len].copy_from_slice(&item_bytes[..len]);
+        seg.data[o + item::OFF_BITS] = (h.bits & !item::FREQ_MASK) | item::FETCHED;
+        seg.live_items += 1;
+        self.stats.curr_items += 1;
+        self.stats.bytes += size as u64;
+        self.index_insert(hash, new);
+        Ok(new)
+    }
+
+    /// Before a change of `key`: no copy of it may stay in the store, so
+    /// its set is rewritten without it, durably. Some(whether the store
+    /// held it; false without a store); None when the store failed and could not be emptied (the
+    /// change must not go ahead: a restart would serve the old value).
+    pub(super) fn small_gate(&mut self, key: &[u8]) -> Option<bool> {
+        let Some(p) = self.small.as_mut() else {
+            return Some(false);
+        };
+        if !p.store.may_contain(key) {
+            return Some(false);
+        }
+        match p.store.invalidate(key) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                tracing::error!(error = %e, "the small-object store cannot drop a changed key; it is emptied");
+                p.store.forget_all().ok().map(|()| false)
+            }
+        }
+    }
+
+    /// flush_all: the store drops everything, durably.
+    pub(super) fn flush_small(&mut self) -> std::io::Result<()> {
+        match self.small.as_mut() {
+            Some(p) => p.store.clear(),
+            None => Ok(()),
+        }
+    }
+
+    /// A graceful stop: the store's open segment is written.
+    pub fn write_small_buffer(&mut self) -> std::io::Result<()> {
+        match self.small.as_mut() {
+            Some(p) => p.store.flush_buffer(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The small-object store inside the engine (`ext_small_max`): small items
+//! leave RAM into it and are served back verified; deletes, overwrites and
+//! flush_all never come back, after a crash or a graceful restart either;
+//! a graceful restart keeps what it held. About 10 s in debug builds.
+
+mod common;
+
+use common::NOW;
+use std::sync::Arc;
+use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::flash::BlockDevice;
+use tiercache_engine::{Engine, EngineConfig};
+
+fn config() -> EngineConfig {
+    let mut c = common::flash_config(8 << 20, 256 << 10, 1 << 20);
+    let f = c.flash.as_mut().unwrap();
+    f.small_max = 300;
+    f.small_percent = 50;
+    f.avg_item_size = 0;
+    c
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("small:{i:08}").into_bytes()
+}
+
+fn val(i: u64, ver: u32) -> Vec<u8> {
+    let mut b = format!("{i}:{ver}:").into_bytes();
+    b.resize(60 + (i as usize * 13) % 120, b'a' + (ver % 26) as u8);
+    b
+}
+
+fn small_objects(e: &Engine) -> u64 {
+    e.small_stats().map_or(0, |s| s.objects)
+}
+
+const N: u64 = 120_000;
+
+fn load(e: &Engine) {
+    for i in 0..N {
+        common::set(e, &key(i), &val(i, 1));
+    }
+}
+
+#[test]
+fn small_items_leave_ram_for_the_store_and_read_back_verified() {
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(config(), vec![dev]).unwrap();
+    load(&e);
+    let st = e.stats(NOW);
+    assert!(
+        small_objects(&e) > N / 2,
+        "store holds {}",
+        small_objects(&e)
+    );
+    assert_eq!(st.shard.flash_items, 0, "small items went to the log tier");
+    let (mut hits, mut wrong) = (0, 0);
+    for i in 0..N {
+        match common::get(&e, &key(i), false) {
+            Some(v) if v == val(i, 1) => hits += 1,
+            Some(_) => wrong += 1,
+            None => {}
+        }
+    }
+    assert_eq!(wrong, 0);
+    // Kangaroo's admission drops log objects whose set has no other one
+    // in the log (docs/SMALL.md): some keys are gone, none is wrong.
+    assert!(hits > N * 8 / 10, "{hits} of {N} read back");
+    let s = e.small_stats().unwrap();
+    assert!(s.stats.hits_set + s.stats.hits_log > 0, "{:?}", s.stats);
+    // A key that was never set is a miss (a filter's false positive costs a read, not an answer).
+    assert!(common::get(&e, b"never-set", false).is_none());
+}
+
+#[test]
+fn deletes_overwrites_and_flush_never_come_back_after_a_crash() {
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(config(), vec![dev.clone()]).unwrap();
+    load(&e);
+    // The oldest keys are in the store by now: change a third, delete a third.
+    let changed = 30_000;
+    let mut deleted = 0;
+    for i in (0..changed).step_by(3) {
+        common::set(&e, &key(i), &val(i, 2));
+        let held = common::get(&e, &key(i + 1), false).is_some();
+        assert_eq!(common::delete(&e, &key(i + 1)), held, "key {}", i + 1);
+        assert!(
+            !common::delete(&e, &key(i + 1)),
+            "key {} deleted twice",
+            i + 1
+        );
+        deleted += u64::from(held);
+    }
+    assert!(
+        deleted > changed / 4,
+        "only {deleted} deletes found their key"
+    );
+    for i in (0..changed).step_by(3) {
+        assert_eq!(common::get(&e, &key(i), false), Some(val(i, 2)));
+        assert_eq!(common::get(&e, &key(i + 1), false), None);
+    }
+    // Push the changed values out of RAM too, then crash (no graceful stop).
+    for i in N..N + 40_000 {
+        common::set(&e, &key(i), &val(i, 1));
+    }
+    common::wait_flushed(&e);
+    drop(e);
+    let e = Engine::with_devices(config(), vec![dev.clone()]).unwrap();
+    let (mut served, mut stale) = (0, Vec::new());
+    for i in (0..changed).chain((changed..N).step_by(5)) {
+        let Some(got) = common::get(&e, &key(i), false) else {
+            continue;
+        };
+        served += 1;
+        let want = match i % 3 {
+            0 if i < changed => Some(val(i, 2)),
+            1 if i < changed => None,
+            _ => Some(val(i, 1)),
+        };
+        if Some(&got) != want.as_ref() {
+            stale.push(i);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{} stale, e.g. key {}",
+        stale.len(),
+        stale[0]
+    );
+    assert!(served > changed / 3, "only {served} recovered");
+    // flush_all: nothing comes back, now or after another crash.
+    common::run(&e, b"", |_, _| e.flush(0, NOW));
+    assert!((0..N)
+        .step_by(97)
+        .all(|i| common::get(&e, &key(i), false).is_none()));
+    drop(e);
+    let e = Engine::with_devices(config(), vec![dev]).unwrap();
+    let back: Vec<u64> = (0..N + 40_000)
+        .step_by(7)
+        .filter(|&i| common::get(&e, &key(i), false).is_some())
+        .collect();
+    assert!(
+        back.is_empty(),
+        "{} keys came back after flush_all",
+        back.len()
+    );
+}
+
+#[test]
+fn a_graceful_restart_keeps_the_store() {
+    let dir = std::env::temp_dir().join(format!("tc-small-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut c = config();
+    c.flash.as_mut().unwrap().snapshot = Some(dir.join("snap"));
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(c.clone(), vec![dev.clone()]).unwrap();
+    load(&e);
+    let before = small_objects(&e);
+    e.persist().unwrap();
+    drop(e);
+    let e = Engine::with_devices(c, vec![dev]).unwrap();
+    assert!(
+        small_objects(&e) >= before * 9 / 10,
+        "{} of {before}",
+        small_objects(&e)
+    );
+    let (mut hits, mut wrong) = (0, 0);
+    for i in (0..N).step_by(11) {
+        match common::get(&e, &key(i), false) {
+            Some(v) if v == val(i, 1) => hits += 1,
+            Some(_) => wrong += 1,
+            None => {}
+        }
+    }
+    assert_eq!(wrong, 0);
+    assert!(hits > (N / 11) * 8 / 10, "{hits} read back");
+    std::fs::remove_dir_all(&dir).ok();
+}
