@@ -584,8 +584,11 @@ impl Engine {
             total.get_expired += st.get_expired;
             total.get_flushed += st.get_flushed;
         }
+        let small = self.small_stats();
+        total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {
             shard: total,
+            small,
             index_bytes: self.shared.pool.index_bytes() as u64,
             segments_allocated: self.shared.pool.allocated() as u64,
             segment_size: self.shared.pool.seg_size() as u64,
@@ -641,6 +644,8 @@ pub struct EngineStats {
     /// flash write buffers).
     pub index_table_bytes: u64,
     pub shards: u64,
+    /// The small-object store's figures (its objects are in `curr_items`).
+    pub small: Option<crate::small::SmallTotals>,
 }
 
 /// Where the small-object store lives: the tail of the first device, one

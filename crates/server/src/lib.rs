@@ -25,6 +25,7 @@ pub mod prefetch;
 pub mod registry;
 pub mod server;
 pub mod shared;
+pub mod small_stats;
 pub mod stats;
 pub mod worker;
 

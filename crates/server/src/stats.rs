@@ -404,7 +404,10 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(
         out,
         "flash_write_amplification",
-        format!("{:.3}", f.write_amplification()),
+        format!(
+            "{:.3}",
+            crate::small_stats::device_write_amplification(f, e)
+        ),
     );
     stat(out, "flash_hits", e.shard.flash_hits);
     stat(out, "flash_demoted", e.shard.demoted);
@@ -458,4 +461,5 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     // Entries a full index dropped (counted in `evictions` too).
     stat(out, "flash_index_evictions", e.shard.index_evictions);
     crate::class_stats::write(out, f);
+    crate::small_stats::write(out, e);
 }

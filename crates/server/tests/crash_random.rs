@@ -9,8 +9,13 @@
 //! that its last acknowledged set or touch gave it), or the result of the
 //! request that was in flight at the kill. The count of violations must be 0.
 //!
-//! Cost: about 60-120 s on 2 cores (`TC_CRASH_CYCLES`, default 8 kill cycles
-//! of `TC_CRASH_SECS`, default 4 s of load each).
+//! Two runs, side by side: the log-structured flash tier alone (default 8
+//! kill cycles), and with the small-object store taking items of up to
+//! 1 KiB (`-o ext_small_max=1024`, default 5 cycles), so keys move between
+//! the two tiers as their value sizes change.
+//!
+//! Cost: about 60-150 s on 2 cores for both (`TC_CRASH_CYCLES` overrides the
+//! kill cycles of each, `TC_CRASH_SECS`, default 4 s of load each).
 
 mod common;
 
@@ -351,13 +356,14 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
     }
 }
 
-fn spawn(port: u16, flash: &str) -> Child {
+fn spawn(port: u16, flash: &str, extra: &[&str]) -> Child {
     // TC_SERVER_BIN runs the same test against another build.
     let bin = std::env::var("TC_SERVER_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
     Command::new(bin)
         .args(common::as_root())
         .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
         .arg(format!("ext_path={flash}:128M"))
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -399,7 +405,19 @@ fn verify_all(sh: &Shared, port: u16, cycle: u64) -> usize {
 
 #[test]
 fn random_changes_across_kill_9_never_come_back_stale() {
-    let cycles = env_num("TC_CRASH_CYCLES", 8);
+    crash_cycles("log", &[], 8);
+}
+
+/// The same with the small-object store taking items of up to 1 KiB: a
+/// key's value size changes between versions, so keys move between the
+/// two flash tiers. About as long as the test above, with 5 cycles.
+#[test]
+fn random_changes_across_kill_9_never_come_back_stale_with_the_small_store() {
+    crash_cycles("small", &["-o", "ext_small_max=1024"], 5);
+}
+
+fn crash_cycles(name: &str, extra: &[&str], default_cycles: u64) {
+    let cycles = env_num("TC_CRASH_CYCLES", default_cycles);
     let secs = env_num("TC_CRASH_SECS", 4);
     let seed = env_num("TC_CRASH_SEED", {
         std::time::SystemTime::now()
@@ -408,11 +426,11 @@ fn random_changes_across_kill_9_never_come_back_stale() {
             .as_nanos() as u64
     });
     eprintln!("seed {seed} (TC_CRASH_SEED={seed} repeats this run)");
-    let dir = std::env::temp_dir().join(format!("tc-crash-random-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("tc-crash-random-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let flash = dir.join("flash").display().to_string();
-    let port = 25000 + (std::process::id() % 3000) as u16;
+    let port = common::free_port();
     let sh = Arc::new(Shared {
         model: (0..KEYS).map(|_| Mutex::new(KeyState::default())).collect(),
         violations: Mutex::new(Vec::new()),
@@ -420,7 +438,7 @@ fn random_changes_across_kill_9_never_come_back_stale() {
     });
     let mut rng = Rng(seed | 1);
     let mut versions: Vec<Vec<u64>> = vec![vec![0; KEYS]; THREADS];
-    let mut child = spawn(port, &flash);
+    let mut child = spawn(port, &flash, extra);
     for cycle in 0..cycles {
         // Load for a while, then kill at a random moment.
         sh.stop.store(false, Ordering::Relaxed);
@@ -469,11 +487,11 @@ fn random_changes_across_kill_9_never_come_back_stale() {
         }
         // Sometimes kill it again while it recovers.
         if rng.below(3) == 0 {
-            let c = spawn(port, &flash);
+            let c = spawn(port, &flash, extra);
             std::thread::sleep(Duration::from_millis(rng.below(400)));
             kill(c);
         }
-        child = spawn(port, &flash);
+        child = spawn(port, &flash, extra);
         let back = verify_all(&sh, port, cycle);
         eprintln!(
             "kill {cycle}: {back} of {KEYS} keys back, {} violations so far",
