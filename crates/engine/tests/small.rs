@@ -176,3 +176,25 @@ fn a_graceful_restart_keeps_the_store() {
     assert!(hits > (N / 11) * 8 / 10, "{hits} read back");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn admission_keeps_to_the_device_write_budget() {
+    let budget = 1u64 << 20;
+    let mut c = config();
+    c.flash.as_mut().unwrap().params.write_budget = budget;
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(c, vec![dev]).unwrap();
+    let start = std::time::Instant::now();
+    load(&e);
+    let secs = start.elapsed().as_secs_f64();
+    let s = e.small_stats().unwrap().stats;
+    let written = s.log_bytes_written + s.set_bytes_written;
+    // One second of burst, the write amplification's estimate lagging by a
+    // segment's worth of set writes at most.
+    let allowed = budget as f64 * (secs + 1.0) * 1.5 + (64 << 10) as f64;
+    assert!(
+        (written as f64) <= allowed,
+        "{written} bytes written in {secs:.1} s against a budget of {budget}/s"
+    );
+    assert!(s.objects_admitted > 0 && s.objects_admitted < N, "{s:?}");
+}

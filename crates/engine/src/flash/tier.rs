@@ -685,6 +685,21 @@ impl FlashTier {
         })
     }
 
+    /// Whether `bytes` of device writes fit the write budget
+    /// (`ext_write_budget`) now; they are taken from it if so. Always with
+    /// no budget. The small-object store asks before it admits an item.
+    pub fn take_write_budget(&self, bytes: usize) -> bool {
+        if self.params.write_budget == 0 {
+            return true;
+        }
+        let mut st = self.state.lock();
+        if self.take_budget(&mut st, bytes) {
+            return true;
+        }
+        self.stats.admission_refused.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
     fn take_budget(&self, st: &mut State, size: usize) -> bool {
         let rate = self.params.write_budget as f64;
         let now = Instant::now();

@@ -99,7 +99,16 @@ impl Shard {
             return None;
         }
         let now = self.clock_now;
-        if h.expired(now) {
+        // The device write budget is charged what the store will write for
+        // the item: its bytes times the store's write amplification so far.
+        let wa = p.store.stats.write_amplification().max(1.0);
+        let charge = ((h.klen as usize + h.vlen as usize) as f64 * wa) as usize;
+        if h.expired(now)
+            || self
+                .flash
+                .as_ref()
+                .is_some_and(|f| !f.take_write_budget(charge))
+        {
             self.stats.not_demoted += 1;
             return Some(false);
         }
