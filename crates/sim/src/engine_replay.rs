@@ -104,7 +104,14 @@ fn per_item(bytes: u64, items: u64) -> f64 {
 }
 
 /// The engine of a run: `ram` bytes of memory (`-m`), `flash` bytes of device.
-fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Engine> {
+fn build(
+    policy: &str,
+    ram: u64,
+    flash: u64,
+    avg_item_size: usize,
+    small_max: usize,
+    small_share: u64,
+) -> Result<Engine> {
     let flash_cfg = (flash > 0).then(|| FlashConfig {
         paths: vec![],
         // A fresh in-memory device: nothing to recover after a crash.
@@ -115,8 +122,8 @@ fn build(policy: &str, ram: u64, flash: u64, avg_item_size: usize) -> Result<Eng
         read_threads: 1,
         io: Default::default(),
         avg_item_size,
-        small_max: 0,
-        small_percent: 50,
+        small_max,
+        small_percent: if small_share == 0 { 50 } else { small_share },
         snapshot: None,
         untrusted_marks: Vec::new(),
     });
@@ -189,7 +196,13 @@ impl Client<'_> {
         let index = st.index_bytes.saturating_sub(buffers);
         let items = st.shard.curr_items;
         let dram = st.index_bytes + st.segments_allocated * st.segment_size;
-        let (written, admitted) = flash.map_or((0, 0), |f| (f.bytes_written, f.bytes_admitted));
+        let (mut written, mut admitted) =
+            flash.map_or((0, 0), |f| (f.bytes_written, f.bytes_admitted));
+        // The small-object store's writes and admissions count as the device's.
+        if let Some(s) = &st.small {
+            written += s.stats.log_bytes_written + s.stats.set_bytes_written;
+            admitted += s.stats.bytes_admitted;
+        }
         EngineFigures {
             flash_size,
             flash_hits: self.flash_hits,
@@ -221,7 +234,14 @@ pub fn replay_engine(
     let flash_size = opts.flash.unwrap_or(0);
     let (objects, bytes) = trace.footprint();
     let avg = (bytes / objects.max(1)).max(64) as usize;
-    let engine = build(policy, ram, flash_size, avg)?;
+    let engine = build(
+        policy,
+        ram,
+        flash_size,
+        avg,
+        opts.small_max,
+        opts.small_share,
+    )?;
     let seg = engine.stats(CONSTANT_NOW).segment_size as usize;
     let max_value = (0..seg).rev().find(|&v| engine.fits(8, v)).unwrap_or(0);
     let mut c = Client {

@@ -64,6 +64,14 @@ struct RunArgs {
     /// `tiercache` runs RAM only. Other policies ignore it.
     #[arg(long)]
     flash: Option<String>,
+    /// For `tiercache` runs with --flash: items of at most this many bytes
+    /// of key and value go to the small-object store (the server's
+    /// `ext_small_max`, half of the flash; docs/SMALL.md).
+    #[arg(long)]
+    small_max: Option<String>,
+    /// Percent of --flash the small-object store takes (`ext_small_share`).
+    #[arg(long, default_value_t = 50)]
+    small_share: u64,
     /// Every object is one unit large; sizes count objects (libCacheSim's --ignore-obj-size).
     #[arg(long)]
     ignore_obj_size: bool,
@@ -191,6 +199,11 @@ fn run(a: RunArgs) -> Result<()> {
             Some(f) => Some(units::parse_size(f)?.resolve(bytes)).filter(|&f| f > 0),
             None => None,
         },
+        small_max: match &a.small_max {
+            Some(s) => units::parse_size(s)?.resolve(bytes) as usize,
+            None => 0,
+        },
+        small_share: a.small_share,
     };
     let total = t.len() as u64 * jobs.len() as u64;
     let bar = ProgressBar::new(total);

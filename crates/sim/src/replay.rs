@@ -126,6 +126,11 @@ pub struct ReplayOptions {
     pub honor_ops: bool,
     /// Flash bytes for `tiercache` runs (None: RAM only); other policies ignore it.
     pub flash: Option<u64>,
+    /// `ext_small_max` for `tiercache` runs with flash: items of at most
+    /// this many bytes go to the small-object store (0: none).
+    pub small_max: usize,
+    /// Percent of the flash the small-object store takes (0: 50).
+    pub small_share: u64,
 }
 
 /// Requests between two updates of the shared progress counter.

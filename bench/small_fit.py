@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Issue 16: the small-object store in the server (`ext_small_max`).
+
+Three servers with the same -m, loaded with the same N keys of KLEN-byte keys
+and VLEN-byte values (one connection, noreply, then `mn`):
+
+- small: `-o ext_path=DIR/tc.flash:SIZE,ext_small_max=SMALL_MAX,ext_small_share=SHARE`
+- log:   `-o ext_path=DIR/tc.flash:SIZE` (the log-structured tier alone)
+- ram:   `-o ext_path=none` (RAM only)
+
+Reports, for small and log: items on flash, the device share they fill, RSS,
+DRAM per flash item (the store's own DRAM, inside -m, from `small_dram_bytes`;
+what the server holds beyond -m, from RSS against the RAM-only server), write
+amplification (`small_write_amplification`, `flash_write_amplification`),
+refused sets, and every STEP-th key read back with its value checked (wrong
+values must be 0). Then flash-hit throughput: `tiercache-bench` gets over
+keys no longer in RAM (every key but the last ones set), small vs log, as
+paired runs (RUNS), medians and the ratio.
+
+Environment: N=6000000 KLEN=32 VLEN=100 MEM=64 SIZE=1G SMALL_MAX=512 SHARE=90
+             STEP=50 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+
+TAG = "small_fit"
+K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
+             STEP=50, PORT=21615)
+# Keys of exactly KLEN bytes: the prefix pads the decimal number.
+PREFIX = "k" * (K.KLEN - 8) + ":"
+
+
+def small_cmd(d):
+    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
+                                               f"ext_small_max={K.SMALL_MAX}",
+                                               f"ext_small_share={K.SHARE}"])
+
+
+def log_cmd(d):
+    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"])
+
+
+def ram_cmd(_d):
+    return fl.tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
+
+
+def num(st, k):
+    try:
+        return float(st.get(k, 0) or 0)
+    except ValueError:
+        return 0.0
+
+
+def one(name, make):
+    with fl.scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
+        t = fl.set_keys(K.PORT, range(K.N), K.VLEN, prefix=PREFIX)
+        time.sleep(2)
+        st = srv.stats()
+        rss = srv.rss()
+        sample = range(0, K.N, K.STEP)
+        want = fl.value_of(K.VLEN)
+        got = bad = 0
+        for _k, v in fl.get_values(K.PORT, sample, prefix=PREFIX):
+            got += 1
+            bad += v != want
+        r = dict(name=name, shown=shown, t=t, st=st, rss=rss, sampled=len(sample), got=got, bad=bad)
+        fl.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
+                    f"RSS {rss / 2**20:.1f} MiB")
+        return r
+
+
+def main():
+    fl.build(TAG)
+    small = one("small", small_cmd)
+    log = one("log", log_cmd)
+    ram = one("ram", ram_cmd)
+    s, lg = small["st"], log["st"]
+    objs = num(s, "small_objects")
+    region = num(s, "small_region_bytes")
+    obj_bytes = 20 + K.KLEN + K.VLEN
+    fill = objs * obj_bytes / max(region, 1)
+    inside = num(s, "small_dram_bytes") / max(objs, 1)
+    beyond_small = (small["rss"] - ram["rss"]) / max(objs, 1)
+    log_items = num(lg, "extstore_objects_used")
+    beyond_log = (log["rss"] - ram["rss"]) / max(log_items, 1)
+    log_index = num(lg, "flash_index_bytes_per_item")
+    body = [
+        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/small_fit.py`",
+        f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
+        f"- servers: small `{small['shown']}`; log `{log['shown']}`; RAM-only `{ram['shown']}`",
+        "",
+        f"{K.N:,} keys of {K.KLEN} B with {K.VLEN}-byte values, one connection, noreply; every "
+        f"{K.STEP}th key read back with its value checked.",
+        "",
+        "| server | sets s | on flash | flash share filled | DRAM/flash item inside -m | beyond -m (RSS - RAM-only RSS) | "
+        "write amplification | `store_no_memory` | read back | wrong |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| small store | {small['t']:.0f} | {objs:,.0f} objects | {fill:.0%} of its region | {inside:.2f} B "
+        f"(`small_dram_bytes`) | {beyond_small:.2f} B | {num(s, 'small_write_amplification'):.2f} (store), "
+        f"{num(s, 'flash_write_amplification'):.2f} (device) | {s.get('store_no_memory')} | "
+        f"{small['got']:,} of {small['sampled']:,} | {small['bad']} |",
+        f"| log tier | {log['t']:.0f} | {log_items:,.0f} items | - | {log_index:.2f} B (index entry) | "
+        f"{beyond_log:.2f} B | {num(lg, 'flash_write_amplification'):.2f} | {lg.get('store_no_memory')} | "
+        f"{log['got']:,} of {log['sampled']:,} | {log['bad']} |",
+        "",
+        f"RSS: small {small['rss'] / 2**20:.1f} MiB, log {log['rss'] / 2**20:.1f} MiB, RAM-only "
+        f"{ram['rss'] / 2**20:.1f} MiB. Small store: sets written {s.get('small_sets_written')}, moved "
+        f"{s.get('small_moved')}, dropped {s.get('small_dropped')}, evicted {s.get('small_evicted')}, "
+        f"invalidations {s.get('small_invalidations')}, false-positive reads {s.get('small_false_positive_reads')} "
+        f"of {s.get('small_reads')} reads.",
+        "",
+    ]
+    fl.write_results("Issue 16: the small-object store in the server (small_fit.py)", "\n".join(body), TAG)
+
+
+if __name__ == "__main__":
+    main()
