@@ -12,6 +12,7 @@ pub mod filter;
 pub mod format;
 pub mod log;
 pub mod recover;
+mod sets;
 pub mod store;
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// RRIP value of an object entering a set (of 0..=7; 7 is evicted first).
 pub const RRIP_INSERT: u8 = 6;
-const RRIP_MAX: u8 = format::RRIP_MASK;
+pub(super) const RRIP_MAX: u8 = format::RRIP_MASK;
 
 /// The store's geometry and policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -443,13 +443,14 @@ impl SmallStore {
         for (_, page, _, o) in &live {
             cache.entry(*page).or_default().push(o.clone());
         }
+        let mut moving = Vec::new();
         for set in sets {
             let in_log = self.log.count(set);
             let old_copy = live
                 .iter()
                 .any(|(s, _, h, _)| *s == set && self.filters.may_contain(set as usize, *h));
             if in_log >= self.cfg.move_threshold || old_copy {
-                self.rewrite_set(set, None, &cache, false)?;
+                moving.push(set);
             } else {
                 let refs: Vec<LogRef> = self.log.of_set(set).collect();
                 let before = readmit.len();
@@ -476,109 +477,9 @@ impl SmallStore {
                 self.stats.dropped += n.saturating_sub(readmit.len() - before) as u64;
             }
         }
+        // The sets' reads, then their writes, all issued at once.
+        self.rewrite_sets(&moving, None, &cache, false)?;
         Ok(readmit)
-    }
-
-    /// Rewrites a set with its log objects moved in (newest copy of each
-    /// key), without `exclude`, evicting by RRIP. `pages` holds log pages'
-    /// live objects already read. Durable when `durable`. Returns whether
-    /// `exclude` was there (unexpired).
-    pub(super) fn rewrite_set(
-        &mut self,
-        set: u32,
-        exclude: Option<&[u8]>,
-        pages: &HashMap<u32, Vec<Obj>>,
-        durable: bool,
-    ) -> io::Result<bool> {
-        let now = self.now;
-        let s = set as usize;
-        let cur = self.read_block(self.set_offset(set), BLOCK)?;
-        let mut objs: Vec<Obj> = match self.verify(cur.as_slice(), Kind::Set, set) {
-            Ok(h) => {
-                self.set_objects -= (h.count as u64).min(self.set_objects);
-                format::objects(cur.as_slice(), &h)
-                    .enumerate()
-                    .map(|(i, mut o)| {
-                        if self.filters.was_hit(s, i) {
-                            o.set_rrip(0);
-                        }
-                        o
-                    })
-                    .collect()
-            }
-            Err(BlockError::Empty) => Vec::new(),
-            Err(BlockError::Corrupt) => {
-                self.stats.verify_failures += 1;
-                Vec::new()
-            }
-        };
-        // Log objects, newest first: the first copy of a key wins.
-        let refs = self.log.take_set(set);
-        let mut fresh: Vec<Obj> = Vec::new();
-        let mut read: HashMap<u32, Vec<Obj>> = HashMap::new();
-        for r in refs.iter().rev() {
-            if !pages.contains_key(&r.page) && !read.contains_key(&r.page) {
-                let b = self.read_block(self.page_offset(r.page), BLOCK)?;
-                let seg = r.page as usize / self.cfg.seg_pages;
-                let objs = match self.verify(b.as_slice(), Kind::Log, r.page) {
-                    Ok(h) if h.generation == self.seg_gen[seg] => {
-                        format::objects(b.as_slice(), &h).collect()
-                    }
-                    _ => {
-                        self.stats.verify_failures += 1;
-                        Vec::new()
-                    }
-                };
-                read.insert(r.page, objs);
-            }
-            let page_objs = pages
-                .get(&r.page)
-                .or_else(|| read.get(&r.page))
-                .expect("read");
-            for o in page_objs.iter().rev() {
-                let (_, oset, otag) = place(&o.key, self.cfg.sets);
-                if oset == set && otag == r.tag && !fresh.iter().any(|f| f.key == o.key) {
-                    let mut o = o.clone();
-                    o.set_rrip(if r.hit { 0 } else { RRIP_INSERT });
-                    fresh.push(o);
-                    self.stats.moved += 1;
-                }
-            }
-        }
-        objs.retain(|o| !fresh.iter().any(|f| f.key == o.key));
-        objs.extend(fresh);
-        let found = exclude.is_some_and(|k| objs.iter().any(|o| o.key == k && !o.expired(now)));
-        objs.retain(|o| !o.expired(now) && Some(&o.key[..]) != exclude);
-        // RRIP eviction: the highest value goes first; age all when none is at the top.
-        while objs.iter().map(Obj::size).sum::<usize>() > BLOCK_PAYLOAD {
-            match objs.iter().position(|o| o.rrip() == RRIP_MAX) {
-                Some(i) => {
-                    objs.remove(i);
-                    self.stats.evicted += 1;
-                }
-                None => objs.iter_mut().for_each(|o| o.set_rrip(o.rrip() + 1)),
-            }
-        }
-        self.generation += 1;
-        let gen = self.generation;
-        let mut b = AlignedBuf::new(BLOCK);
-        format::encode(b.as_mut_slice(), Kind::Set, set, gen, self.nonce, &objs);
-        let off = self.set_offset(set);
-        let wrote = if durable {
-            self.dev.write_durable(b.as_slice(), off)
-        } else {
-            self.dev.write_at(b.as_slice(), off)
-        };
-        if let Err(e) = wrote {
-            self.fail(&e);
-            return Err(e);
-        }
-        self.stats.sets_written += 1;
-        self.stats.set_bytes_written += BLOCK as u64;
-        self.set_objects += objs.len() as u64;
-        self.filters
-            .rebuild(s, objs.iter().map(|o| xxh3_64(&o.key)), gen);
-        Ok(found)
     }
 
     /// Whether the store may hold a copy of the key (a change to the key
@@ -617,7 +518,7 @@ impl SmallStore {
         self.drop_buffered(key, h);
         if self.log.of_set(set).any(|r| r.tag == tag) || self.filters.may_contain(set as usize, h) {
             self.stats.invalidations += 1;
-            let on_flash = self.rewrite_set(set, Some(key), &HashMap::new(), true)?;
+            let on_flash = self.rewrite_sets(&[set], Some(key), &HashMap::new(), true)?;
             return Ok(buffered || on_flash);
         }
         Ok(buffered)
