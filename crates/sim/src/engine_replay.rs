@@ -233,7 +233,11 @@ pub fn replay_engine(
     let started = Instant::now();
     let flash_size = opts.flash.unwrap_or(0);
     let (objects, bytes) = trace.footprint();
-    let avg = (bytes / objects.max(1)).max(64) as usize;
+    let avg = if opts.no_index_hint {
+        0
+    } else {
+        (bytes / objects.max(1)).max(64) as usize
+    };
     let engine = build(
         policy,
         ram,

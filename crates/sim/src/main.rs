@@ -72,6 +72,11 @@ struct RunArgs {
     /// Percent of --flash the small-object store takes (`ext_small_share`).
     #[arg(long, default_value_t = 50)]
     small_share: u64,
+    /// For `tiercache` runs with --flash: start the index small, as the
+    /// server does without `ext_avg_item_size` (default: hinted with the
+    /// trace's average object size).
+    #[arg(long)]
+    no_index_hint: bool,
     /// Every object is one unit large; sizes count objects (libCacheSim's --ignore-obj-size).
     #[arg(long)]
     ignore_obj_size: bool,
@@ -204,6 +209,7 @@ fn run(a: RunArgs) -> Result<()> {
             None => 0,
         },
         small_share: a.small_share,
+        no_index_hint: a.no_index_hint,
     };
     let total = t.len() as u64 * jobs.len() as u64;
     let bar = ProgressBar::new(total);
