@@ -1,0 +1,116 @@
+//! The small-object store through the protocol (`-o ext_small_max`): small
+//! items that left RAM are served with their flags and values, `stats` shows
+//! the store, a delete of an item in the store answers `DELETED` and it stays
+//! gone, and a graceful restart serves the store's items again. About 10 s
+//! in debug builds.
+
+mod common;
+
+use common::{server_with, Client};
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn value(i: usize) -> String {
+    format!("{i:07}.").repeat(12)
+}
+
+const N: usize = 120_000;
+
+#[test]
+fn small_items_are_served_from_the_store_deleted_for_good_and_kept_across_a_restart() {
+    let dir = tempdir("small-store");
+    let flash = format!("{}:128M", dir.join("flash").display());
+    let start = || {
+        let f = flash.clone();
+        server_with(move |c| {
+            c.cache.memory_mb = 16;
+            c.flash.paths = vec![f];
+            c.flash.wbuf_count = 2;
+            c.flash.low_ttl = 0;
+            c.flash.small_max = 300;
+        })
+    };
+    let h = start();
+    let mut c = Client::new(&h);
+    for i in 0..N {
+        let v = value(i);
+        c.tx(format!("set s{i} {} 0 {} noreply\r\n{v}\r\n", i % 7, v.len()).as_bytes());
+    }
+    let stats = c.tx_str(b"stats\r\n");
+    let objects: usize = common::stat_of(&stats, "small_objects")
+        .and_then(|v| v.parse().ok())
+        .expect("small_objects");
+    assert!(objects > N / 2, "only {objects} in the store");
+    for k in [
+        "small_dram_bytes_per_object",
+        "small_write_amplification",
+        "small_sets_written",
+    ] {
+        assert!(common::stat_of(&stats, k).is_some(), "stats lacks {k}");
+    }
+    // The oldest keys left RAM long ago: served from the store, verified.
+    let mut served = 0;
+    for i in 0..2000 {
+        let got = c.tx_str(format!("get s{i}\r\n").as_bytes());
+        if got == "END\r\n" {
+            continue;
+        }
+        let v = value(i);
+        assert_eq!(
+            got,
+            format!("VALUE s{i} {} {}\r\n{v}\r\nEND\r\n", i % 7, v.len())
+        );
+        served += 1;
+    }
+    assert!(served > 1500, "{served} of 2000 served");
+    let before = common::stat_of(&c.tx_str(b"stats\r\n"), "small_hits").unwrap();
+    assert_ne!(before, "0");
+    // Deletes of keys in the store.
+    let mut deleted = Vec::new();
+    for i in 2000..2100 {
+        let held = c.tx_str(format!("get s{i}\r\n").as_bytes()) != "END\r\n";
+        let want = if held { "DELETED\r\n" } else { "NOT_FOUND\r\n" };
+        assert_eq!(
+            c.tx_str(format!("delete s{i}\r\n").as_bytes()),
+            want,
+            "s{i}"
+        );
+        if held {
+            deleted.push(i);
+        }
+        assert_eq!(c.tx_str(format!("get s{i}\r\n").as_bytes()), "END\r\n");
+    }
+    assert!(deleted.len() > 50);
+    drop(c);
+    h.shutdown();
+    h.wait();
+    let h = start();
+    let mut c = Client::new(&h);
+    let mut back = 0;
+    for i in (0..N).step_by(13) {
+        let got = c.tx_str(format!("get s{i}\r\n").as_bytes());
+        if got == "END\r\n" {
+            continue;
+        }
+        assert!(!deleted.contains(&i), "deleted s{i} came back");
+        let v = value(i);
+        assert_eq!(
+            got,
+            format!("VALUE s{i} {} {}\r\n{v}\r\nEND\r\n", i % 7, v.len())
+        );
+        back += 1;
+    }
+    assert!(back > N / 13 * 8 / 10, "{back} back after the restart");
+    for i in &deleted {
+        assert_eq!(c.tx_str(format!("get s{i}\r\n").as_bytes()), "END\r\n");
+    }
+    drop(c);
+    h.shutdown();
+    h.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
