@@ -18,8 +18,9 @@ keys no longer in RAM (every key but the last ones set), small vs log, as
 paired runs (RUNS), medians and the ratio.
 
 Environment: N=6000000 KLEN=32 VLEN=100 MEM=64 SIZE=1G SMALL_MAX=512 SHARE=90
-             STEP=50 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
+             STEP=50 RUNS=5 SECS=8 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
 """
+import contextlib
 import os
 import sys
 import time
@@ -29,13 +30,13 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_fit"
 K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, PORT=21615)
+             STEP=50, RUNS=5, SECS=8, PORT=21615)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
 
 
 def small_cmd(d):
-    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
+    return fl.tiercache_cmd(K.PORT + 1, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
                                                f"ext_small_max={K.SMALL_MAX}",
                                                f"ext_small_share={K.SHARE}"])
 
@@ -55,29 +56,52 @@ def num(st, k):
         return 0.0
 
 
-def one(name, make):
-    with fl.scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
-        t = fl.set_keys(K.PORT, range(K.N), K.VLEN, prefix=PREFIX)
-        time.sleep(2)
-        st = srv.stats()
-        rss = srv.rss()
-        sample = range(0, K.N, K.STEP)
-        want = fl.value_of(K.VLEN)
-        got = bad = 0
-        for _k, v in fl.get_values(K.PORT, sample, prefix=PREFIX):
-            got += 1
-            bad += v != want
-        r = dict(name=name, shown=shown, t=t, st=st, rss=rss, sampled=len(sample), got=got, bad=bad)
-        fl.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
-                    f"RSS {rss / 2**20:.1f} MiB")
-        return r
+def load(name, srv, port, shown):
+    t = fl.set_keys(port, range(K.N), K.VLEN, prefix=PREFIX)
+    time.sleep(2)
+    st = srv.stats()
+    rss = srv.rss()
+    sample = range(0, K.N, K.STEP)
+    want = fl.value_of(K.VLEN)
+    got = bad = 0
+    for _k, v in fl.get_values(port, sample, prefix=PREFIX):
+        got += 1
+        bad += v != want
+    r = dict(name=name, shown=shown, t=t, st=st, rss=rss, sampled=len(sample), got=got, bad=bad)
+    fl.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
+                f"RSS {rss / 2**20:.1f} MiB")
+    return r
+
+
+def gets(port):
+    """Flash-hit gets, uniform over the keys: (ops/s, hit ratio)."""
+    r = fl.bench(port, ["--threads", 2, "--conns", 8, "--pipeline", 4, "--keys", K.N, "--key-prefix", PREFIX,
+                        "--value-size", K.VLEN, "--get-ratio", 1, "--dist", "uniform", "-d", f"{K.SECS}s"],
+                 TAG, timeout=K.SECS + 120)["runs"][0]
+    return r["ops_per_sec"], r["hit_ratio"]
+
+
+def one(name, make, port):
+    with fl.scratch_server(TAG, "tiercache", make, port) as (srv, shown):
+        return load(name, srv, port, shown)
 
 
 def main():
     fl.build(TAG)
-    small = one("small", small_cmd)
-    log = one("log", log_cmd)
-    ram = one("ram", ram_cmd)
+    with contextlib.ExitStack() as stack:
+        srv_s, shown_s = stack.enter_context(fl.scratch_server(TAG, "tiercache", small_cmd, K.PORT + 1))
+        small = load("small", srv_s, K.PORT + 1, shown_s)
+        srv_l, shown_l = stack.enter_context(fl.scratch_server(TAG, "tiercache", log_cmd, K.PORT))
+        log = load("log", srv_l, K.PORT, shown_l)
+        runs = {"small": [], "log": []}
+        for i in range(K.RUNS):
+            order = [("small", K.PORT + 1), ("log", K.PORT)]
+            for name, port in order if i % 2 == 0 else order[::-1]:
+                runs[name].append(gets(port))
+            fl.log(TAG, f"gets run {i}: small {runs['small'][-1]}, log {runs['log'][-1]}")
+        hits_s = srv_s.stats()
+        hits_l = srv_l.stats()
+    ram = one("ram", ram_cmd, K.PORT)
     s, lg = small["st"], log["st"]
     objs = num(s, "small_objects")
     region = num(s, "small_region_bytes")
@@ -112,6 +136,23 @@ def main():
         f"{s.get('small_moved')}, dropped {s.get('small_dropped')}, evicted {s.get('small_evicted')}, "
         f"invalidations {s.get('small_invalidations')}, false-positive reads {s.get('small_false_positive_reads')} "
         f"of {s.get('small_reads')} reads.",
+        "",
+    ]
+    ops_s = fl.median([r[0] for r in runs["small"]])
+    ops_l = fl.median([r[0] for r in runs["log"]])
+    body += [
+        f"Flash-hit throughput: `tiercache-bench --threads 2 --conns 8 --pipeline 4 --keys {K.N} --get-ratio 1 "
+        f"--dist uniform -d {K.SECS}s` against each server, alternating, {K.RUNS} runs each.",
+        "",
+        "| server | ops/s (runs) | median | hit ratio (median run) | reads from the store / the log tier |",
+        "| --- | --- | ---: | ---: | --- |",
+        f"| small store | {fl.fmt_runs([r[0] for r in runs['small']])} | {ops_s:,.0f} | "
+        f"{fl.median([r[1] or 0 for r in runs['small']]):.3f} | `small_hits` {hits_s.get('small_hits')}, `small_reads` "
+        f"{hits_s.get('small_reads')}, `small_false_positive_reads` {hits_s.get('small_false_positive_reads')} |",
+        f"| log tier | {fl.fmt_runs([r[0] for r in runs['log']])} | {ops_l:,.0f} | "
+        f"{fl.median([r[1] or 0 for r in runs['log']]):.3f} | `get_extstore` {hits_l.get('get_extstore')} |",
+        "",
+        f"Small store / log tier, medians: **{ops_s / max(ops_l, 1):.2f}x** (target: at least 0.8x).",
         "",
     ]
     fl.write_results("Issue 16: the small-object store in the server (small_fit.py)", "\n".join(body), TAG)

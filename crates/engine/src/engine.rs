@@ -41,6 +41,11 @@ pub struct FlashConfig {
     pub small_max: usize,
     /// Percent of the first device the small-object store takes (`ext_small_share`).
     pub small_percent: u64,
+    /// A segment flush of the store waits this many times its own duration
+    /// after the previous one, and items that would need it go to the
+    /// log-structured tier meanwhile (0: never waits; the server uses 3).
+    /// See `SmallStore::set_flush_duty`.
+    pub small_flush_duty: u32,
     /// Files that record a failed crash journal outside the devices (see
     /// `flash::distrust`; `flash::distrust::default_files` gives the usual
     /// ones). A start that finds one recovers nothing from the devices.
@@ -312,7 +317,7 @@ impl Engine {
             })
             .collect();
         if let (Some(region), Some(fc)) = (&small_region, &config.flash) {
-            attach_small(region, &mut list, fc.small_max)?;
+            attach_small(region, &mut list, fc.small_max, fc.small_flush_duty)?;
         }
         // The index and the write buffers come out of -m: what is left must
         // hold a working RAM tier.
@@ -678,6 +683,7 @@ fn attach_small(
     region: &SmallRegion,
     shards: &mut [Mutex<Shard>],
     max: usize,
+    flush_duty: u32,
 ) -> Result<(), ConfigError> {
     use crate::small::{SmallConfig, SmallStore};
     let cfg = SmallConfig::for_region(region.part, 5);
@@ -700,6 +706,8 @@ fn attach_small(
             }
             None => formatted += 1,
         }
+        let mut store = store;
+        store.set_flush_duty(flush_duty);
         s.get_mut().attach_small(store, max);
     }
     tracing::info!(

@@ -47,6 +47,9 @@ pub struct SmallStats {
     pub reads: u64,
     pub false_positive_reads: u64,
     pub verify_failures: u64,
+    /// Admissions refused because a segment flush had to wait (see
+    /// [`SmallStore::set_flush_duty`]).
+    pub deferred: u64,
 }
 
 /// The store's figures over all its regions, for `stats`.
@@ -81,6 +84,7 @@ impl SmallStats {
         self.reads += o.reads;
         self.false_positive_reads += o.false_positive_reads;
         self.verify_failures += o.verify_failures;
+        self.deferred += o.deferred;
     }
 
     /// Device bytes written per key-and-value byte admitted.

@@ -51,6 +51,7 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
     stat(out, "small_readmitted", st.readmitted);
     stat(out, "small_evicted", st.evicted);
     stat(out, "small_invalidations", st.invalidations);
+    stat(out, "small_deferred", st.deferred);
     stat(
         out,
         "small_hits",

@@ -45,15 +45,18 @@ fn small_items_are_served_from_the_store_deleted_for_good_and_kept_across_a_rest
     let objects: usize = common::stat_of(&stats, "small_objects")
         .and_then(|v| v.parse().ok())
         .expect("small_objects");
-    assert!(objects > N / 2, "only {objects} in the store");
+    // Items whose admission would wait for a segment flush go to the log
+    // tier instead (`small_deferred`): both tiers hold some.
+    assert!(objects > N / 10, "only {objects} in the store");
     for k in [
         "small_dram_bytes_per_object",
         "small_write_amplification",
         "small_sets_written",
+        "small_deferred",
     ] {
         assert!(common::stat_of(&stats, k).is_some(), "stats lacks {k}");
     }
-    // The oldest keys left RAM long ago: served from the store, verified.
+    // The oldest keys left RAM long ago: served from flash, verified.
     let mut served = 0;
     for i in 0..2000 {
         let got = c.tx_str(format!("get s{i}\r\n").as_bytes());
@@ -68,8 +71,8 @@ fn small_items_are_served_from_the_store_deleted_for_good_and_kept_across_a_rest
         served += 1;
     }
     assert!(served > 1500, "{served} of 2000 served");
-    let before = common::stat_of(&c.tx_str(b"stats\r\n"), "small_hits").unwrap();
-    assert_ne!(before, "0");
+    let hits = common::stat_of(&c.tx_str(b"stats\r\n"), "small_hits").unwrap();
+    assert_ne!(hits, "0", "no get was served from the store");
     // Deletes of keys in the store.
     let mut deleted = Vec::new();
     for i in 2000..2100 {

@@ -124,6 +124,8 @@ fn build(
         avg_item_size,
         small_max,
         small_percent: if small_share == 0 { 50 } else { small_share },
+        // Replays are not timed: flushes never wait.
+        small_flush_duty: 0,
         snapshot: None,
         untrusted_marks: Vec::new(),
     });

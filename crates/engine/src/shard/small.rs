@@ -92,10 +92,20 @@ impl Shard {
     }
 
     /// An item leaving RAM that the small store takes: Some(admitted) when
-    /// it is small enough to be the store's, None when it is not.
+    /// it is small enough to be the store's, None when it is not, or when
+    /// the store's next segment flush must wait (the log-structured tier
+    /// takes it then: a key may have a log record and an older store copy
+    /// of the same value; any change drops both, through the gate).
     pub(super) fn demote_small(&mut self, hash: u64, loc: Loc, h: &Header) -> Option<bool> {
         let p = self.small.as_ref()?;
-        if h.klen as usize + h.vlen as usize > p.max || p.store.failed() {
+        let (klen, vlen) = (h.klen as usize, h.vlen as usize);
+        if klen + vlen > p.max || p.store.failed() {
+            return None;
+        }
+        if p.store
+            .flush_deferred(crate::small::format::encoded_size(klen, vlen))
+        {
+            self.small.as_mut().expect("checked").store.stats.deferred += 1;
             return None;
         }
         let now = self.clock_now;

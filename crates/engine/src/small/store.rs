@@ -102,6 +102,11 @@ pub struct SmallStore {
     pub(super) failed: bool,
     /// Failed, then emptied on the device ([`SmallStore::forget_all`]).
     pub(super) emptied: bool,
+    /// A segment flush waits this many times its own duration after the
+    /// previous one (0: never waits); see [`SmallStore::set_flush_duty`].
+    flush_duty: u32,
+    /// No flush before this instant: admissions that need one are refused.
+    next_flush_at: Option<std::time::Instant>,
     /// The clock expiry is judged by: the latest `now` a get gave.
     pub(super) now: u32,
     pub stats: SmallStats,
@@ -254,6 +259,8 @@ impl SmallStore {
             set_objects: 0,
             failed: false,
             emptied: false,
+            flush_duty: 0,
+            next_flush_at: None,
             now: crate::clock::unix_now(),
             stats: SmallStats::default(),
             cfg,
@@ -311,12 +318,40 @@ impl SmallStore {
         if self.failed || !format::fits(obj.key.len(), obj.value.len()) {
             return Ok(false);
         }
+        if self.flush_deferred(obj.size()) {
+            self.stats.deferred += 1;
+            return Ok(false);
+        }
         let h = xxh3_64(&obj.key);
         self.drop_buffered(&obj.key, h);
         self.stats.objects_admitted += 1;
         self.stats.bytes_admitted += (obj.key.len() + obj.value.len()) as u64;
         self.append(h, obj)?;
         Ok(true)
+    }
+
+    /// Bounds the share of time segment flushes (set reads and writes on
+    /// the inserting thread, under its shard's lock) take: after a flush
+    /// that took T, the next waits `duty` x T, and admissions that would
+    /// need it meanwhile are refused (the item is evicted instead). 0 (the
+    /// default) never refuses; the server uses 3 (flushes at most a quarter
+    /// of the time).
+    pub fn set_flush_duty(&mut self, duty: u32) {
+        self.flush_duty = duty;
+        if duty == 0 {
+            self.next_flush_at = None;
+        }
+    }
+
+    /// Whether admitting an object of `size` bytes ([`Obj::size`]) would
+    /// need a segment flush that must wait (the admission would be refused).
+    pub fn flush_deferred(&self, size: usize) -> bool {
+        let full =
+            self.buffer_used + size > BLOCK_PAYLOAD && self.buffer.len() == self.cfg.seg_pages;
+        full && self.seg_gen[self.head] != 0
+            && self
+                .next_flush_at
+                .is_some_and(|t| std::time::Instant::now() < t)
     }
 
     fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
@@ -351,6 +386,16 @@ impl SmallStore {
     /// Writes the buffered segment over the oldest one, after moving the
     /// oldest's objects to their sets.
     fn write_segment(&mut self) -> io::Result<()> {
+        let started = std::time::Instant::now();
+        let r = self.write_segment_now();
+        if self.flush_duty > 0 {
+            let took = started.elapsed();
+            self.next_flush_at = Some(std::time::Instant::now() + took * self.flush_duty);
+        }
+        r
+    }
+
+    fn write_segment_now(&mut self) -> io::Result<()> {
         let seg = self.head;
         let mut readmit = Vec::new();
         if self.seg_gen[seg] != 0 {

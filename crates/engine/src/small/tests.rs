@@ -289,3 +289,22 @@ fn a_crash_at_any_write_never_brings_back_a_stale_value() {
         "objects recovered: {recovered} over {points} crashes"
     );
 }
+
+#[test]
+fn a_flush_that_must_wait_refuses_admissions_until_its_turn() {
+    let (_dev, mut st) = mem(cfg(16));
+    st.set_flush_duty(1_000_000);
+    let mut refused = 0;
+    for i in 0..3000u32 {
+        let k = i as usize;
+        if !st.insert(obj(&format!("k{k}"), &val(k, i))).unwrap() {
+            refused += 1;
+        }
+    }
+    // The log wrapped once: one segment flush ran, the next must wait.
+    assert_eq!(st.stats.deferred, refused);
+    assert!(refused > 2000, "{refused} refused");
+    assert!(st.flush_deferred(200));
+    st.set_flush_duty(0);
+    assert!(st.insert(obj("again", &[1; 100])).unwrap());
+}

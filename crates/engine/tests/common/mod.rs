@@ -34,6 +34,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             avg_item_size: 1024,
             small_max: 0,
             small_percent: 50,
+            small_flush_duty: 0,
             snapshot: None,
             untrusted_marks: Vec::new(),
             io: Default::default(),
