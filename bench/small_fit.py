@@ -4,6 +4,10 @@
 Three servers with the same -m, loaded with the same N keys of KLEN-byte keys
 and VLEN-byte values (one connection, noreply, then `mn`):
 
+RATE (MB/s of values, 0 = as fast as one connection goes) paces the small
+server's load: the store admits at the pace of its segment flushes (a
+quarter of the time at most) and sends the rest to the log tier meanwhile.
+
 - small: `-o ext_path=DIR/tc.flash:SIZE,ext_small_max=SMALL_MAX,ext_small_share=SHARE`
 - log:   `-o ext_path=DIR/tc.flash:SIZE` (the log-structured tier alone)
 - ram:   `-o ext_path=none` (RAM only)
@@ -18,7 +22,7 @@ keys no longer in RAM (every key but the last ones set), small vs log, as
 paired runs (RUNS), medians and the ratio.
 
 Environment: N=6000000 KLEN=32 VLEN=100 MEM=64 SIZE=1G SMALL_MAX=512 SHARE=90
-             STEP=50 RUNS=5 SECS=8 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
+             STEP=50 RUNS=5 SECS=8 RATE=0 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
 """
 import contextlib
 import os
@@ -30,7 +34,7 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_fit"
 K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, RUNS=5, SECS=8, PORT=21615)
+             STEP=50, RUNS=5, SECS=8, RATE=0, PORT=21615)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
 
@@ -56,8 +60,8 @@ def num(st, k):
         return 0.0
 
 
-def load(name, srv, port, shown):
-    t = fl.set_keys(port, range(K.N), K.VLEN, prefix=PREFIX)
+def load(name, srv, port, shown, rate=None):
+    t = fl.set_keys(port, range(K.N), K.VLEN, mb_per_s=rate, prefix=PREFIX)
     time.sleep(2)
     st = srv.stats()
     rss = srv.rss()
@@ -90,7 +94,7 @@ def main():
     fl.build(TAG)
     with contextlib.ExitStack() as stack:
         srv_s, shown_s = stack.enter_context(fl.scratch_server(TAG, "tiercache", small_cmd, K.PORT + 1))
-        small = load("small", srv_s, K.PORT + 1, shown_s)
+        small = load("small", srv_s, K.PORT + 1, shown_s, float(K.RATE) or None)
         srv_l, shown_l = stack.enter_context(fl.scratch_server(TAG, "tiercache", log_cmd, K.PORT))
         log = load("log", srv_l, K.PORT, shown_l)
         runs = {"small": [], "log": []}
