@@ -27,6 +27,11 @@
 //! The engine's segment log calls only the four core methods; there SIEVE acts
 //! as CLOCK (keeping a place would need a copy anyway), and midpoint LRU and 2Q
 //! promote a hit item when it reaches the tail of its queue rather than at once.
+//!
+//! Two more pure decisions shared by several front ends live here: [`nhc`]
+//! (where a hit is served from, when the fast tier is loaded) and [`sla`]
+//! (which minutes count as unavailable under seed `002_*`'s latency tiers,
+//! for the server's `stats sla` and `tiercache-bench`).
 
 pub mod clock;
 pub mod fifo;
@@ -37,6 +42,7 @@ pub mod nhc;
 pub mod queue_cache;
 pub mod s3fifo;
 pub mod sieve;
+pub mod sla;
 pub mod twoq;
 
 /// The two queues a cache keeps.
