@@ -482,8 +482,7 @@ impl Conn {
                         }
                         break 'requests;
                     };
-                    let metrics = ctx.shared.metrics.as_ref();
-                    self.timer.done(metrics, command, &self.wbuf[made..]);
+                    self.timer.done(ctx, command, &self.wbuf[made..]);
                     if let Some(f) = &frame {
                         let text = self.wbuf.split_off(made);
                         binary::encode(&mut self.wbuf, f, &text);

@@ -9,6 +9,7 @@
 //! - [`crawler`]: `lru_crawler` and `stats cachedump` (key dumps).
 //! - [`stats`], [`shared`]: counters and the `stats` command.
 //! - [`metrics`]: the Prometheus endpoint (`-o metrics_port`).
+//! - [`sla`]: the SLA view (p99 per minute, unavailable minutes; `stats sla`).
 
 pub mod binary;
 pub mod class_stats;
@@ -25,6 +26,7 @@ pub mod prefetch;
 pub mod registry;
 pub mod server;
 pub mod shared;
+pub mod sla;
 pub mod small_stats;
 pub mod stats;
 pub mod worker;

@@ -4,7 +4,10 @@
 //! `tiercache_<stat>` and server-side latency histograms per command and
 //! outcome (`tiercache_request_duration_seconds{command, outcome}`: RAM
 //! hit, flash hit, miss, store, other), timed from the request's first
-//! run to its reply, flash reads and waits included.
+//! run to its reply, flash reads and waits included. Stats in µs are
+//! exported in seconds (`_seconds`), and so are the SLA view's counts of
+//! minutes (`sla_unavailable_minutes` is `tiercache_sla_unavailable_seconds`,
+//! the seed's unavailable time).
 //!
 //! Encoding and histograms come from the `prometheus` crate (tikv's
 //! rust-prometheus, the client most Rust servers use, kept up to date,
@@ -95,9 +98,16 @@ impl HeadTimer {
         self.read_flash = true;
     }
 
-    /// It is answered (`reply`: what it wrote, in the text protocol).
-    pub fn done(&mut self, metrics: Option<&Metrics>, command: &'static str, reply: &[u8]) {
-        let (Some(m), Some((_, t))) = (metrics, self.started.take()) else {
+    /// It is answered (`reply`: what it wrote, in the text protocol): its
+    /// latency goes to the worker's SLA recorder and, with the endpoint
+    /// on, to the histograms.
+    pub fn done(&mut self, ctx: &Ctx<'_>, command: &'static str, reply: &[u8]) {
+        let Some((_, t)) = self.started.take() else {
+            return;
+        };
+        let took = t.elapsed();
+        ctx.stats.latency.record(took);
+        let Some(m) = &ctx.shared.metrics else {
             return;
         };
         let hit = reply.starts_with(b"VALUE") || reply.starts_with(b"VA ");
@@ -108,7 +118,7 @@ impl HeadTimer {
             "set" | "ms" => "store",
             _ => "other",
         };
-        m.observe(command, outcome, t.elapsed().as_secs_f64());
+        m.observe(command, outcome, took.as_secs_f64());
     }
 }
 
@@ -196,10 +206,15 @@ pub fn render(shared: &Shared) -> Vec<u8> {
             continue;
         };
         let help = format!("memcached-style stat {name} (`stats`)");
-        // Prometheus names units in full, in base units.
-        let (metric, v) = match name.strip_suffix("_us") {
-            Some(base) => (format!("{}_seconds", metric_name(base)), v / 1e6),
-            None => (metric_name(name), v),
+        // Prometheus names units in full, in base units: µs and the SLA
+        // view's minutes (of `sla_interval_ms`) in seconds.
+        let (metric, v) = if let Some(base) = name.strip_suffix("_us") {
+            (format!("{}_seconds", metric_name(base)), v / 1e6)
+        } else if let Some(base) = name.strip_suffix("_minutes") {
+            let minute = shared.sla.interval().as_secs_f64();
+            (format!("{}_seconds", metric_name(base)), v * minute)
+        } else {
+            (metric_name(name), v)
         };
         if let Ok(g) = Gauge::with_opts(Opts::new(metric, help)) {
             g.set(v);

@@ -429,6 +429,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         reserved_fds,
         crawler_enabled: AtomicBool::new(true),
         metrics: (config_metrics_port > 0).then(crate::metrics::Metrics::new),
+        sla: crate::sla::Sla::new(workers.clone(), Duration::from_secs(60), Instant::now()),
     });
     let metrics_addr = match shared.config.server.metrics_port {
         0 => None,
@@ -492,10 +493,12 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
 }
 
 /// Once a second: apply delayed flushes and free expired items' segments.
+/// Every 50 ms: close the SLA view's minute when it has ended.
 fn maintenance(shared: Arc<Shared>) {
     let mut last = Instant::now();
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
+        shared.sla.tick(Instant::now());
         if last.elapsed() < Duration::from_secs(1) {
             continue;
         }

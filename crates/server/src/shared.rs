@@ -28,6 +28,8 @@ pub struct Shared {
     pub crawler_enabled: AtomicBool,
     /// Latency histograms, when the metrics endpoint is on.
     pub metrics: Option<crate::metrics::Metrics>,
+    /// The SLA view: p99 per minute, unavailable minutes (`stats sla`).
+    pub sla: crate::sla::Sla,
 }
 
 impl Shared {
@@ -64,6 +66,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             if let Some(f) = shared.engine.flash_stats() {
                 stats::flash(out, &f, &view.engine);
             }
+            shared.sla.general(out, Instant::now());
         }
         Some(b"reset") => {
             for w in &shared.workers {
@@ -93,6 +96,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             crate::crawler::cachedump(&rest, out, ctx);
             return;
         }
+        Some(b"sla") => shared.sla.group(out, Instant::now()),
         Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
         Some(b"conns") => crate::registry::stats_conns(
             out,

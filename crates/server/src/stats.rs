@@ -9,10 +9,16 @@ use tiercache_engine::EngineStats;
 
 macro_rules! counters {
     ($($name:ident),* $(,)?) => {
-        /// Per-worker counters, named as memcached names them in `stats`.
+        /// Per-worker counters, named as memcached names them in `stats`,
+        /// and the worker's request latencies (for the SLA view).
         #[derive(Default, Debug)]
         #[repr(align(128))]
-        pub struct WorkerStats { $(pub $name: AtomicU64,)* }
+        pub struct WorkerStats {
+            $(pub $name: AtomicU64,)*
+            /// Not reset by `stats reset`: minutes are judged against the
+            /// two hours before them.
+            pub latency: crate::sla::Recorder,
+        }
 
         /// A summed snapshot.
         #[derive(Default, Debug, Clone, Copy)]

@@ -59,6 +59,10 @@ fn metrics_endpoint_serves_stats_and_latency_histograms() {
         "tiercache_get_misses 1",
         "tiercache_cmd_set 1",
         "tiercache_time_in_listen_disabled_seconds ",
+        "tiercache_sla_p99_last_minute_seconds 0\n",
+        "tiercache_sla_daily_level_seconds 0\n",
+        "tiercache_sla_unavailable_seconds 0\n",
+        "tiercache_sla_closed_seconds 0\n",
         "tiercache_request_duration_seconds_count{command=\"get\",outcome=\"ram_hit\"} 1",
         "tiercache_request_duration_seconds_count{command=\"get\",outcome=\"miss\"} 1",
         "tiercache_request_duration_seconds_count{command=\"set\",outcome=\"store\"} 1",
@@ -74,6 +78,7 @@ fn metrics_endpoint_serves_stats_and_latency_histograms() {
         if w.len() == 3 && w[2].parse::<f64>().is_ok() {
             let name = w[1]
                 .strip_suffix("_us")
+                .or_else(|| w[1].strip_suffix("_minutes"))
                 .map_or(w[1].to_string(), |b| format!("{b}_seconds"));
             assert!(
                 body.contains(&format!("\ntiercache_{name} ")),

@@ -251,9 +251,11 @@ const ONLY_TIERCACHE: &[(&str, &[&str], &str)] = &[
             "conn_output_stalls",
             "flash_reads_ahead",
             "index_*",
+            "sla_*",
         ],
         "tiercache's own figures (README): `version` is the memcached protocol level, \
-         `tiercache_version` the server's; index_* describe the compact index",
+         `tiercache_version` the server's; index_* describe the compact index; sla_* the \
+         SLA view (docs/SLA.md)",
     ),
     (
         "stats+flash",
