@@ -39,6 +39,7 @@ pub struct OpenParams {
     pub duration: Duration,
     pub drain: Duration,
     pub interval_ns: u64,
+    pub sla_interval_ns: u64,
     pub keep_samples: bool,
 }
 
@@ -112,7 +113,7 @@ pub fn open_worker<S: Source>(
         TIMER,
         Interest::READABLE,
     )?;
-    let mut rec = Recorder::new(p.interval_ns, p.keep_samples);
+    let mut rec = Recorder::new(p.interval_ns, p.sla_interval_ns, p.keep_samples);
     let mut sched = Schedule::new(p.rate, p.total_conns, u64::from(first_conn), n as u64);
     let end_ns = p.duration.as_nanos() as u64;
     let mut dirty = vec![false; n];

@@ -13,6 +13,7 @@ mod record;
 mod report;
 mod runner;
 mod schedule;
+mod sla;
 mod stats_sampler;
 mod throughput;
 mod workload;
@@ -150,6 +151,10 @@ struct Cli {
     /// Timeline interval (default: 100ms for runs up to 10 s, else 1s).
     #[arg(long, value_parser = parse_duration)]
     interval: Option<Duration>,
+    /// Length of the SLA view's minutes (seed 002's tiers, as the server's
+    /// `stats sla`): each one's p99, the daily level, unavailable minutes.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    sla_interval: Duration,
     /// Name for the runs in the output (default: the mode).
     #[arg(long)]
     name: Option<String>,
@@ -296,6 +301,7 @@ fn real_main() -> Result<()> {
         seed: cli.seed,
         drain: cli.drain_timeout,
         interval_ns: interval.as_nanos().max(1) as u64,
+        sla_interval_ns: cli.sla_interval.as_nanos().max(1) as u64,
         keep_samples: cli.samples.is_some(),
         stats_interval: (!cli.no_stats).then_some(cli.stats_interval),
         show_progress: !cli.quiet,

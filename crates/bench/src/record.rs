@@ -15,7 +15,7 @@ pub fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid histogram bounds")
 }
 
-fn new_small_hist() -> Histogram<u32> {
+pub fn new_small_hist() -> Histogram<u32> {
     Histogram::new_with_bounds(1, HIST_MAX_NS, 2).expect("valid histogram bounds")
 }
 
@@ -103,18 +103,21 @@ pub struct Recorder {
     pub send_lag: Histogram<u64>,
     pub interval_ns: u64,
     pub timeline: Vec<Bucket>,
+    /// Per-minute histograms for the SLA view.
+    pub sla: crate::sla::Minutes,
     pub samples: Option<Vec<Sample>>,
     pub first_error: Option<String>,
 }
 
 impl Recorder {
-    pub fn new(interval_ns: u64, keep_samples: bool) -> Self {
+    pub fn new(interval_ns: u64, sla_interval_ns: u64, keep_samples: bool) -> Self {
         Recorder {
             counters: Counters::default(),
             hists: CATEGORIES.iter().map(|_| new_hist()).collect(),
             send_lag: new_hist(),
             interval_ns: interval_ns.max(1),
             timeline: Vec::new(),
+            sla: crate::sla::Minutes::new(sla_interval_ns),
             samples: keep_samples.then(Vec::new),
             first_error: None,
         }
@@ -139,6 +142,7 @@ impl Recorder {
         c.value_bytes += d.value_bytes;
         let lat = d.done_ns.saturating_sub(d.intended_ns).max(1);
         self.hists[category(d)].saturating_record(lat);
+        self.sla.record(d.intended_ns, lat);
         let b = (d.intended_ns / self.interval_ns) as usize;
         let bd = (d.done_ns / self.interval_ns) as usize;
         while self.timeline.len() <= b.max(bd) {
@@ -176,6 +180,7 @@ impl Recorder {
         self.counters.unanswered += 1;
         let lat = now_ns.saturating_sub(p.intended_ns).max(1);
         self.hists[UNANSWERED].saturating_record(lat);
+        self.sla.record(p.intended_ns, lat);
         if let Some(s) = &mut self.samples {
             s.push(Sample {
                 conn,
@@ -220,6 +225,7 @@ impl Recorder {
                 });
             }
         }
+        self.sla.merge(&o.sla);
         for (a, b) in self.timeline.iter_mut().zip(o.timeline) {
             a.ops += b.ops;
             a.completed += b.completed;
@@ -277,11 +283,11 @@ mod tests {
 
     #[test]
     fn latency_is_from_intended_time_and_nothing_is_dropped() {
-        let mut r = Recorder::new(1_000_000, true);
+        let mut r = Recorder::new(1_000_000, 2_000_000, true);
         r.record(0, &done(OpKind::Get, 2, 0, 0, 10_000));
         r.record(0, &done(OpKind::Get, 1, 1, 1_500_000, 1_520_000));
         r.record(1, &done(OpKind::Set, 0, 0, 2_000_000, 9_000_000_000));
-        let mut o = Recorder::new(1_000_000, true);
+        let mut o = Recorder::new(1_000_000, 2_000_000, true);
         o.record(2, &done(OpKind::Get, 1, 0, 100, 200));
         r.merge(o);
         assert_eq!(r.counters.ops, 4);
@@ -300,6 +306,9 @@ mod tests {
         assert_eq!(r.timeline[2].completed, 0);
         assert_eq!(r.timeline[9000].completed, 1);
         assert_eq!(r.samples.as_ref().unwrap().len(), 4);
+        // SLA minutes of 2 ms: both workers' requests, by intended time.
+        let sla: Vec<u64> = r.sla.hists.iter().map(|h| h.len()).collect();
+        assert_eq!(sla, [3, 1]);
         assert_eq!(r.gets_hist().len(), 3);
     }
 }

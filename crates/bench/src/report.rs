@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{Recorder, CATEGORIES};
+use crate::sla::SlaReport;
 use crate::stats_sampler::ServerReport;
 
 /// Percentiles of one histogram, in microseconds.
@@ -113,6 +114,8 @@ pub struct RunResult {
     /// Actual minus intended send time (open loop only).
     pub send_lag: Option<LatencySummary>,
     pub timeline: Vec<TimelinePoint>,
+    /// Seed 002's SLA view of the run (`--sla-interval` minutes).
+    pub sla: SlaReport,
     pub server: Option<ServerReport>,
     pub first_error: Option<String>,
     pub warnings: Vec<String>,
@@ -240,6 +243,7 @@ impl RunResult {
             latency,
             send_lag,
             timeline,
+            sla: SlaReport::build(&rec.sla, elapsed_s),
             server,
             first_error: rec.first_error.clone(),
             warnings,
@@ -373,10 +377,49 @@ pub fn human(r: &RunResult) -> String {
                 .map_or("-".into(), |c| format!("{c:.0}")),
         );
     }
+    sla_line(&mut s, &r.sla);
     for w in &r.warnings {
         let _ = writeln!(s, "WARNING: {w}");
     }
     s
+}
+
+/// The SLA view in two lines: each minute's p99 (`*` unavailable, `~`
+/// partial, `-` no requests), then the daily level and the count.
+fn sla_line(s: &mut String, r: &SlaReport) {
+    let shown = 30;
+    let mut p99s: Vec<String> = r
+        .minutes
+        .iter()
+        .take(shown)
+        .map(|m| {
+            let v = m.p99_us.map_or("-".to_string(), fmt_us);
+            let mark = if m.unavailable { "*" } else { "" };
+            let part = if m.partial { "~" } else { "" };
+            format!("{part}{v}{mark}")
+        })
+        .collect();
+    if r.minutes.len() > shown {
+        p99s.push(format!(
+            "... ({} more in the JSON)",
+            r.minutes.len() - shown
+        ));
+    }
+    let _ = writeln!(
+        s,
+        "sla     p99 (us) per {} s minute: {}",
+        r.interval_s,
+        p99s.join(" ")
+    );
+    let level = r
+        .daily_level_us
+        .map_or("none yet".into(), |v| format!("{} us", fmt_us(v)));
+    let _ = writeln!(
+        s,
+        "        daily level {level} (the first minute sets it), unavailable minutes {} \
+         (seed 002 tiers; * unavailable, ~ partial)",
+        r.unavailable_minutes
+    );
 }
 
 /// The sweep table: one line per rate.

@@ -51,6 +51,8 @@ pub struct Opts {
     pub seed: u64,
     pub drain: Duration,
     pub interval_ns: u64,
+    /// The SLA view's minute.
+    pub sla_interval_ns: u64,
     pub keep_samples: bool,
     pub stats_interval: Option<Duration>,
     pub show_progress: bool,
@@ -125,6 +127,7 @@ pub fn run_phase(
                                 duration: None,
                                 drain: opts.drain,
                                 interval_ns: opts.interval_ns,
+                                sla_interval_ns: opts.sla_interval_ns,
                                 keep_samples: false,
                             };
                             closed_worker(mine, first, sources, &p, t0, progress, stop)
@@ -141,6 +144,7 @@ pub fn run_phase(
                                 duration: Some(*duration),
                                 drain: opts.drain,
                                 interval_ns: opts.interval_ns,
+                                sla_interval_ns: opts.sla_interval_ns,
                                 keep_samples: opts.keep_samples,
                             };
                             closed_worker(mine, first, sources, &p, t0, progress, stop)
@@ -158,6 +162,7 @@ pub fn run_phase(
                                 duration: *duration,
                                 drain: opts.drain,
                                 interval_ns: opts.interval_ns,
+                                sla_interval_ns: opts.sla_interval_ns,
                                 keep_samples: opts.keep_samples,
                             };
                             open_worker(mine, first, sources, &p, t0, progress, stop)

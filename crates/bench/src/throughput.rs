@@ -24,6 +24,7 @@ pub struct ClosedParams {
     /// How long to wait for outstanding replies once issuing stops.
     pub drain: Duration,
     pub interval_ns: u64,
+    pub sla_interval_ns: u64,
     pub keep_samples: bool,
 }
 
@@ -59,7 +60,7 @@ pub fn closed_worker<S: Source>(
         conns.push(Conn::from_std(s, Token(i), poll.registry(), p.protocol)?);
     }
     let n = conns.len();
-    let mut rec = Recorder::new(p.interval_ns, p.keep_samples);
+    let mut rec = Recorder::new(p.interval_ns, p.sla_interval_ns, p.keep_samples);
     let mut exhausted = vec![false; n];
     let end_ns = p.duration.map(|d| d.as_nanos() as u64);
     let pipeline = p.pipeline.max(1);

@@ -299,6 +299,7 @@ fn latency_mode_follows_the_schedule() {
 
 /// The point of the open loop: a server that stops answering for 300 ms is
 /// charged for every request that was due during the pause, not just one.
+/// With half-second SLA minutes, the minute of the pause is unavailable.
 #[test]
 fn latency_mode_charges_a_stalled_server() {
     let Some(mc) = start_memcached() else { return };
@@ -324,6 +325,8 @@ fn latency_mode_charges_a_stalled_server() {
             "--conns",
             "2",
             "--no-stats",
+            "--sla-interval",
+            "500ms",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -355,4 +358,23 @@ fn latency_mode_charges_a_stalled_server() {
     assert!(f(lat, "max_us") >= 250_000.0, "max {}", f(lat, "max_us"));
     assert!(f(lat, "p99_us") >= 150_000.0, "p99 {}", f(lat, "p99_us"));
     assert!(f(lat, "p50_us") < 100_000.0, "p50 {}", f(lat, "p50_us"));
+    // The SLA view: the first minute (before the pause) sets the level; a
+    // minute the pause falls in has a p99 over 100 ms and is unavailable.
+    let sla = &r["sla"];
+    assert_eq!(f(sla, "interval_s"), 0.5);
+    let minutes = sla["minutes"].as_array().unwrap();
+    assert!(minutes.len() >= 4, "{sla}");
+    assert!(minutes[0]["level_us"].is_null() && minutes[0]["unavailable"] == false);
+    let stalled: Vec<&Value> = minutes
+        .iter()
+        .filter(|m| m["p99_us"].as_f64().unwrap_or(0.0) >= 100_000.0)
+        .collect();
+    assert!(!stalled.is_empty(), "{sla}");
+    for m in &stalled {
+        assert_eq!(m["unavailable"], true, "{m}");
+        assert!(f(m, "p99_us") > f(m, "threshold_us"));
+    }
+    let unavailable = minutes.iter().filter(|m| m["unavailable"] == true).count();
+    assert_eq!(u(sla, "unavailable_minutes"), unavailable as u64);
+    assert!(f(sla, "daily_level_us") < 100_000.0, "{sla}");
 }
