@@ -561,12 +561,51 @@ impl SmallStore {
             .flatten()
             .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now));
         self.drop_buffered(key, h);
-        if self.log.of_set(set).any(|r| r.tag == tag) || self.filters.may_contain(set as usize, h) {
+        if (self.log.of_set(set).any(|r| r.tag == tag) || self.filters.may_contain(set as usize, h))
+            && self.holds_on_flash(key, h, set, tag)?
+        {
             self.stats.invalidations += 1;
             let on_flash = self.rewrite_sets(&[set], Some(key), &HashMap::new(), true)?;
             return Ok(buffered || on_flash);
         }
         Ok(buffered)
+    }
+
+    /// Whether a block the key's copies could be in (its log pages, its
+    /// set) holds it, expired or not, read from the device: a filter's
+    /// false positive or a tag shared with another key costs a read, not a
+    /// durable set rewrite. A block that does not verify, or changed since
+    /// DRAM saw it, counts as holding it.
+    fn holds_on_flash(&mut self, key: &[u8], h: u64, set: u32, tag: u16) -> io::Result<bool> {
+        let pages: Vec<u32> = self
+            .log
+            .of_set(set)
+            .filter(|r| r.tag == tag)
+            .map(|r| r.page)
+            .collect();
+        for page in pages {
+            let b = self.read_block(self.page_offset(page), BLOCK)?;
+            let seg = page as usize / self.cfg.seg_pages;
+            match self.verify(b.as_slice(), Kind::Log, page) {
+                Ok(hd) if hd.generation == self.seg_gen[seg] => {
+                    if format::objects(b.as_slice(), &hd).any(|o| o.key == key) {
+                        return Ok(true);
+                    }
+                }
+                _ => return Ok(true),
+            }
+        }
+        if !self.filters.may_contain(set as usize, h) {
+            return Ok(false);
+        }
+        let b = self.read_block(self.set_offset(set), BLOCK)?;
+        Ok(match self.verify(b.as_slice(), Kind::Set, set) {
+            Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
+                format::find(b.as_slice(), &hd, key).is_some()
+            }
+            Err(BlockError::Empty) => false,
+            _ => true,
+        })
     }
 
     /// Looks a key up, reading the device on this thread (the simulator,
