@@ -144,6 +144,10 @@ def main():
     ]
     ops_s = fl.median([r[0] for r in runs["small"]])
     ops_l = fl.median([r[0] for r in runs["log"]])
+    # Hits per second: a miss costs no flash read, so the servers compare
+    # on what they served.
+    hits_ps = fl.median([r[0] * (r[1] or 0) for r in runs["small"]])
+    hits_pl = fl.median([r[0] * (r[1] or 0) for r in runs["log"]])
     body += [
         f"Flash-hit throughput: `tiercache-bench --threads 2 --conns 8 --pipeline 4 --keys {K.N} --get-ratio 1 "
         f"--dist uniform -d {K.SECS}s` against each server, alternating, {K.RUNS} runs each.",
@@ -156,7 +160,9 @@ def main():
         f"| log tier | {fl.fmt_runs([r[0] for r in runs['log']])} | {ops_l:,.0f} | "
         f"{fl.median([r[1] or 0 for r in runs['log']]):.3f} | `get_extstore` {hits_l.get('get_extstore')} |",
         "",
-        f"Small store / log tier, medians: **{ops_s / max(ops_l, 1):.2f}x** (target: at least 0.8x).",
+        f"Hits per second (ops/s x hit ratio), medians: small store {hits_ps:,.0f}, log tier {hits_pl:,.0f}: "
+        f"**{hits_ps / max(hits_pl, 1):.2f}x** (target: at least 0.8x); requests per second "
+        f"{ops_s / max(ops_l, 1):.2f}x.",
         "",
     ]
     fl.write_results("Issue 16: the small-object store in the server (small_fit.py)", "\n".join(body), TAG)
