@@ -34,7 +34,7 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_fit"
 K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, RUNS=5, SECS=8, RATE=0, PORT=21615)
+             STEP=50, RUNS=5, SECS=8, RATE=0.0, PORT=21615)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
 
