@@ -355,3 +355,50 @@ proptest! {
         }
     }
 }
+
+/// How long a resize takes (the time a shard's lock is held for it:
+/// `Shard::resize_index` runs [`Index::resize`] under the lock), for a
+/// grow (just past the grow load, to the target load) and a shrink (just
+/// below the shrink load, to the target load) of tables of 100k, 1M and
+/// 4M entries. Prints min / median / max of 5 runs each. Run it with
+/// `cargo test --release -p tiercache-engine --lib resize_hold -- --ignored --nocapture`
+/// (bench/RESULTS.md has the figures).
+#[test]
+#[ignore = "a measurement; run in release"]
+fn resize_hold() {
+    const RUNS: usize = 5;
+    println!("entries    step      buckets           min_ms  median_ms  max_ms  ns/entry");
+    for entries in [100_000usize, 1_000_000, 4_000_000] {
+        // The precision of a shard whose index may reach 4 times this.
+        let prec = Index::precision_for(Index::bytes_for_buckets(4 * entries / SLOTS));
+        for (step, load) in [
+            ("grow", GROW_PERCENT as f64 + 0.5),
+            ("shrink", SHRINK_PERCENT as f64 - 0.5),
+        ] {
+            let from = (entries as f64 * 100.0 / (SLOTS as f64 * load)) as usize;
+            let mut ms = Vec::new();
+            let mut to = 0;
+            for run in 0..RUNS {
+                let mut idx = Index::new(prec, from);
+                let base = (run * entries) as u64;
+                fill(&mut idx, base..base + entries as u64, false);
+                let want = idx.wants_resize().expect("a resize is due");
+                assert_eq!(want > idx.buckets(), step == "grow");
+                to = want;
+                let t = std::time::Instant::now();
+                let evicted = idx.resize(want, alike);
+                ms.push(t.elapsed().as_secs_f64() * 1e3);
+                assert!(evicted.len() < entries / 1000, "{} evicted", evicted.len());
+                std::hint::black_box(&idx);
+            }
+            ms.sort_by(f64::total_cmp);
+            println!(
+                "{entries:>9}  {step:<6}  {from:>8} -> {to:>8}  {:>7.2}  {:>9.2}  {:>6.2}  {:>8.1}",
+                ms[0],
+                ms[RUNS / 2],
+                ms[RUNS - 1],
+                ms[RUNS / 2] * 1e6 / entries as f64
+            );
+        }
+    }
+}
