@@ -92,8 +92,7 @@ fn check(e: &Engine, kept: &HashMap<u64, Vec<u8>>, exact: bool, when: &str) -> u
 
 #[test]
 fn a_shrunk_index_keeps_its_keys_and_recovers_from_a_crash_and_a_restart() {
-    let dir = std::env::temp_dir().join(format!("tc-index-shrink-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("index-shrink");
     let snap = dir.join("flash.snapshot");
     let mem = Arc::new(MemDevice::new(128 << 20));
     let dev: Arc<dyn BlockDevice> = mem.clone();

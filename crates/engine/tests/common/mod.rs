@@ -140,3 +140,11 @@ pub fn wait_flushed(e: &Engine) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A new directory under the system's temp dir, unique to this process:
+/// `tc-{name}-{pid}`. The test removes it when done.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
