@@ -7,6 +7,7 @@ and VLEN-byte values (one connection, noreply, then `mn`):
 RATE (MB/s of values, 0 = as fast as one connection goes) paces the small
 server's load: the store admits at the pace of its segment flushes (a
 quarter of the time at most) and sends the rest to the log tier meanwhile.
+DUTY=0 (`ext_small_flush_duty=0`) makes the load wait for the store instead.
 
 - small: `-o ext_path=DIR/tc.flash:SIZE,ext_small_max=SMALL_MAX,ext_small_share=SHARE`
 - log:   `-o ext_path=DIR/tc.flash:SIZE` (the log-structured tier alone)
@@ -22,7 +23,7 @@ keys no longer in RAM (every key but the last ones set), small vs log, as
 paired runs (RUNS), medians and the ratio.
 
 Environment: N=6000000 KLEN=32 VLEN=100 MEM=64 SIZE=1G SMALL_MAX=512 SHARE=90
-             STEP=50 RUNS=5 SECS=8 RATE=0 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
+             STEP=50 RUNS=5 SECS=8 RATE=0 DUTY=3 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
 """
 import contextlib
 import os
@@ -34,7 +35,7 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_fit"
 K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, RUNS=5, SECS=8, RATE=0.0, PORT=21615)
+             STEP=50, RUNS=5, SECS=8, RATE=0.0, DUTY=3, PORT=21615)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
 
@@ -42,7 +43,8 @@ PREFIX = "k" * (K.KLEN - 8) + ":"
 def small_cmd(d):
     return fl.tiercache_cmd(K.PORT + 1, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
                                                f"ext_small_max={K.SMALL_MAX}",
-                                               f"ext_small_share={K.SHARE}"])
+                                               f"ext_small_share={K.SHARE}",
+                                               f"ext_small_flush_duty={K.DUTY}"])
 
 
 def log_cmd(d):

@@ -247,6 +247,12 @@ pub struct FlashSection {
     /// Percent of the first flash device the small-object store takes
     /// (`ext_small_share`, 1..=90, default 50).
     pub small_share: u64,
+    /// After a segment flush of the small-object store that took T, the next
+    /// waits this many times T and items leaving RAM meanwhile go to the
+    /// log-structured tier (`ext_small_flush_duty`, default 3: flushes take at
+    /// most a quarter of a shard's time; 0: never wait, requests that need a
+    /// flush wait for it instead).
+    pub small_flush_duty: u32,
 }
 
 impl Default for FlashSection {
@@ -268,6 +274,7 @@ impl Default for FlashSection {
             nhc: true,
             small_max: 0,
             small_share: 50,
+            small_flush_duty: 3,
         }
     }
 }
@@ -515,6 +522,7 @@ impl Config {
                 }
                 self.flash.small_share = n;
             }
+            "ext_small_flush_duty" => self.flash.small_flush_duty = num(v)? as u32,
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             "ext_io" => self.flash.io = v.to_string(),
             "ext_nhc" => {
@@ -564,7 +572,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share"
+                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty"
             ),
         }
         Ok(())

@@ -170,7 +170,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                 avg_item_size: cfg.flash.avg_item_size,
                 small_max: cfg.flash.small_max,
                 small_percent: cfg.flash.small_share,
-                small_flush_duty: 3,
+                small_flush_duty: cfg.flash.small_flush_duty,
                 snapshot: cfg.snapshot_path()?,
                 untrusted_marks: cfg
                     .flash_paths()?
