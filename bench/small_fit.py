@@ -23,7 +23,8 @@ keys no longer in RAM (every key but the last ones set), small vs log, as
 paired runs (RUNS), medians and the ratio.
 
 Environment: N=6000000 KLEN=32 VLEN=100 MEM=64 SIZE=1G SMALL_MAX=512 SHARE=90
-             STEP=50 RUNS=5 SECS=8 RATE=0 DUTY=3 PORT=21615 RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
+             STEP=50 RUNS=5 SECS=8 RATE=0 DUTY=3 EXTRA= PORT=21615
+             (EXTRA: more -o options for both flash servers, comma-separated) RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
 """
 import contextlib
 import os
@@ -35,20 +36,24 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_fit"
 K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, RUNS=5, SECS=8, RATE=0.0, DUTY=3, PORT=21615)
+             STEP=50, RUNS=5, SECS=8, RATE=0.0, DUTY=3, EXTRA="", PORT=21615)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
+
+
+def extra():
+    return [o for o in K.EXTRA.split(",") if o]
 
 
 def small_cmd(d):
     return fl.tiercache_cmd(K.PORT + 1, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
                                                f"ext_small_max={K.SMALL_MAX}",
                                                f"ext_small_share={K.SHARE}",
-                                               f"ext_small_flush_duty={K.DUTY}"])
+                                               f"ext_small_flush_duty={K.DUTY}"] + extra())
 
 
 def log_cmd(d):
-    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"])
+    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"] + extra())
 
 
 def ram_cmd(_d):
