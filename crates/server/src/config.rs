@@ -7,6 +7,9 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 use tiercache_engine::flash::tier::{DeviceClass, Promote};
 
+mod access;
+pub use access::{strip_notls, tls_version_name, TlsSection};
+
 /// Command-line flags, memcached-compatible where memcached has the flag.
 #[derive(Parser, Debug, Default)]
 #[command(
@@ -90,6 +93,28 @@ pub struct Args {
     /// Key prefix delimiter for `stats detail`; also turns detail on (memcached -D).
     #[arg(short = 'D')]
     pub prefix_delimiter: Option<String>,
+    /// Serve TLS on the TCP listeners (memcached -Z); needs `-o
+    /// ssl_chain_cert=FILE` (and `ssl_key=FILE`); `-l notls:ADDR:PORT`
+    /// serves one listener without TLS.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub enable_ssl: bool,
+    /// ASCII authentication (memcached -Y): a file of `user:password`
+    /// lines; a connection must first send `set <any key> 0 0 <n>` with
+    /// the data `user password`. Reloaded on SIGHUP. Disables the binary
+    /// protocol, as in memcached.
+    #[arg(short = 'Y', long = "auth-file")]
+    pub auth_file: Option<std::path::PathBuf>,
+    /// Binary protocol SASL (memcached -S): refused, use -Y.
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub enable_sasl: bool,
+    /// Listen on this unix socket instead of TCP (memcached -s: no TCP
+    /// listener is opened).
+    #[arg(short = 's', long = "unix-socket")]
+    pub unix_socket: Option<std::path::PathBuf>,
+    /// The unix socket's access mask, octal as chmod (memcached -a,
+    /// default 700).
+    #[arg(short = 'a', long = "unix-mask")]
+    pub unix_mask: Option<String>,
     /// Enable the `shutdown` command (memcached -A).
     #[arg(short = 'A', long = "enable-shutdown")]
     pub enable_shutdown: bool,
@@ -138,6 +163,14 @@ pub struct ServerConfig {
     pub metrics_port: u16,
     /// `-o metrics_addr`: the endpoint's IP address.
     pub metrics_addr: String,
+    /// Unix socket path (`-s`; empty: none). With one, no TCP listener.
+    pub unix_socket: String,
+    /// The unix socket's permission bits (`-a`, octal on the command line).
+    pub unix_mask: u32,
+    /// ASCII authentication file of `user:password` lines (`-Y`; empty: off).
+    pub auth_file: String,
+    /// Binary protocol SASL (`-S`): not supported, refused.
+    pub sasl: bool,
 }
 
 impl Default for ServerConfig {
@@ -159,6 +192,10 @@ impl Default for ServerConfig {
             coredumps: false,
             metrics_port: 0,
             metrics_addr: String::new(),
+            unix_socket: String::new(),
+            unix_mask: 0o700,
+            auth_file: String::new(),
+            sasl: false,
         }
     }
 }
@@ -292,6 +329,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub cache: CacheConfig,
     pub flash: FlashSection,
+    pub tls: TlsSection,
     /// The flash tier is the default file ([`DEFAULT_FLASH`]), not one the
     /// operator gave: it is made smaller when `-m` is too small for it.
     #[serde(skip)]
@@ -446,6 +484,7 @@ impl Config {
                 bail!("UDP is not supported: use -U 0 or leave it out");
             }
         }
+        cfg.apply_access_flags(args)?;
         let c = &mut cfg.cache;
         if let Some(m) = args.memory_mb {
             c.memory_mb = m;
@@ -469,6 +508,9 @@ impl Config {
 
     fn apply_extended(&mut self, opt: &str) -> Result<()> {
         let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+        if self.apply_ssl_option(k, v)? {
+            return Ok(());
+        }
         let num = |v: &str| -> Result<usize> {
             v.parse()
                 .with_context(|| format!("-o {k}: '{v}' is not a number"))
@@ -572,7 +614,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty"
+                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty"
             ),
         }
         Ok(())
@@ -595,6 +637,7 @@ impl Config {
             bail!("-m must be at least 1");
         }
         self.listen_addrs()?;
+        self.validate_access()?;
         for p in &self.flash.paths {
             parse_ext_path(p)?;
         }
@@ -632,9 +675,14 @@ impl Config {
 
     /// The addresses to listen on: `listen` split at commas, each entry a
     /// host (IPv4, IPv6 with or without brackets, or a name) with `port`,
-    /// or `host:port` / `[v6]:port` with its own port, as memcached's `-l`.
-    pub fn listen_addrs(&self) -> Result<Vec<(String, u16)>> {
+    /// or `host:port` / `[v6]:port` with its own port, as memcached's `-l`;
+    /// with `-Z` an entry written `notls:...` serves without TLS. Each
+    /// entry: (host, port, serves TLS). None with `-s` (no TCP).
+    pub fn listen_addrs(&self) -> Result<Vec<(String, u16, bool)>> {
         let mut out = Vec::new();
+        if !self.server.unix_socket.is_empty() {
+            return Ok(out);
+        }
         for entry in self.server.listen.split(',').map(str::trim) {
             if entry.is_empty() {
                 bail!(
@@ -642,6 +690,7 @@ impl Config {
                     self.server.listen
                 );
             }
+            let (entry, tls) = strip_notls(entry, &self.tls)?;
             let port_of = |p: &str| -> Result<u16> {
                 p.parse()
                     .with_context(|| format!("-l {entry}: '{p}' is not a port number"))
@@ -666,7 +715,7 @@ impl Config {
             if host.is_empty() {
                 bail!("-l {entry}: no host before the port");
             }
-            out.push((host.to_string(), port));
+            out.push((host.to_string(), port, tls));
         }
         Ok(out)
     }

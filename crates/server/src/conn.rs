@@ -37,12 +37,13 @@
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
 //! socket is then read to the end instead of stopping at a short read.
 
+use crate::auth;
 use crate::binary;
 use crate::execute::{count_read, execute, Attempt, Ctx, Outcome};
 use crate::flights::Flights;
 use crate::prefetch::{prepare, read_ahead, Prep};
 use crate::stats::add;
-use mio::net::TcpStream;
+use crate::transport::Stream;
 use std::io::{self, Read, Write};
 use tiercache_engine::command::Wait;
 use tiercache_engine::flash::aligned::AlignedBuf;
@@ -66,7 +67,10 @@ pub const GET_CHUNK_FLASH: usize = 32;
 const LINE_TOO_LONG: &[u8] = b"CLIENT_ERROR line too long\r\n";
 
 pub struct Conn {
-    pub stream: TcpStream,
+    /// TCP, unix socket or TLS (`transport.rs`).
+    pub stream: Stream,
+    /// Authenticated, or no auth file (`-Y`, `auth.rs`).
+    authed: bool,
     /// Read buffer. Its length is the initialised part, which only grows
     /// (zeroing 64 KiB before every read cost a quarter of the server's CPU);
     /// the unconsumed data is `rbuf[rpos..rend]`.
@@ -151,9 +155,10 @@ pub enum State {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, token_base: u64) -> Conn {
+    pub fn new(stream: Stream, token_base: u64, authed: bool) -> Conn {
         Conn {
             stream,
+            authed,
             rbuf: Vec::new(),
             rpos: 0,
             rend: 0,
@@ -252,7 +257,7 @@ impl Conn {
             // drain.
             let waiting = self.busy || self.flights.head_waiting(self.pos) > 0;
             let eof_done = self.eof && !waiting && self.input_done;
-            if (self.closing || eof_done) && self.pending_output() == 0 {
+            if (self.closing || eof_done) && self.pending_output() == 0 && !self.stream.pending() {
                 return State::Closed;
             }
             if !progress {
@@ -304,7 +309,7 @@ impl Conn {
                     if n == room && self.read_size < READ_CHUNK {
                         self.read_size *= 2;
                     }
-                    if n < room && !self.hup {
+                    if n < room && !self.hup && self.stream.short_read_drains() {
                         self.drained = true;
                         return Ok(total);
                     }
@@ -389,6 +394,8 @@ impl Conn {
         max_pending: usize,
     ) -> Option<Outcome> {
         let mut last = None;
+        // Where the last reply before authentication starts (`auth.rs`).
+        let mut auth_reply = None;
         // memcached writes out its replies whenever its input runs out.
         self.due = self.wbuf.len();
         self.input_done = false;
@@ -410,10 +417,27 @@ impl Conn {
                 self.input_done = true;
                 break;
             }
+            if let (false, Some(a)) = (self.authed, &ctx.shared.auth) {
+                let mark = self.wbuf.len();
+                match auth::step(buf, &mut self.wbuf, a) {
+                    auth::Step::Need(n) => self.need = n,
+                    auth::Step::Answered { consumed, authed } => {
+                        self.wbuf.drain(*auth_reply.get_or_insert(mark)..mark);
+                        self.consume(consumed);
+                        self.authed = authed;
+                        last = Some(Outcome::Continue);
+                        continue;
+                    }
+                    auth::Step::Close => (self.closing, last) = (true, Some(Outcome::Close)),
+                }
+                self.input_done = true;
+                break;
+            }
             // A binary request runs as the text request that does the same
-            // (`binary.rs`); its reply is encoded back below.
+            // (`binary.rs`); its reply is encoded back below. With `-Y`,
+            // as in memcached, there is no binary protocol.
             let mut frame = None;
-            let parsed = if buf[0] == binary::REQ_MAGIC {
+            let parsed = if buf[0] == binary::REQ_MAGIC && ctx.shared.auth.is_none() {
                 match binary::translate(buf, limits, bin_text, &mut self.wbuf, ctx) {
                     binary::Step::Parsed(f, p) => {
                         frame = Some(f);
@@ -715,6 +739,8 @@ impl Conn {
     /// Writes pending output. Returns bytes written.
     fn flush(&mut self) -> io::Result<usize> {
         let mut total = 0;
+        // TLS records that the socket did not take last time go first.
+        self.stream.push()?;
         while self.wpos < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.wpos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

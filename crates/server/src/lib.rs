@@ -10,7 +10,10 @@
 //! - [`stats`], [`shared`]: counters and the `stats` command.
 //! - [`metrics`]: the Prometheus endpoint (`-o metrics_port`).
 //! - [`sla`]: the SLA view (p99 per minute, unavailable minutes; `stats sla`).
+//! - [`transport`], [`tls`], [`auth`]: TCP, unix socket (`-s`) and TLS
+//!   (`-Z`) streams; ASCII authentication (`-Y`).
 
+pub mod auth;
 pub mod binary;
 pub mod class_stats;
 pub mod config;
@@ -29,6 +32,8 @@ pub mod shared;
 pub mod sla;
 pub mod small_stats;
 pub mod stats;
+pub mod tls;
+pub mod transport;
 pub mod worker;
 
 /// The version `version` and `stats` report: the memcached protocol level

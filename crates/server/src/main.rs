@@ -96,6 +96,13 @@ fn main() {
             );
         }
     }
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGHUP, server.reload_flag()) {
+        fail(
+            &mut ready,
+            71,
+            format_args!("cannot install the SIGHUP handler: {e}"),
+        );
+    }
     let pidfile = match args
         .pidfile
         .as_deref()
@@ -124,6 +131,8 @@ fn main() {
     tracing::info!(
         addr = %server.addr,
         all = %addrs.join(","),
+        unix_socket = ?server.unix_path,
+        tls = config.tls.enabled,
         threads = config.server.threads,
         memory_mb = config.cache.memory_mb,
         policy = %config.cache.policy,

@@ -6,8 +6,8 @@
 //! a connection's last request is an atomic the worker stores on each
 //! socket event, so the hot path takes no lock.
 
+use crate::transport::Endpoint;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -16,14 +16,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub struct ConnInfo {
     /// The socket's file descriptor (memcached numbers `stats conns` lines by it).
     pub fd: i32,
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
+    pub peer: Endpoint,
+    pub local: Endpoint,
     /// Unix time (seconds) of the last socket event that brought input.
     pub last_cmd: AtomicU32,
 }
 
 impl ConnInfo {
-    pub fn new(fd: i32, peer: SocketAddr, local: SocketAddr, now: u32) -> ConnInfo {
+    pub fn new(fd: i32, peer: Endpoint, local: Endpoint, now: u32) -> ConnInfo {
         ConnInfo {
             fd,
             peer,
@@ -43,10 +43,10 @@ impl ConnInfo {
 }
 
 /// A listening socket.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ListenerInfo {
     pub fd: i32,
-    pub addr: SocketAddr,
+    pub addr: Endpoint,
 }
 
 /// The connections of every worker, and the listeners.
@@ -91,15 +91,6 @@ impl Registry {
     }
 }
 
-/// memcached's spelling of a TCP address in `stats conns`:
-/// `tcp:127.0.0.1:11211`, `tcp6:[::1]:11211`.
-pub fn tcp_addr(a: &SocketAddr) -> String {
-    match a {
-        SocketAddr::V4(v) => format!("tcp:{v}"),
-        SocketAddr::V6(v) => format!("tcp6:[{}]:{}", v.ip(), v.port()),
-    }
-}
-
 /// `stats conns`, without the final `END`: for each listener `addr`,
 /// `state conn_listening`, `secs_since_last_cmd`; for each connection
 /// `addr`, `listen_addr`, `state` and `secs_since_last_cmd`, as memcached
@@ -113,7 +104,7 @@ pub fn stats_conns(out: &mut Vec<u8>, reg: &Registry, me: Option<i32>, now: u32)
         let _ = write!(
             b,
             "STAT {fd}:addr {}\r\nSTAT {fd}:state conn_listening\r\nSTAT {fd}:secs_since_last_cmd {}\r\n",
-            tcp_addr(&l.addr),
+            l.addr,
             now.saturating_sub(reg.started),
             fd = l.fd
         );
@@ -129,8 +120,8 @@ pub fn stats_conns(out: &mut Vec<u8>, reg: &Registry, me: Option<i32>, now: u32)
         let _ = write!(
             b,
             "STAT {fd}:addr {}\r\nSTAT {fd}:listen_addr {}\r\nSTAT {fd}:state {state}\r\nSTAT {fd}:secs_since_last_cmd {}\r\n",
-            tcp_addr(&c.peer),
-            tcp_addr(&c.local),
+            c.peer,
+            c.local,
             c.idle_secs(now),
             fd = c.fd
         );
@@ -148,25 +139,28 @@ mod tests {
 
     #[test]
     fn addresses_are_spelled_as_memcached_does() {
+        let tcp = |a: &str| Endpoint::Tcp(a.parse().unwrap()).to_string();
+        assert_eq!(tcp("127.0.0.1:11211"), "tcp:127.0.0.1:11211");
+        assert_eq!(tcp("[::1]:5"), "tcp6:[::1]:5");
         assert_eq!(
-            tcp_addr(&"127.0.0.1:11211".parse().unwrap()),
-            "tcp:127.0.0.1:11211"
+            Endpoint::Unix("/run/m.sock".into()).to_string(),
+            "unix:/run/m.sock"
         );
-        assert_eq!(tcp_addr(&"[::1]:5".parse().unwrap()), "tcp6:[::1]:5");
+        assert_eq!(Endpoint::UnixPeer.to_string(), "?:<AF 0>");
     }
 
     #[test]
     fn conns_are_listed_by_fd_with_their_state() {
         let l = ListenerInfo {
             fd: 7,
-            addr: "127.0.0.1:1".parse().unwrap(),
+            addr: Endpoint::Tcp("127.0.0.1:1".parse().unwrap()),
         };
         let reg = Registry::new(2, vec![l], 100);
         let c = |fd| {
             Arc::new(ConnInfo::new(
                 fd,
-                "127.0.0.1:9".parse().unwrap(),
-                "127.0.0.1:1".parse().unwrap(),
+                Endpoint::Tcp("127.0.0.1:9".parse().unwrap()),
+                Endpoint::Tcp("127.0.0.1:1".parse().unwrap()),
                 100,
             ))
         };

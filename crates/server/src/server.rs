@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::shared::Shared;
 use crate::stats::{ConnStats, WorkerStats};
+use crate::transport::Bound;
 use anyhow::{Context, Result};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,10 +18,12 @@ use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 
 /// A running server.
 pub struct ServerHandle {
-    /// The first listening address.
+    /// The first TCP listening address (0.0.0.0:0 with `-s`: no TCP).
     pub addr: SocketAddr,
-    /// Every listening address (one per `-l` entry and resolved address).
+    /// Every TCP listening address (one per `-l` entry and resolved address).
     pub addrs: Vec<SocketAddr>,
+    /// The unix socket (`-s`).
+    pub unix_path: Option<std::path::PathBuf>,
     /// The metrics endpoint's address (`-o metrics_port`).
     pub metrics_addr: Option<SocketAddr>,
     pub shared: Arc<Shared>,
@@ -36,6 +39,12 @@ impl ServerHandle {
     /// The flag that stops the server when set (for signal handlers).
     pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
         self.shared.shutdown.clone()
+    }
+
+    /// The flag that has the auth file (`-Y`) read again when set (SIGHUP,
+    /// as memcached).
+    pub fn reload_flag(&self) -> Arc<AtomicBool> {
+        self.shared.reload.clone()
     }
 
     /// Waits for all threads to finish, then writes the shutdown snapshot
@@ -273,10 +282,17 @@ fn fix_mmap_threshold() {
     }
 }
 
-/// Binds every `-l` address (each may resolve to several).
-fn bind_all(config: &Config) -> Result<Vec<TcpListener>> {
-    let mut listeners: Vec<TcpListener> = Vec::new();
-    for (host, port) in config.listen_addrs()? {
+/// Binds every `-l` address (each may resolve to several), or with `-s`
+/// the unix socket alone (as memcached: no TCP then).
+fn bind_all(config: &Config) -> Result<Vec<Bound>> {
+    let s = &config.server;
+    if !s.unix_socket.is_empty() {
+        let l = crate::transport::bind_unix(&s.unix_socket, s.unix_mask, s.backlog)
+            .with_context(|| format!("cannot listen on the unix socket {} (-s)", s.unix_socket))?;
+        return Ok(vec![l]);
+    }
+    let mut listeners: Vec<(TcpListener, bool)> = Vec::new();
+    for (host, port, tls) in config.listen_addrs()? {
         let addrs: Vec<SocketAddr> = (host.as_str(), port)
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve listen address '{host}'"))?
@@ -287,17 +303,20 @@ fn bind_all(config: &Config) -> Result<Vec<TcpListener>> {
         for addr in addrs {
             if listeners
                 .iter()
-                .any(|l| l.local_addr().is_ok_and(|a| a == addr && port != 0))
+                .any(|(l, _)| l.local_addr().is_ok_and(|a| a == addr && port != 0))
             {
                 continue;
             }
             let l = bind_one(addr, config.server.backlog).with_context(|| {
                 format!("cannot listen on {addr} (is another server using the port? choose one with -p)")
             })?;
-            listeners.push(l);
+            listeners.push((l, tls));
         }
     }
-    Ok(listeners)
+    Ok(listeners
+        .into_iter()
+        .map(|(l, tls)| Bound::Tcp(l, tls))
+        .collect())
 }
 
 /// A listening socket on `addr` with SO_REUSEADDR and a backlog of
@@ -398,16 +417,25 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     // Bind first: a port in use is the commonest start-up error, and
     // opening the flash devices first would leave their files behind.
     let listeners = bind_all(&config)?;
+    let tls = crate::tls::TlsSetup::from_config(&config.tls)?;
+    let auth = match config.server.auth_file.as_str() {
+        "" => None,
+        f => Some(crate::auth::Auth::load(std::path::Path::new(f))?),
+    };
     let engine = build_engine(&config)?;
     let mut infos = Vec::new();
+    let mut addrs = Vec::new();
     for l in &listeners {
-        l.set_nonblocking(true)?;
+        l.set_nonblocking()?;
+        let addr = l.endpoint()?;
+        if let crate::transport::Endpoint::Tcp(a) = addr {
+            addrs.push(a);
+        }
         infos.push(crate::registry::ListenerInfo {
-            fd: std::os::fd::AsRawFd::as_raw_fd(l),
-            addr: l.local_addr()?,
+            fd: l.raw_fd(),
+            addr,
         });
     }
-    let addrs: Vec<SocketAddr> = infos.iter().map(|l| l.addr).collect();
     let workers: Vec<Arc<WorkerStats>> = (0..config.server.threads)
         .map(|_| Arc::new(WorkerStats::default()))
         .collect();
@@ -430,13 +458,16 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         crawler_enabled: AtomicBool::new(true),
         metrics: (config_metrics_port > 0).then(crate::metrics::Metrics::new),
         sla: crate::sla::Sla::new(workers.clone(), Duration::from_secs(60), Instant::now()),
+        tls,
+        auth,
+        reload: Arc::new(AtomicBool::new(false)),
     });
     let metrics_addr = match shared.config.server.metrics_port {
         0 => None,
         port => {
             let ip = match shared.config.server.metrics_addr.parse() {
                 Ok(ip) => ip,
-                Err(_) => addrs[0].ip(),
+                Err(_) => addrs.first().map_or([127, 0, 0, 1].into(), SocketAddr::ip),
             };
             let bound = crate::metrics::start(shared.clone(), SocketAddr::new(ip, port))
                 .with_context(|| format!("-o metrics_port: cannot listen on {ip}:{port}"))?;
@@ -460,7 +491,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         let ls = match &originals {
             Some(l) if i + 1 < nworkers => l
                 .iter()
-                .map(TcpListener::try_clone)
+                .map(Bound::try_clone)
                 .collect::<std::io::Result<Vec<_>>>()?,
             _ => originals.take().unwrap_or_default(),
         };
@@ -483,9 +514,15 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
             .name("maintenance".into())
             .spawn(move || maintenance(sh))?,
     );
+    let unix_path = (!shared.config.server.unix_socket.is_empty())
+        .then(|| shared.config.server.unix_socket.clone().into());
     Ok(ServerHandle {
-        addr: addrs[0],
+        addr: addrs
+            .first()
+            .copied()
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
         addrs,
+        unix_path,
         metrics_addr,
         shared,
         threads,
@@ -503,6 +540,12 @@ fn maintenance(shared: Arc<Shared>) {
             continue;
         }
         last = Instant::now();
+        if shared.reload.swap(false, Ordering::Relaxed) {
+            match &shared.auth {
+                Some(a) => a.reload(),
+                None => tracing::info!("SIGHUP: no auth file (-Y) to reload"),
+            }
+        }
         let reclaimed = shared.engine.maintain(unix_now());
         crate::stats::bump(&shared.conns.crawler_starts);
         crate::stats::add(&shared.conns.crawler_reclaimed, reclaimed);

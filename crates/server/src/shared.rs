@@ -30,6 +30,12 @@ pub struct Shared {
     pub metrics: Option<crate::metrics::Metrics>,
     /// The SLA view: p99 per minute, unavailable minutes (`stats sla`).
     pub sla: crate::sla::Sla,
+    /// TLS listeners' configuration (`-Z`).
+    pub tls: Option<crate::tls::TlsSetup>,
+    /// The ASCII auth file (`-Y`): connections start unauthenticated.
+    pub auth: Option<crate::auth::Auth>,
+    /// Set by SIGHUP: the maintenance thread reads the auth file again.
+    pub reload: Arc<AtomicBool>,
 }
 
 impl Shared {

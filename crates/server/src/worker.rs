@@ -20,12 +20,11 @@ use crate::execute::Ctx;
 use crate::registry::ConnInfo;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
-use mio::net::{TcpListener, TcpStream};
+use crate::transport::{Bound, Incoming, Listener, Stream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 use std::cell::{Cell, RefCell};
-use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -46,7 +45,7 @@ pub struct Dispatch {
 }
 
 struct Mailbox {
-    inbox: Mutex<Vec<TcpStream>>,
+    inbox: Mutex<Vec<Incoming>>,
     waker: Waker,
     /// Connections the worker owns, counting those still in its inbox.
     conns: AtomicUsize,
@@ -124,16 +123,15 @@ pub struct Conns {
 pub fn run(
     me: usize,
     mut poll: Poll,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<Bound>,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
     dispatch: Arc<Dispatch>,
 ) -> io::Result<()> {
-    let mut listeners: Vec<TcpListener> =
-        listeners.into_iter().map(TcpListener::from_std).collect();
+    let mut listeners: Vec<Listener> = listeners.into_iter().map(Listener::from_bound).collect();
     for (i, l) in listeners.iter_mut().enumerate() {
         poll.registry()
-            .register(l, Token(LISTENERS - i), Interest::READABLE)?;
+            .register(l.source(), Token(LISTENERS - i), Interest::READABLE)?;
     }
     let mut conns = Conns {
         slab: Slab::new(),
@@ -217,9 +215,9 @@ pub fn run(
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner),
                 );
-                for stream in handed {
+                for incoming in handed {
                     adopt(
-                        stream,
+                        incoming,
                         &poll,
                         &mut conns,
                         &shared,
@@ -322,7 +320,7 @@ fn kick_idle(poll: &Poll, conns: &mut Conns, shared: &Shared, mailbox: &Mailbox,
 /// Accepts what the listen queue holds and returns whether accepting is
 /// blocked (`was`: it was blocked before), counting and logging the changes.
 fn accept(
-    listeners: &[TcpListener],
+    listeners: &[Listener],
     poll: &Poll,
     conns: &mut Conns,
     shared: &Shared,
@@ -406,7 +404,7 @@ fn drive(
 /// Accepts until the queue is empty (`Ok`) or accept fails for a reason
 /// that retrying at once would not cure (`Err`: EMFILE, ENFILE, ...).
 fn accept_all(
-    listener: &TcpListener,
+    listener: &Listener,
     poll: &Poll,
     conns: &mut Conns,
     shared: &Shared,
@@ -415,7 +413,7 @@ fn accept_all(
     let me = conns.me;
     loop {
         match listener.accept() {
-            Ok((mut stream, peer)) => {
+            Ok(incoming) => {
                 let cur = shared
                     .conns
                     .curr_connections
@@ -426,23 +424,22 @@ fn accept_all(
                         .curr_connections
                         .fetch_sub(1, Ordering::Relaxed);
                     bump(&shared.conns.rejected_connections);
-                    let _ = stream.write_all(b"ERROR Too many open connections\r\n");
-                    tracing::warn!(%peer, "connection refused: too many open connections");
+                    tracing::warn!(peer = %incoming.peer, "connection refused: too many open connections");
+                    incoming.refuse(b"ERROR Too many open connections\r\n");
                     continue;
                 }
                 bump(&shared.conns.total_connections);
-                let _ = stream.set_nodelay(true);
-                tracing::debug!(%peer, "connection accepted");
+                tracing::debug!(peer = %incoming.peer, "connection accepted");
                 let to = dispatch.pick();
                 let mailbox = &dispatch.boxes[to];
                 if to == me {
-                    adopt(stream, poll, conns, shared, mailbox, unix_now());
+                    adopt(incoming, poll, conns, shared, mailbox, unix_now());
                 } else {
                     mailbox
                         .inbox
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .push(stream);
+                        .push(incoming);
                     if let Err(e) = mailbox.waker.wake() {
                         tracing::warn!(error = %e, "cannot wake worker {to}");
                     }
@@ -457,19 +454,23 @@ fn accept_all(
     }
 }
 
-/// Registers a connection with this worker (`mailbox` is this worker's).
+/// Registers a connection with this worker (`mailbox` is this worker's);
+/// one from a TLS listener gets its TLS session here.
 fn adopt(
-    mut stream: TcpStream,
+    incoming: Incoming,
     poll: &Poll,
     conns: &mut Conns,
     shared: &Shared,
     mailbox: &Mailbox,
     now: u32,
 ) {
-    let (peer, local) = match (stream.peer_addr(), stream.local_addr()) {
-        (Ok(p), Ok(l)) => (p, l),
-        // Reset before it was adopted: nothing to serve.
-        _ => return uncount(shared, mailbox),
+    let Incoming { conn, peer, local } = incoming;
+    let mut stream = match Stream::new(conn, shared.tls.as_ref()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the connection's TLS session");
+            return uncount(shared, mailbox);
+        }
     };
     let entry = conns.slab.vacant_entry();
     let token = Token(entry.key());
@@ -482,8 +483,9 @@ fn adopt(
     }
     static SERIAL: AtomicU64 = AtomicU64::new(1);
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-    let info = Arc::new(ConnInfo::new(stream.as_raw_fd(), peer, local, now));
-    entry.insert(Conn::new(stream, token_base(token.0, serial)));
+    let info = Arc::new(ConnInfo::new(stream.raw_fd(), peer, local, now));
+    let authed = shared.auth.is_none();
+    entry.insert(Conn::new(stream, token_base(token.0, serial), authed));
     let key = token.0;
     if conns.info.len() <= key {
         conns.info.resize(key + 1, None);
@@ -498,6 +500,7 @@ fn close(poll: &Poll, conns: &mut Conns, key: usize, shared: &Shared, mailbox: &
     }
     shared.registry.remove(conns.me, key);
     let mut conn = conns.slab.remove(key);
+    conn.stream.close();
     let _ = poll.registry().deregister(&mut conn.stream);
     uncount(shared, mailbox);
 }

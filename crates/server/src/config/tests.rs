@@ -130,3 +130,79 @@ fn ext_path_takes_a_device_class_and_memcached_bucket_names() {
     assert!(e.contains("ext_nhc takes 1 or 0"), "{e}");
     assert!(load(&[]).unwrap().flash.nhc);
 }
+
+#[test]
+fn access_flags_parse_as_memcached_writes_them() {
+    let c = load(&[
+        "-Z",
+        "-o",
+        "ssl_chain_cert=/c.pem,ssl_key=/k.pem,ssl_ca_cert=/ca.pem,ssl_verify_mode=2,ssl_min_version=3,ssl_wbuf_size=32,ssl_session_cache",
+        "-l",
+        "127.0.0.1:1,notls:127.0.0.1:2",
+    ])
+    .unwrap();
+    let t = &c.tls;
+    assert!(t.enabled && t.session_cache);
+    assert_eq!(
+        (t.chain_cert.as_str(), t.key.as_str()),
+        ("/c.pem", "/k.pem")
+    );
+    assert_eq!(
+        (t.verify_mode, t.min_version, t.wbuf_size),
+        (2, 3, 32 << 10)
+    );
+    let l = c.listen_addrs().unwrap();
+    assert_eq!(
+        l,
+        [
+            ("127.0.0.1".into(), 1, true),
+            ("127.0.0.1".into(), 2, false)
+        ]
+    );
+    let c = load(&["-s", "/tmp/x.sock", "-a", "0660"]).unwrap();
+    assert_eq!(c.server.unix_socket, "/tmp/x.sock");
+    assert_eq!(c.server.unix_mask, 0o660);
+    assert!(c.listen_addrs().unwrap().is_empty(), "-s: no TCP");
+}
+
+#[test]
+fn access_flags_not_implemented_or_inconsistent_are_refused() {
+    let err = |argv: &[&str]| format!("{:#}", load(argv).unwrap_err());
+    let ssl = "ssl_chain_cert=/c.pem";
+    for (argv, says) in [
+        (vec!["-Z"], "ssl_chain_cert"),
+        (vec!["-l", "notls:127.0.0.1"], "only when SSL is enabled"),
+        (
+            vec!["-Z", "-o", ssl, "-o", "ssl_ciphers=HIGH"],
+            "ssl_ciphers is not supported",
+        ),
+        (
+            vec!["-Z", "-o", ssl, "-o", "ssl_kernel_tls"],
+            "not supported",
+        ),
+        (
+            vec!["-Z", "-o", ssl, "-o", "ssl_min_version=1"],
+            "TLS 1.0 and 1.1",
+        ),
+        (
+            vec!["-Z", "-o", ssl, "-o", "ssl_verify_mode=4"],
+            "valid values",
+        ),
+        (
+            vec!["-Z", "-o", ssl, "-o", "ssl_verify_mode=1"],
+            "ssl_ca_cert",
+        ),
+        (vec!["-Z", "-o", ssl, "-o", "ssl_keyformat=2"], "PEM"),
+        (vec!["-o", ssl], "add -Z"),
+        (
+            vec!["-Z", "-o", ssl, "-s", "/tmp/x.sock"],
+            "-s disables TCP",
+        ),
+        (vec!["-S"], "-S"),
+        (vec!["-Y", "/nonexistent/auth"], "Could not open authfile"),
+        (vec!["-s", "/tmp/x.sock", "-a", "999"], "octal"),
+    ] {
+        let e = err(&argv);
+        assert!(e.contains(says), "{argv:?}: {e}");
+    }
+}

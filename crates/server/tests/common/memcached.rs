@@ -14,6 +14,11 @@ pub struct Memcached {
 
 impl Memcached {
     pub fn start() -> Option<Memcached> {
+        Memcached::start_with(&[])
+    }
+
+    /// Started with `extra` flags too (`-Y file`, ...).
+    pub fn start_with(extra: &[&str]) -> Option<Memcached> {
         let bin = Path::new("/usr/bin/memcached");
         if !bin.exists() {
             return None;
@@ -22,6 +27,7 @@ impl Memcached {
         let child = Command::new(bin)
             .args(super::as_root())
             .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -64,7 +64,7 @@ impl Client {
 }
 
 /// Sends `req` and reads the reply up to the end marker `until`.
-pub fn tx(s: &mut TcpStream, req: &str, until: &str) -> String {
+pub fn tx(s: &mut (impl Read + Write), req: &str, until: &str) -> String {
     s.write_all(req.as_bytes()).unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 65536];
