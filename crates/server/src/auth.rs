@@ -19,6 +19,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 /// memcached closes an unauthenticated connection whose line is this long
@@ -85,6 +86,9 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct Auth {
     path: std::path::PathBuf,
     file: RwLock<AuthFile>,
+    /// Attempts (`auth_cmds`) and failures (`auth_errors`).
+    cmds: AtomicU64,
+    errors: AtomicU64,
 }
 
 impl Auth {
@@ -92,7 +96,17 @@ impl Auth {
         Ok(Auth {
             path: path.to_path_buf(),
             file: RwLock::new(AuthFile::load(path)?),
+            cmds: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
         })
+    }
+
+    /// `auth_cmds` and `auth_errors`.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.cmds.load(Ordering::Relaxed),
+            self.errors.load(Ordering::Relaxed),
+        )
     }
 
     /// Reads the file again (SIGHUP); on error the old users stay.
@@ -109,10 +123,16 @@ impl Auth {
     }
 
     fn check(&self, user: &[u8], pass: &[u8]) -> bool {
-        self.file
+        let ok = self
+            .file
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .check(user, pass)
+            .check(user, pass);
+        self.cmds.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
     }
 }
 
@@ -205,6 +225,8 @@ mod tests {
             file: RwLock::new(AuthFile {
                 users: vec![(b"alice".to_vec(), b"secret".to_vec())],
             }),
+            cmds: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
         }
     }
 

@@ -13,6 +13,7 @@
 //! - [`transport`], [`tls`], [`auth`]: TCP, unix socket (`-s`) and TLS
 //!   (`-Z`) streams; ASCII authentication (`-Y`).
 
+pub mod access_stats;
 pub mod auth;
 pub mod binary;
 pub mod class_stats;

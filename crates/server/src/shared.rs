@@ -69,6 +69,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 idle_timeout: shared.config.server.idle_timeout > 0,
             };
             stats::general(out, &view);
+            crate::access_stats::general(out, shared);
             if let Some(f) = shared.engine.flash_stats() {
                 stats::flash(out, &f, &view.engine);
             }
@@ -83,13 +84,16 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             resp::line(out, b"RESET");
             return;
         }
-        Some(b"settings") => stats::settings(
-            out,
-            &shared.config,
-            shared.engine.config().segment_size,
-            crate::logging::verbosity(),
-            shared.engine.memory_limit(),
-        ),
+        Some(b"settings") => {
+            stats::settings(
+                out,
+                &shared.config,
+                shared.engine.config().segment_size,
+                crate::logging::verbosity(),
+                shared.engine.memory_limit(),
+            );
+            crate::access_stats::settings(out, &shared.config);
+        }
         Some(g @ (b"items" | b"slabs")) => stats::items(
             out,
             &shared.engine.stats(ctx.now),

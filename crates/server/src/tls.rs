@@ -16,13 +16,19 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls::ServerConnection;
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What a TLS connection is made with: rustls's configuration and the
 /// bound on its encrypted output (`ssl_wbuf_size`).
 pub struct TlsSetup {
     pub config: Arc<rustls::ServerConfig>,
     pub wbuf: usize,
+    /// Connections whose handshake failed (`ssl_handshake_errors`).
+    pub handshake_errors: Arc<AtomicU64>,
+    /// When the certificates were read (`time_since_server_cert_refresh`).
+    pub loaded: Instant,
 }
 
 impl TlsSetup {
@@ -34,6 +40,8 @@ impl TlsSetup {
         Ok(Some(TlsSetup {
             config: server_config(t)?,
             wbuf: t.wbuf_size,
+            handshake_errors: Arc::new(AtomicU64::new(0)),
+            loaded: Instant::now(),
         }))
     }
 }
@@ -107,16 +115,19 @@ pub struct TlsStream<S> {
     tls: ServerConnection,
     /// The socket gave end of file: what rustls holds is all there is.
     eof: bool,
+    /// Counts a failed handshake (`TlsSetup::handshake_errors`).
+    errors: Arc<AtomicU64>,
 }
 
 impl<S: Read + Write> TlsStream<S> {
-    pub fn new(sock: S, cfg: Arc<rustls::ServerConfig>, wbuf: usize) -> io::Result<Self> {
-        let mut tls = ServerConnection::new(cfg).map_err(io::Error::other)?;
-        tls.set_buffer_limit(Some(wbuf));
+    pub fn new(sock: S, setup: &TlsSetup) -> io::Result<Self> {
+        let mut tls = ServerConnection::new(setup.config.clone()).map_err(io::Error::other)?;
+        tls.set_buffer_limit(Some(setup.wbuf));
         Ok(TlsStream {
             sock,
             tls,
             eof: false,
+            errors: setup.handshake_errors.clone(),
         })
     }
 
@@ -171,6 +182,9 @@ impl<S: Read + Write> Read for TlsStream<S> {
                 Err(e) => return Err(e),
             }
             if let Err(e) = self.tls.process_new_packets() {
+                if self.tls.is_handshaking() {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                }
                 // rustls queued an alert saying why: send it, then close.
                 let _ = self.push();
                 return Err(io::Error::new(io::ErrorKind::InvalidData, e));

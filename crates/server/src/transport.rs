@@ -69,7 +69,7 @@ impl Stream {
     pub fn new(a: Accepted, tls: Option<&TlsSetup>) -> io::Result<Self> {
         Ok(match (a, tls) {
             (Accepted::Tcp { sock, tls: true }, Some(t)) => {
-                Stream::Tls(Box::new(TlsStream::new(sock, t.config.clone(), t.wbuf)?))
+                Stream::Tls(Box::new(TlsStream::new(sock, t)?))
             }
             (Accepted::Tcp { sock, tls: true }, None) => {
                 drop(sock);

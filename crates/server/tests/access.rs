@@ -103,6 +103,13 @@ fn ascii_auth_replies_as_memcached_does() {
         let got = replay(tc.addr.port(), steps);
         assert_eq!(got, want, "steps {steps:?}");
     }
+    // The same attempts and failures counted (auth_cmds, auth_errors).
+    let counts = |port: u16| {
+        let r = replay(port, &[b"set x 0 0 12\r\nalice secret\r\n", b"stats\r\n"]);
+        let get = |k: &str| common::stat_of(&r[1], k).unwrap_or_else(|| panic!("{k}: {r:?}"));
+        (get("auth_cmds"), get("auth_errors"))
+    };
+    assert_eq!(counts(tc.addr.port()), counts(mc.port));
     // The replies are the ones documented (not only the same).
     let first = replay(tc.addr.port(), sessions[0]);
     assert_eq!(first[0], "CLIENT_ERROR unauthenticated\r\n");
@@ -168,6 +175,9 @@ fn a_unix_socket_replaces_tcp_with_its_mask() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let got = common::tx(&mut s, "set a 0 0 2\r\nhi\r\nget a\r\n", "END\r\n");
     assert_eq!(got, "STORED\r\nVALUE a 0 2\r\nhi\r\nEND\r\n");
+    let settings = common::tx(&mut s, "stats settings\r\n", "END\r\n");
+    assert_eq!(common::stat_of(&settings, "domain_socket"), Some(p.clone()));
+    assert_eq!(common::stat_of(&settings, "umask").as_deref(), Some("660"));
     let conns = common::tx(&mut s, "stats conns\r\n", "END\r\n");
     assert!(
         conns.contains(&format!(":addr unix:{p}\r\n"))

@@ -91,7 +91,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
         ],
         "the `watch` log streams are not served yet (issue 18)",
     ),
-    ("stats", &["auth_cmds", "auth_errors"], "no authentication yet (issue 18: -Y, SASL)"),
     (
         "stats",
         &["malloc_fails"],
@@ -194,23 +193,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
         "extstore compaction and recache tunables: tiercache reclaims whole flash segments \
          and promotes by -o ext_promote",
     ),
-    (
-        "settings",
-        &[
-            "ssl_enabled",
-            "ssl_chain_cert",
-            "ssl_key",
-            "ssl_verify_mode",
-            "ssl_keyformat",
-            "ssl_ciphers",
-            "ssl_ca_cert",
-            "ssl_wbuf_size",
-            "ssl_session_cache",
-            "ssl_kernel_tls",
-            "ssl_min_version",
-        ],
-        "no TLS yet (issue 18)",
-    ),
     ("settings", &["dump_enabled"], "lru_crawler metadump is not served yet (issue 18)"),
     (
         "settings",
@@ -223,7 +205,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
         "tiercache runs every request a read brought (no -R yield; conn_yields is 0)",
     ),
     ("settings", &["num_threads_per_udp"], "no UDP (-U 0 only)"),
-    ("settings", &["umask"], "no unix socket (-s, -a)"),
     (
         "settings",
         &["inline_ascii_response", "read_buf_mem_limit"],

@@ -189,6 +189,21 @@ fn get_set_and_multiget_over_tls() {
     let mut buf = Vec::new();
     let _ = wrong.read_to_end(&mut buf);
     assert!(!buf.windows(5).any(|w| w == b"VALUE"), "{buf:?}");
+    let stats = String::from_utf8(tx(&mut s, b"stats\r\n", b"END\r\n")).unwrap();
+    assert_eq!(
+        common::stat_of(&stats, "ssl_handshake_errors").as_deref(),
+        Some("1")
+    );
+    let set = String::from_utf8(tx(&mut s, b"stats settings\r\n", b"END\r\n")).unwrap();
+    assert_eq!(common::stat_of(&set, "ssl_enabled").as_deref(), Some("yes"));
+    assert_eq!(
+        common::stat_of(&set, "ssl_chain_cert"),
+        Some(certs.path("server.pem"))
+    );
+    assert_eq!(
+        common::stat_of(&set, "ssl_min_version").as_deref(),
+        Some("tlsv1.2")
+    );
     h.shutdown();
     h.wait();
 }
