@@ -3,7 +3,8 @@
 #   - apt: memcached (reference server; ships memcached-tool),
 #     libmemcached-tools (memccapable, memcdump),
 #     nutcracker (twemproxy, for the scale-out test),
-#     prometheus (promtool, for the metrics endpoint test)
+#     prometheus (promtool, for the metrics endpoint test),
+#     openssl (s_client and test certificates, access_test.py)
 #   - PyPI: pymemcache (client round-trip test)
 #   - apt: python3-pylibmc (binary protocol test, crates/server/tests/binary.rs)
 # Each piece is installed only when missing, so re-running is cheap.
@@ -25,6 +26,8 @@ command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 command -v memccapable >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 # twemproxy, for the scale-out test (twemproxy_test.py).
 [ -x /usr/sbin/nutcracker ] || command -v nutcracker >/dev/null 2>&1 || need_apt+=(nutcracker)
+# openssl (s_client, and certificates for the TLS test, access_test.py).
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # promtool (Debian's prometheus package), for the metrics endpoint test.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 

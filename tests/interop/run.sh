@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The interop suite: memccapable (ASCII), pymemcache round trips and the
-# byte-level differential test against memcached.
+# The interop suite: memccapable (ASCII), pymemcache round trips, the
+# byte-level differential test against memcached, twemproxy, TLS/auth/unix
+# socket (access_test.py) and the Debian package.
 #
 #   bash tests/interop/run.sh [path-to-tiercache-binary]
 #
@@ -143,6 +144,14 @@ else
     record twemproxy $rc "$summary"
 fi
 
+# --- TLS, auth and the unix socket, side by side with memcached (about 1 s) --
+say "access_test.py --tiercache $BIN"
+timeout 120 python3 "$HERE/access_test.py" --tiercache "$BIN" 2>&1 | tee "$LOGDIR/access.log"
+rc=${PIPESTATUS[0]}
+summary="$(grep -E '^access:' "$LOGDIR/access.log" | tail -n 1)"
+[ -n "$summary" ] || summary="access: no summary (exit $rc)"
+record access $rc "$summary"
+
 # --- the Debian package, installed and run as its unit does -----------------
 if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
     record package 0 "package: skipped for memcached"
@@ -158,7 +167,7 @@ fi
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential twemproxy package; do
+for part in memccapable pymemcache differential twemproxy access package; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"
