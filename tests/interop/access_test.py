@@ -30,15 +30,10 @@ import time
 
 from pymemcache.client.base import Client
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from twemproxy_test import free_port  # noqa: E402  (the suite's one copy)
+
 ROOT = os.getuid() == 0
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Server:
