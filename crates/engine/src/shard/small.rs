@@ -92,14 +92,19 @@ impl Shard {
     }
 
     /// An item leaving RAM that the small store takes: Some(admitted) when
-    /// it is small enough to be the store's, None when it is not, or when
+    /// it is small enough to be the store's, None when it is not, when it
+    /// was promoted from the log tier (it goes back there), or when
     /// the store's next segment flush must wait (the log-structured tier
     /// takes it then: a key may have a log record and an older store copy
     /// of the same value; any change drops both, through the gate).
     pub(super) fn demote_small(&mut self, hash: u64, loc: Loc, h: &Header) -> Option<bool> {
         let p = self.small.as_ref()?;
         let (klen, vlen) = (h.klen as usize, h.vlen as usize);
-        if klen + vlen > p.max || p.store.failed() {
+        // An item promoted from the log tier may still have its record
+        // there, which only the gate's tombstone (asked for by the flash
+        // copy bit) keeps dead after a crash; in the store the bit would be
+        // lost, and a later change would leave the record to come back.
+        if klen + vlen > p.max || p.store.failed() || h.bits & item::FLASH_COPY != 0 {
             return None;
         }
         if p.store
