@@ -546,14 +546,9 @@ impl Engine {
     pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
         let mut t: Option<crate::small::SmallTotals> = None;
         for s in &self.shards.list {
-            let Some(p) = s.lock().small_stats() else {
-                continue;
-            };
-            let t = t.get_or_insert_with(Default::default);
-            t.stats.add(&p.stats);
-            t.objects += p.objects;
-            t.dram_bytes += p.dram_bytes;
-            t.region_bytes += p.region_bytes;
+            if let Some(p) = s.lock().small_stats() {
+                t.get_or_insert_with(Default::default).add(&p);
+            }
         }
         t
     }
@@ -562,6 +557,7 @@ impl Engine {
     pub fn stats(&self, now: u32) -> EngineStats {
         let mut total = ShardStats::default();
         let (mut index_buckets, mut index_entries, mut index_slots) = (0, 0, 0);
+        let mut small: Option<crate::small::SmallTotals> = None;
         for s in &self.shards.list {
             let mut g = s.lock();
             g.catch_up(now);
@@ -570,6 +566,9 @@ impl Engine {
             let (entries, slots) = g.index_usage();
             index_entries += entries;
             index_slots += slots;
+            if let Some(p) = g.small_stats() {
+                small.get_or_insert_with(Default::default).add(&p);
+            }
             total.index_evictions += st.index_evictions;
             total.curr_items += st.curr_items;
             total.bytes += st.bytes;
@@ -589,7 +588,6 @@ impl Engine {
             total.get_expired += st.get_expired;
             total.get_flushed += st.get_flushed;
         }
-        let small = self.small_stats();
         total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {
             shard: total,

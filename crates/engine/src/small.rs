@@ -64,6 +64,16 @@ pub struct SmallTotals {
     pub region_bytes: u64,
 }
 
+impl SmallTotals {
+    /// Adds another region's figures.
+    pub fn add(&mut self, o: &SmallTotals) {
+        self.stats.add(&o.stats);
+        self.objects += o.objects;
+        self.dram_bytes += o.dram_bytes;
+        self.region_bytes += o.region_bytes;
+    }
+}
+
 impl SmallStats {
     /// Adds another region's counters.
     pub fn add(&mut self, o: &SmallStats) {
