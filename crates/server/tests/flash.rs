@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{server_with, Client};
+use common::{server_with, tempdir, Client};
 use std::io::{Read, Write};
 use tiercache_server::server::ServerHandle;
 
@@ -23,12 +23,6 @@ fn stat_str(c: &mut Client, name: &str) -> String {
     s.lines()
         .find_map(|l| l.strip_prefix(&format!("STAT {name} ")).map(str::to_string))
         .unwrap_or_else(|| panic!("no stat {name}"))
-}
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn value(i: usize) -> String {

@@ -5,17 +5,10 @@
 
 mod common;
 
-use common::{server_with, Client};
+use common::{server_with, tempdir, Client};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn value(i: usize) -> String {
     format!("{i:06}-").repeat(150)

@@ -6,14 +6,7 @@
 
 mod common;
 
-use common::{server_with, Client};
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{server_with, tempdir, Client};
 
 fn value(i: usize) -> String {
     format!("{i:07}.").repeat(12)

@@ -20,6 +20,15 @@ pub fn server_with(f: impl FnOnce(&mut Config)) -> ServerHandle {
     start(cfg).expect("server starts")
 }
 
+/// A fresh directory under the system's temp dir, named for the test and
+/// the process (emptied if it was left behind).
+pub fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 pub fn server() -> ServerHandle {
     server_with(|_| {})
 }
