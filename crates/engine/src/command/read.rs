@@ -107,10 +107,12 @@ impl Engine {
                     return Err(Wait::Busy);
                 }
             }
-            Probe::Small(item) if s.copy_in(hash, &item) == Err(InsertError::Busy) => {
-                return Err(Wait::Busy);
+            Probe::Small(item) => {
+                if s.copy_in(hash, &item) == Err(InsertError::Busy) {
+                    return Err(Wait::Busy);
+                }
             }
-            _ => {}
+            Probe::Ram | Probe::Absent | Probe::Need => {}
         }
         Ok(())
     }

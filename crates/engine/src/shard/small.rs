@@ -38,6 +38,15 @@ fn block_loc(offset: u64) -> Loc {
     }
 }
 
+/// What a lookup's step means for the command.
+fn found(step: Option<Step>, now: u32) -> SmallFound {
+    match step {
+        Some(Step::Hit(f)) => SmallFound::Hit(item_bytes(f.obj(), now)),
+        Some(Step::Read(_)) => SmallFound::Need,
+        Some(Step::Miss) | None => SmallFound::Absent,
+    }
+}
+
 /// The item bytes (RAM layout) of an object read from the store.
 fn item_bytes(o: &Obj, now: u32) -> Vec<u8> {
     let h = Header {
@@ -153,60 +162,51 @@ impl Shard {
         }
     }
 
-    /// Looks `key` up in the store with the blocks in `fetched`; with
-    /// `reads`, the blocks it needs are added there (a changed block is read
-    /// again).
+    /// The store's answer for `key` from DRAM and the blocks in `fetched`;
+    /// None without a store.
+    fn small_step(&mut self, key: &[u8], now: u32, fetched: &Fetched) -> Option<Step> {
+        let p = self.small.as_mut()?;
+        Some(
+            p.store
+                .lookup_with(key, now, &|off| fetched.block(block_loc(off)).flatten()),
+        )
+    }
+
+    /// Looks `key` up in the store with the blocks in `fetched`, adding the
+    /// blocks it needs to `reads` (a block that changed is read again).
     pub fn small_find(
         &mut self,
         key: &[u8],
         now: u32,
         fetched: &mut Fetched,
-        reads: Option<&mut Vec<ReadReq>>,
+        reads: &mut Vec<ReadReq>,
     ) -> SmallFound {
-        let Some(p) = self.small.as_mut() else {
+        let offsets = match self.small_step(key, now, fetched) {
+            Some(Step::Read(offsets)) => offsets,
+            step => return found(step, now),
+        };
+        let Some(flash) = self.flash.as_ref() else {
             return SmallFound::Absent;
         };
-        let step = {
-            let f: &Fetched = fetched;
-            p.store
-                .lookup_with(key, now, &|off| f.block(block_loc(off)).flatten())
-        };
-        match step {
-            Step::Hit(found) => SmallFound::Hit(item_bytes(found.obj(), now)),
-            Step::Miss => SmallFound::Absent,
-            Step::Read(offsets) => {
-                if let (Some(reads), Some(flash)) = (reads, self.flash.as_ref()) {
-                    for off in offsets {
-                        let loc = block_loc(off);
-                        match fetched.state(loc) {
-                            Some(FetchState::Pending) => continue,
-                            // Failed: a miss (asking again would not end).
-                            Some(FetchState::Bad) => return SmallFound::Absent,
-                            Some(_) => fetched.forget(loc),
-                            None => {}
-                        }
-                        reads.push(fetched.add_block_read(loc, 0, off, &flash.stats));
-                    }
-                }
-                SmallFound::Need
+        for off in offsets {
+            let loc = block_loc(off);
+            match fetched.state(loc) {
+                Some(FetchState::Pending) => continue,
+                // Failed: a miss (asking again would not end).
+                Some(FetchState::Bad) => return SmallFound::Absent,
+                Some(_) => fetched.forget(loc),
+                None => {}
             }
+            reads.push(fetched.add_block_read(loc, 0, off, &flash.stats));
         }
+        SmallFound::Need
     }
 
     /// [`small_find`](Self::small_find) without reads, for a command that
     /// runs on what was fetched.
     pub fn small_lookup(&mut self, key: &[u8], now: u32, fetched: &Fetched) -> SmallFound {
-        let Some(p) = self.small.as_mut() else {
-            return SmallFound::Absent;
-        };
-        match p
-            .store
-            .lookup_with(key, now, &|off| fetched.block(block_loc(off)).flatten())
-        {
-            Step::Hit(found) => SmallFound::Hit(item_bytes(found.obj(), now)),
-            Step::Miss => SmallFound::Absent,
-            Step::Read(_) => SmallFound::Need,
-        }
+        let step = self.small_step(key, now, fetched);
+        found(step, now)
     }
 
     /// A get served from the store: copied back to RAM only with
@@ -214,7 +214,7 @@ impl Shard {
     /// default, a store hit stays on flash: it costs one 4 KiB read, like a
     /// log tier hit, while a promotion evicts RAM items whose admission to
     /// the store costs set writes (small_fit.py: flash hits per second went
-    /// from 0.46x the log tier's to 0.81x without promotions).
+    /// from 0.46x the log tier's to 0.85x without promotions).
     pub fn small_hit(&mut self, hash: u64, item_bytes: &[u8]) {
         use crate::flash::tier::Promote;
         self.stats.flash_hits += 1;

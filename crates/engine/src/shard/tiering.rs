@@ -127,7 +127,7 @@ impl Shard {
             return Probe::Flash(loc);
         }
         if !need {
-            match self.small_find(key, now, fetched, Some(reads)) {
+            match self.small_find(key, now, fetched, reads) {
                 SmallFound::Hit(item) => return Probe::Small(item),
                 SmallFound::Need => return Probe::Need,
                 SmallFound::Absent => {}
