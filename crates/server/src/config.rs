@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use tiercache_engine::flash::tier::{DeviceClass, Promote};
 
 mod access;
+mod extended;
 pub use access::{strip_notls, tls_version_name, TlsSection};
+pub use extended::{parse_ext_path, parse_ext_spec, parse_size};
 
 /// Command-line flags, memcached-compatible where memcached has the flag.
 #[derive(Parser, Debug, Default)]
@@ -340,69 +342,6 @@ pub struct Config {
     pub notes: Vec<String>,
 }
 
-/// Parses `path:size` (memcached's ext_path); the size may be left out for
-/// a block device.
-pub fn parse_ext_path(v: &str) -> Result<(std::path::PathBuf, u64)> {
-    parse_ext_spec(v).map(|(p, s, _)| (p, s))
-}
-
-/// Parses `path:size:class`; the class (see [`FlashSection::paths`]) may be
-/// left out (fast).
-pub fn parse_ext_spec(v: &str) -> Result<(std::path::PathBuf, u64, DeviceClass)> {
-    let (v, class) = match v.rsplit_once(':') {
-        Some((rest, c))
-            if c.chars().any(|ch| ch.is_ascii_alphabetic()) && parse_size(c).is_err() =>
-        {
-            let class = DeviceClass::parse(c).with_context(|| {
-                format!("-o ext_path={v}: '{c}' is not a device class (fast or capacity; memcached's default, lowttl, compact, coldcompact, old)")
-            })?;
-            (rest, class)
-        }
-        _ => (v, DeviceClass::Fast),
-    };
-    let (path, size) = parse_path_size(v)?;
-    Ok((path, size, class))
-}
-
-fn parse_path_size(v: &str) -> Result<(std::path::PathBuf, u64)> {
-    let (path, size) = match v.rsplit_once(':') {
-        Some((p, s)) if !p.is_empty() => (p, parse_size(s).with_context(|| {
-            format!("-o ext_path={v}: the size after ':' is not a size (example: ext_path=/data/flash:64G)")
-        })? as u64),
-        _ => (v, 0),
-    };
-    if path.is_empty() {
-        bail!("-o ext_path needs a path, for example ext_path=/data/flash:64G");
-    }
-    Ok((std::path::PathBuf::from(path), size))
-}
-
-/// Parses sizes like `1m`, `512k`, `4MiB`, `1048576`.
-pub fn parse_size(s: &str) -> Result<usize> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let (num, mult) = [
-        ("gib", 1usize << 30),
-        ("mib", 1 << 20),
-        ("kib", 1 << 10),
-        ("gb", 1 << 30),
-        ("mb", 1 << 20),
-        ("kb", 1 << 10),
-        ("g", 1 << 30),
-        ("m", 1 << 20),
-        ("k", 1 << 10),
-        ("b", 1),
-    ]
-    .iter()
-    .find_map(|(suf, m)| lower.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-    .unwrap_or((lower.clone(), 1));
-    let n: usize = num
-        .parse()
-        .with_context(|| format!("'{s}' is not a size (examples: 1048576, 512k, 1m)"))?;
-    n.checked_mul(mult)
-        .with_context(|| format!("size '{s}' is too large"))
-}
-
 impl Config {
     /// Builds the effective configuration: defaults, then the file, then flags.
     pub fn load(args: &Args) -> Result<Config> {
@@ -504,120 +443,6 @@ impl Config {
         cfg.notes.splice(0..0, notes);
         cfg.validate()?;
         Ok(cfg)
-    }
-
-    fn apply_extended(&mut self, opt: &str) -> Result<()> {
-        let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-        if self.apply_ssl_option(k, v)? {
-            return Ok(());
-        }
-        let num = |v: &str| -> Result<usize> {
-            v.parse()
-                .with_context(|| format!("-o {k}: '{v}' is not a number"))
-        };
-        match k {
-            "hashpower" => self.cache.hash_power = num(v)? as u32,
-            "policy" | "eviction" => self.cache.policy = v.to_string(),
-            "segment_size" => self.cache.segment_size = parse_size(v)?,
-            "shards" => self.cache.shards = num(v)?,
-            "max_get_line" => self.server.max_get_line = parse_size(v)?,
-            "idle_timeout" => {
-                self.server.idle_timeout = v.parse().with_context(|| {
-                    format!("-o idle_timeout: '{v}' is not a number of seconds")
-                })?
-            }
-            "metrics_port" => {
-                self.server.metrics_port = v
-                    .parse()
-                    .with_context(|| format!("-o metrics_port: '{v}' is not a port number"))?
-            }
-            "metrics_addr" => {
-                v.parse::<std::net::IpAddr>()
-                    .with_context(|| format!("-o metrics_addr: '{v}' is not an IP address"))?;
-                self.server.metrics_addr = v.to_string();
-            }
-            "ext_path" if v == "none" => self.flash.paths.clear(),
-            "ext_path" => {
-                parse_ext_path(v)?;
-                self.flash.paths.push(v.to_string());
-            }
-            "ext_page_size" => self.flash.page_size = num(v)? << 20,
-            "ext_wbuf_count" => self.flash.wbuf_count = num(v)?,
-            "ext_item_size" => self.flash.item_size = num(v)?,
-            "ext_threads" => self.flash.threads = num(v)?,
-            "ext_reinsert" => self.flash.reinsert = v != "0" && v != "false",
-            "ext_write_budget" => self.flash.write_budget = parse_size(v)? as u64,
-            "ext_wipe" => self.flash.wipe = true,
-            "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
-            "ext_promote" => self.flash.promote = v.to_string(),
-            "ext_small_max" => {
-                let n = parse_size(v)?;
-                if n > SMALL_MAX_LIMIT {
-                    bail!("ext_small_max={v}: at most {SMALL_MAX_LIMIT} bytes of key and value fit a 4 KiB set of the small-object store");
-                }
-                self.flash.small_max = n;
-            }
-            "ext_small_share" => {
-                let n: u64 = num(v)? as u64;
-                if !(1..=90).contains(&n) {
-                    bail!("ext_small_share={v}: a percent of the first flash device, 1 to 90");
-                }
-                self.flash.small_share = n;
-            }
-            "ext_small_flush_duty" => self.flash.small_flush_duty = num(v)? as u32,
-            "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
-            "ext_io" => self.flash.io = v.to_string(),
-            "ext_nhc" => {
-                self.flash.nhc = match v {
-                    "1" | "true" | "yes" => true,
-                    "0" | "false" | "no" => false,
-                    _ => bail!("ext_nhc takes 1 or 0, not '{v}'"),
-                }
-            }
-            "ext_crash_safe" => {
-                self.flash.crash_safe = match v {
-                    "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    _ => bail!("ext_crash_safe takes 1 or 0, not '{v}'"),
-                }
-            }
-            // memcached options with no counterpart here: accepted, so that
-            // memcached command lines run, and named in the log with why.
-            "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
-            | "ext_drop_under" | "ext_recache_rate" | "ext_drop_unread"
-            | "ext_max_sleep" => self.notes.push(format!(
-                "-o {k} has no effect: tiercache's flash tier writes whole segments (one per write buffer, ext_page_size) and reclaims them whole, without memcached's compaction"
-            )),
-            "slab_chunk_max" | "slab_reassign" | "slab_automove" | "modern" | "no_modern" => {
-                self.notes.push(format!(
-                    "-o {k} has no effect: tiercache has no slab classes to size or rebalance"
-                ))
-            }
-            "lru_crawler" | "no_lru_crawler" | "lru_maintainer" | "no_lru_maintainer" => {
-                self.notes.push(format!(
-                    "-o {k} has no effect: tiercache has no LRU maintainer; expired items are freed by a once-a-second sweep"
-                ))
-            }
-            "maxconns_fast" => self.notes.push(
-                "-o maxconns_fast: always on (a connection over -c is told so and closed at once)".into(),
-            ),
-            "hash_algorithm" => self.notes.push(format!(
-                "-o hash_algorithm={v} has no effect: tiercache hashes keys with xxh3"
-            )),
-            "watcher_logbuf_size" | "worker_logbuf_size" => self.notes.push(format!(
-                "-o {k} has no effect: tiercache has no `watch` log buffers"
-            )),
-            "track_sizes" => self.notes.push(
-                "-o track_sizes has no effect: `stats sizes` is not kept".into(),
-            ),
-            "no_hashexpand" => self.notes.push(
-                "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
-            ),
-            _ => bail!(
-                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty"
-            ),
-        }
-        Ok(())
     }
 
     fn validate(&self) -> Result<()> {

@@ -39,20 +39,21 @@
 
 use crate::auth;
 use crate::binary;
-use crate::execute::{count_read, execute, Attempt, Ctx, Outcome};
+use crate::execute::{execute, Attempt, Ctx, Outcome};
 use crate::flights::Flights;
-use crate::prefetch::{prepare, read_ahead, Prep};
+use crate::prefetch::{prepare, Prep};
 use crate::stats::add;
 use crate::transport::Stream;
-use std::io::{self, Read, Write};
 use tiercache_engine::command::Wait;
-use tiercache_engine::flash::aligned::AlignedBuf;
-use tiercache_engine::flash::io::ReadOp;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{parse, Limits, Parsed, Request};
 
+mod io;
 mod multiget;
+mod reads;
 use multiget::{get_chunk, is_get_line};
+use reads::read_op;
+pub use reads::{split_token, token_base};
 
 /// Reads a delete may ask for again when its key moved to flash meanwhile.
 const MAX_DELETE_REREADS: u8 = 3;
@@ -128,22 +129,6 @@ pub struct Conn {
     /// High bits of this connection's read tokens (worker slot and a serial).
     token_base: u64,
     reads: Vec<ReadReq>,
-}
-
-/// Read tokens: connection slot (24 bits), serial (16 bits), flight id
-/// (8 bits), fetch slot (16 bits).
-pub fn token_base(slot: usize, serial: u64) -> u64 {
-    ((slot as u64) << 40) | ((serial & 0xFFFF) << 24)
-}
-
-/// A read token's connection slot, connection base, flight id and fetch slot.
-pub fn split_token(token: u64) -> (usize, u64, u8, usize) {
-    (
-        (token >> 40) as usize,
-        token & !0xFF_FFFF,
-        (token >> 16) as u8,
-        (token & 0xFFFF) as usize,
-    )
 }
 
 /// What the worker should do with the connection after an event.
@@ -266,110 +251,11 @@ impl Conn {
         }
     }
 
-    /// Reads what the socket has, up to the buffer bound (READ_CHUNK, or
-    /// what the head request needs), and stops after a short read (as
-    /// memcached does) rather than reading again until EAGAIN, unless the
-    /// peer closed or reset (`hup`): its FIN may have come with the data in
-    /// the same edge, and no further event would report it. Returns bytes
-    /// read.
-    fn fill(&mut self, ctx: &Ctx<'_>) -> io::Result<usize> {
-        let cap = self.need.max(READ_CHUNK);
-        let mut total = 0;
-        loop {
-            let held = self.rend - self.rpos;
-            // Moving the unconsumed part to the front costs less than the
-            // space before it.
-            if self.rpos > 0 && self.rpos >= held {
-                self.rbuf.copy_within(self.rpos..self.rend, 0);
-                self.rend -= self.rpos;
-                self.rpos = 0;
-            }
-            let room = cap.saturating_sub(held).min(self.read_size);
-            // While swallowing, reading is always allowed: the bytes are dropped.
-            if room == 0 && self.swallow == 0 {
-                return Ok(total);
-            }
-            let room = room.max(if self.swallow > 0 { READ_CHUNK } else { 0 });
-            let start = self.rend;
-            if self.rbuf.len() < start + room {
-                self.rbuf.resize(start + room, 0);
-            }
-            match self.stream.read(&mut self.rbuf[start..start + room]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(total);
-                }
-                Ok(n) => {
-                    self.rend += n;
-                    total += n;
-                    count_read(ctx.stats, n);
-                    if self.swallow > 0 {
-                        self.discard_swallowed();
-                    }
-                    if n == room && self.read_size < READ_CHUNK {
-                        self.read_size *= 2;
-                    }
-                    if n < room && !self.hup && self.stream.short_read_drains() {
-                        self.drained = true;
-                        return Ok(total);
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.drained = true;
-                    return Ok(total);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    fn discard_swallowed(&mut self) {
-        let n = self.swallow.min(self.rend - self.rpos);
-        self.consume(n);
-        self.swallow -= n;
-    }
-
     /// The head request (or `n` discarded bytes) is done with.
     fn consume(&mut self, n: usize) {
         self.rpos += n;
         self.pos += n as u64;
         self.get_at = 0;
-    }
-
-    /// The head request waits for flash: reads the records of the gets
-    /// pipelined behind it, each into its own flight, so that they are
-    /// here when their turn comes. `from` is the head's end in `rbuf`.
-    fn read_ahead(&mut self, rbuf: &[u8], ctx: &Ctx<'_>, limits: &Limits, from: usize) {
-        let Some(reader) = ctx.reader else {
-            return;
-        };
-        let from_at = self.pos + (from - self.rpos) as u64;
-        let mut at = self.flights.ahead_to.max(from_at);
-        while self.flights.may_read_ahead() {
-            let start = self.rpos + (at - self.pos) as usize;
-            let Parsed::Request { request, consumed } = parse(&rbuf[start..self.rend], limits)
-            else {
-                break;
-            };
-            // Of a multiget, the keys it answers first (see `process`).
-            let request = match request {
-                Request::Get(g) => Request::Get(get_chunk(&g, 0, GET_CHUNK_FLASH).0),
-                r => r,
-            };
-            let flight = self.flights.push(at);
-            read_ahead(&request, ctx, &mut flight.fetched, &mut self.reads);
-            let mut r = reader.borrow_mut();
-            for rr in self.reads.drain(..) {
-                flight.waiting += 1;
-                r.submit(read_op(self.token_base | u64::from(flight.id) << 16, rr));
-            }
-            drop(r);
-            add(&ctx.stats.flash_reads_ahead, flight.waiting as u64);
-            self.flights.pop_unneeded();
-            at += consumed as u64;
-        }
-        self.flights.ahead_to = at;
     }
 
     /// Parses and executes buffered requests. Returns the last outcome, or
@@ -682,115 +568,5 @@ impl Conn {
                 },
             }
         }
-    }
-
-    /// The head request ran once more for its keys' flash records.
-    fn count_rerun(&mut self, head: u64) {
-        let f = self.flights.head(head);
-        f.reruns = f.reruns.saturating_add(1);
-    }
-
-    /// The head request waits for the flash tier (back-pressure): ask the
-    /// crash journal now for the tombstones of the changes pipelined behind
-    /// it (once per waiting request).
-    fn wait_busy(&mut self, rbuf: &[u8], ctx: &Ctx<'_>, limits: &Limits, consumed: usize) {
-        self.busy = true;
-        if ctx.reader.is_some() && self.journal_ahead_at != Some(self.rpos) {
-            self.journal_ahead_at = Some(self.rpos);
-            let rest = &rbuf[self.rpos + consumed..self.rend];
-            crate::prefetch::journal_ahead(rest, limits, ctx);
-        }
-    }
-
-    /// A flash read of this connection finished.
-    pub fn complete_read(
-        &mut self,
-        token: u64,
-        result: io::Result<(AlignedBuf, usize)>,
-        ctx: &Ctx<'_>,
-    ) {
-        let (_, base, id, slot) = split_token(token);
-        if base != self.token_base {
-            return;
-        }
-        let Some(flight) = self.flights.by_id(id) else {
-            return;
-        };
-        if flight.waiting == 0 {
-            return;
-        }
-        let Some(flash) = ctx.shared.engine.flash() else {
-            return;
-        };
-        match flight
-            .fetched
-            .complete(slot, result, flash.segment_size(), &flash.stats)
-        {
-            Some(more) => {
-                if let Some(r) = ctx.reader {
-                    let base = self.token_base | u64::from(id) << 16;
-                    r.borrow_mut().submit(read_op(base, more));
-                }
-            }
-            None => flight.waiting -= 1,
-        }
-    }
-
-    /// Writes pending output. Returns bytes written.
-    fn flush(&mut self) -> io::Result<usize> {
-        let mut total = 0;
-        // TLS records that the socket did not take last time go first.
-        self.stream.push()?;
-        while self.wpos < self.wbuf.len() {
-            match self.stream.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.wpos += n;
-                    total += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.wpos == self.wbuf.len() {
-            self.wbuf.clear();
-            self.wpos = 0;
-            self.due = 0;
-            if self.wbuf.capacity() > 1 << 20 {
-                self.wbuf.shrink_to(64 * 1024);
-            }
-        } else if self.wpos > 0 {
-            // The socket is full: move what is left to the front (or a
-            // client that keeps taking part of it would grow the buffer
-            // while what is pending stays small), and give back what the
-            // buffer grew to beyond twice that (a client that does not read
-            // would keep it).
-            self.wbuf.drain(..self.wpos);
-            self.due = self.due.saturating_sub(self.wpos);
-            self.wpos = 0;
-            let keep = (2 * self.wbuf.len()).max(64 * 1024);
-            if self.wbuf.capacity() > keep {
-                self.wbuf.shrink_to(keep);
-            }
-        }
-        // A large request (item, multiget line) is done with and nothing
-        // waits: give its buffer back.
-        if self.rbuf.len() > 4 * READ_CHUNK && self.rend == self.rpos && self.need == 0 {
-            self.rpos = 0;
-            self.rend = 0;
-            self.rbuf.truncate(READ_CHUNK);
-            self.rbuf.shrink_to(READ_CHUNK);
-        }
-        Ok(total)
-    }
-}
-
-fn read_op(base: u64, r: ReadReq) -> ReadOp {
-    ReadOp {
-        token: base | r.slot as u64,
-        dev: r.dev,
-        offset: r.offset,
-        len: r.len,
     }
 }
