@@ -42,10 +42,12 @@
 
 mod persist;
 mod resize;
+mod table;
 #[cfg(test)]
 mod tests;
 
 pub use resize::{min_buckets, Class, Evicted};
+use table::{Key, Table};
 
 /// Where an item lives: a shard-local segment id and a byte offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -158,36 +160,47 @@ impl Bucket {
     }
 }
 
-/// The index of one shard.
+/// Position bits of one table: a shard's index of precision `P` is
+/// `2^(P - TABLE_PREC)` tables (one when `P` is smaller), each of at most
+/// `2^TABLE_PREC` buckets (512 KiB), resized on its own.
+pub const TABLE_PREC: u32 = 13;
+
+/// The index of one shard: its tables, chosen by the top bits of a key's
+/// position.
 pub struct Index {
-    buckets: Vec<Bucket>,
+    tables: Vec<Table>,
     /// Position bits `P` (fixed for the index's life).
     prec: u32,
+    /// Position bits of each table, `min(P, TABLE_PREC)`.
+    tprec: u32,
     items: usize,
-    rng: u64,
-}
-
-/// Where a key's entries can be: its two buckets and the `tag | rest`
-/// bits its entries carry.
-#[derive(Clone, Copy)]
-struct Place {
-    b1: usize,
-    b2: usize,
-    /// `tag | rest`, shifted to [`REST_SHIFT`].
-    key: u64,
+    /// Bytes of every table's buckets.
+    bytes: usize,
+    /// The next table [`Index::next_due`] looks at.
+    cursor: usize,
 }
 
 impl Index {
-    /// An index of `buckets` buckets (clamped to what `prec` allows) that
-    /// keeps `prec` bits of position.
+    /// An index that keeps `prec` bits of position, of about `buckets`
+    /// buckets over its tables (each within what its precision allows).
     pub fn new(prec: u32, buckets: usize) -> Index {
-        let n = resize::clamp_buckets(prec, buckets);
-        Index {
-            buckets: vec![EMPTY; n],
+        let tprec = prec.min(TABLE_PREC);
+        let count = 1usize << (prec - tprec);
+        let each = buckets.div_ceil(count);
+        Index::from_tables(prec, (0..count).map(|_| Table::new(tprec, each)).collect())
+    }
+
+    fn from_tables(prec: u32, tables: Vec<Table>) -> Index {
+        let mut idx = Index {
             prec,
-            items: 0,
-            rng: 0x2545_F491_4F6C_DD1D,
-        }
+            tprec: prec.min(TABLE_PREC),
+            items: tables.iter().map(|t| t.items).sum(),
+            bytes: 0,
+            cursor: 0,
+            tables,
+        };
+        idx.bytes = idx.tables.iter().map(Table::memory_bytes).sum();
+        idx
     }
 
     pub fn len(&self) -> usize {
@@ -201,11 +214,12 @@ impl Index {
 
     /// Bytes of memory the index uses.
     pub fn memory_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+        self.bytes
     }
 
+    /// Buckets over all tables.
     pub fn buckets(&self) -> usize {
-        self.buckets.len()
+        self.tables.iter().map(|t| t.buckets.len()).sum()
     }
 
     pub fn precision(&self) -> u32 {
@@ -214,49 +228,48 @@ impl Index {
 
     /// Entries the index has room for.
     pub fn slots(&self) -> usize {
-        self.buckets.len() * SLOTS
+        self.buckets() * SLOTS
     }
 
+    /// How many tables the index has.
+    pub fn tables(&self) -> usize {
+        self.tables.len()
+    }
+
+    /// Buckets of table `t`.
+    pub fn table_buckets(&self, t: usize) -> usize {
+        self.tables[t].buckets.len()
+    }
+
+    /// The table of `hash`, and the key as that table sees it.
     #[inline]
-    fn place_of(&self, hash: u64) -> Place {
-        let n = self.buckets.len();
-        let tag = tag_of(hash);
+    fn split(&self, hash: u64) -> (usize, Key) {
         let pos = resize::position(hash, self.prec);
-        let b1 = resize::home(pos, n, self.prec);
-        let rest = pos - resize::first_position(b1, n, self.prec);
-        Place {
-            b1,
-            b2: alt_bucket(b1, tag, n),
-            key: (tag << (TAG_SHIFT - REST_SHIFT)) | rest,
-        }
+        let key = Key {
+            tag: tag_of(hash),
+            pos: pos & ((1 << self.tprec) - 1),
+        };
+        ((pos >> self.tprec) as usize, key)
     }
 
-    /// Calls `f(bucket, slot, entry)` on the entries of `p`'s class, in
-    /// lookup order, until it returns true.
-    #[inline]
-    fn visit(&self, p: Place, mut f: impl FnMut(usize, usize, u64) -> bool) -> bool {
-        let home = p.key << 1;
-        let away = home | 1;
-        for (b, want) in [(p.b1, home), (p.b2, away)] {
-            let bk = &self.buckets[b];
-            for i in 0..SLOTS {
-                let e = bk.get(i);
-                if e >> KEY_SHIFT == want && f(b, i, e) {
-                    return true;
-                }
-            }
-            if p.b2 == p.b1 {
-                break;
-            }
-        }
-        false
+    /// The table a key of `hash` is in.
+    pub fn table_of(&self, hash: u64) -> usize {
+        self.split(hash).0
+    }
+
+    /// An entry table `t` gave up, with its class in the whole index.
+    fn in_index(&self, t: usize, mut ev: Evicted) -> Evicted {
+        ev.class.pos += (t as u32) << self.tprec;
+        ev
     }
 
     /// The first location with this hash's class for which `is_key` holds.
     #[inline]
     pub fn find(&self, hash: u64, mut is_key: impl FnMut(Loc) -> bool) -> Option<Loc> {
+        let (t, k) = self.split(hash);
+        let table = &self.tables[t];
         let mut found = None;
-        self.visit(self.place_of(hash), |_, _, e| {
+        table.visit(table.place_of(k), |_, _, e| {
             let loc = Loc::unpack(e & LOC_MASK);
             if is_key(loc) {
                 found = Some(loc);
@@ -268,19 +281,10 @@ impl Index {
         found
     }
 
-    /// (bucket, slot) of the entry for `loc`.
-    fn position(&self, hash: u64, loc: Loc) -> Option<(usize, usize)> {
-        let want = loc.pack();
-        let mut found = None;
-        self.visit(self.place_of(hash), |b, i, e| {
-            if e & LOC_MASK == want {
-                found = Some((b, i));
-                true
-            } else {
-                false
-            }
-        });
-        found
+    /// Table, bucket and slot of the entry for `loc`.
+    fn position(&self, hash: u64, loc: Loc) -> Option<(usize, (usize, usize))> {
+        let (t, k) = self.split(hash);
+        self.tables[t].position(k, loc).map(|at| (t, at))
     }
 
     /// Adds an entry (the caller has removed any previous one for the key).
@@ -293,119 +297,22 @@ impl Index {
         may_walk: bool,
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> Option<Evicted> {
-        let p = self.place_of(hash);
-        let entry = (p.key << REST_SHIFT) | loc.pack();
-        self.items += 1;
-        let evicted = self.place(p.b1, entry, may_walk, rank, Some(entry));
-        if evicted.is_some() {
-            self.items -= 1;
-        }
-        evicted
-    }
-
-    #[inline]
-    fn next_random(&mut self) -> u64 {
-        // xorshift64
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
-    }
-
-    /// The other bucket of the entry `e` in bucket `b`, and `e` as it
-    /// would be there.
-    #[inline]
-    fn other(&self, b: usize, e: u64) -> (usize, u64) {
-        let nb = alt_bucket(b, e >> TAG_SHIFT, self.buckets.len());
-        if nb == b {
-            (b, e)
-        } else {
-            (nb, e ^ ALT)
-        }
-    }
-
-    /// Stores `entry` (with `alt` clear) whose first bucket is `b1`; on
-    /// failure evicts the lowest ranked entry of the last bucket tried
-    /// (never `keep`) and returns it.
-    fn place(
-        &mut self,
-        b1: usize,
-        entry: u64,
-        may_walk: bool,
-        mut rank: impl FnMut(Loc, bool) -> u64,
-        keep: Option<u64>,
-    ) -> Option<Evicted> {
-        let (b2, entry2) = self.other(b1, entry);
-        for (b, e) in [(b1, entry), (b2, entry2)] {
-            if let Some(i) = self.buckets[b].free_slot() {
-                self.buckets[b].set(i, e);
-                return None;
+        let (t, k) = self.split(hash);
+        match self.tables[t].insert(k, loc, may_walk, rank) {
+            Some(ev) => Some(self.in_index(t, ev)),
+            None => {
+                self.items += 1;
+                None
             }
         }
-        // Both full: a random walk, each step moving an entry to its other bucket.
-        let crowded = self.items * 100 >= self.slots() * CROWDED_PERCENT;
-        let kicks = if !may_walk && crowded {
-            FEW_KICKS
-        } else {
-            MAX_KICKS
-        };
-        let (mut b, mut e) = if self.next_random() & 1 == 0 {
-            (b1, entry)
-        } else {
-            (b2, entry2)
-        };
-        for _ in 0..kicks {
-            let i = (self.next_random() % SLOTS as u64) as usize;
-            let victim = self.buckets[b].get(i);
-            let (nb, moved) = self.other(b, victim);
-            if nb == b {
-                // An entry whose two buckets are one cannot move.
-                continue;
-            }
-            self.buckets[b].set(i, e);
-            e = moved;
-            b = nb;
-            if let Some(i) = self.buckets[b].free_slot() {
-                self.buckets[b].set(i, e);
-                return None;
-            }
-        }
-        // `b` is one of `e`'s buckets and is full: the least valuable of
-        // its entries and `e` goes.
-        let score = |rank: &mut dyn FnMut(Loc, bool) -> u64, x: u64| {
-            if keep.is_some_and(|k| k & !ALT == x & !ALT) {
-                u64::MAX
-            } else {
-                rank(Loc::unpack(x & LOC_MASK), x & HIT != 0)
-            }
-        };
-        let mut worst = (score(&mut rank, e), None);
-        for i in 0..SLOTS {
-            let s = score(&mut rank, self.buckets[b].get(i));
-            if s < worst.0 || worst.1.is_none() && worst.0 == u64::MAX {
-                worst = (s, Some(i));
-            }
-        }
-        let out = match worst.1 {
-            Some(i) => {
-                let out = self.buckets[b].get(i);
-                self.buckets[b].set(i, e);
-                (b, out)
-            }
-            None => (b, e),
-        };
-        Some(self.evicted(out.0, out.1))
     }
 
     /// Rewrites the entry for `old` to `new` and clears its hit bit; false
     /// when no entry points at `old`.
     pub fn relocate(&mut self, hash: u64, old: Loc, new: Loc) -> bool {
         match self.position(hash, old) {
-            Some((b, i)) => {
-                let e = self.buckets[b].get(i);
-                self.buckets[b].set(i, (e & !(HIT | LOC_MASK)) | new.pack());
+            Some((t, at)) => {
+                self.tables[t].update(at, |e| (e & !(HIT | LOC_MASK)) | new.pack());
                 true
             }
             None => false,
@@ -415,9 +322,8 @@ impl Index {
     /// Sets the hit bit of the entry for `loc`; false when there is none.
     pub fn set_hit(&mut self, hash: u64, loc: Loc) -> bool {
         match self.position(hash, loc) {
-            Some((b, i)) => {
-                let e = self.buckets[b].get(i);
-                self.buckets[b].set(i, e | HIT);
+            Some((t, at)) => {
+                self.tables[t].update(at, |e| e | HIT);
                 true
             }
             None => false,
@@ -427,15 +333,16 @@ impl Index {
     /// The hit bit of the entry for `loc`; None when no entry points at it.
     pub fn hit(&self, hash: u64, loc: Loc) -> Option<bool> {
         self.position(hash, loc)
-            .map(|(b, i)| self.buckets[b].get(i) & HIT != 0)
+            .map(|(t, at)| self.tables[t].get(at) & HIT != 0)
     }
 
     /// Removes the entry pointing at `loc`; false when there is none.
     pub fn remove(&mut self, hash: u64, loc: Loc) -> bool {
-        let Some((b, i)) = self.position(hash, loc) else {
+        let Some((t, at)) = self.position(hash, loc) else {
             return false;
         };
-        self.buckets[b].set(i, 0);
+        self.tables[t].update(at, |_| 0);
+        self.tables[t].items -= 1;
         self.items -= 1;
         true
     }
@@ -447,17 +354,46 @@ impl Index {
 
     /// Drops every entry.
     pub fn clear(&mut self) {
-        self.buckets.fill(EMPTY);
+        for t in &mut self.tables {
+            t.clear();
+        }
         self.items = 0;
+    }
+
+    /// The class of the entry for `loc`, if there is one.
+    #[cfg(test)]
+    pub fn class(&self, hash: u64, loc: Loc) -> Option<Class> {
+        self.position(hash, loc).map(|(t, (b, i))| {
+            let c = self.tables[t].class_at(b, self.tables[t].get((b, i)));
+            Class {
+                tag: c.tag,
+                pos: c.pos + ((t as u32) << self.tprec),
+            }
+        })
+    }
+
+    /// Load, in percent of slots in use.
+    #[cfg(test)]
+    pub fn load_percent(&self) -> f64 {
+        self.items as f64 * 100.0 / self.slots() as f64
+    }
+
+    /// The table of `hash` and its place there.
+    #[cfg(test)]
+    fn place_of(&self, hash: u64) -> (usize, table::Place) {
+        let (t, k) = self.split(hash);
+        (t, self.tables[t].place_of(k))
     }
 
     /// Buckets a lookup of `hash` reads before finding `loc` (or all of
     /// them for a miss): the cache lines it touches.
     #[cfg(test)]
     fn lines_touched(&self, hash: u64, loc: Option<Loc>) -> usize {
-        let p = self.place_of(hash);
+        let (t, k) = self.split(hash);
+        let table = &self.tables[t];
+        let p = table.place_of(k);
         let in_b1 = loc
-            .is_some_and(|l| (0..SLOTS).any(|i| self.buckets[p.b1].get(i) & LOC_MASK == l.pack()));
+            .is_some_and(|l| (0..SLOTS).any(|i| table.buckets[p.b1].get(i) & LOC_MASK == l.pack()));
         if in_b1 || p.b1 == p.b2 {
             1
         } else {

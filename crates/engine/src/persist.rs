@@ -6,13 +6,14 @@
 //! deleted as soon as it has been read, before anything is served, so a
 //! later crash can never bring back this older state.
 //!
-//! File format (version 2; version 1 had the index of chained buckets),
+//! File format (version 3; version 2 had the index as one table, version 1
+//! of chained buckets),
 //! little-endian, CRC-32C over everything before
 //! the trailer:
 //!
 //! ```text
 //! "TCSNAP01"  magic
-//! u32         version (2)
+//! u32         version (3)
 //! u64 x 4     fingerprint: RAM segment size, shards, flash segment size, flash slots
 //! u64         CAS counter
 //! flash:      u64 next sequence; per slot: u8 state (0 free, 1 sealed), u64 seq,
@@ -31,7 +32,7 @@
 use std::io::{self, Read, Write};
 
 pub const MAGIC: &[u8; 8] = b"TCSNAP01";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Writes little-endian values and keeps a running CRC-32C.
 pub struct SnapWriter<W: Write> {

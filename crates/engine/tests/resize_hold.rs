@@ -1,6 +1,8 @@
 //! Issue 15: what a resize of the index costs the requests of its shard.
-//! A resize rehashes the shard's whole table under the shard's lock, so a
-//! get that arrives meanwhile waits for it. One shard (RAM only) takes 4M
+//! A resize rehashes one of the shard's tables (at most 512 KiB of index,
+//! `tiercache_engine::index::TABLE_PREC`) under the shard's lock, so a get
+//! that arrives meanwhile waits for it; before the index had tables it
+//! rehashed the whole index (hundreds of ms at 4M items). One shard (RAM only) takes 4M
 //! small items while another thread gets one key of it in a loop; prints
 //! the sets that resized the index, how long they took, and the gets'
 //! latencies. A measurement, ignored by default; run it with

@@ -1,7 +1,9 @@
 //! The index in the shutdown snapshot (graceful restart): u32 precision,
-//! u64 buckets, u64 entries, then runs of (u32 empty buckets skipped, u32
-//! n, n buckets of 64 bytes as they are in memory) until the table ends.
+//! u32 tables, u64 entries; then per table u64 buckets, u64 entries and
+//! runs of (u32 empty buckets skipped, u32 n, n buckets of 64 bytes as
+//! they are in memory) until the table ends.
 
+use super::table::Table;
 use super::*;
 
 /// Buckets per run.
@@ -13,61 +15,94 @@ impl Index {
         w: &mut crate::persist::SnapWriter<W>,
     ) -> std::io::Result<()> {
         w.u32(self.prec)?;
-        w.u64(self.buckets.len() as u64)?;
+        w.u32(self.tables.len() as u32)?;
         w.u64(self.items as u64)?;
-        let empty = |b: &Bucket| b.0 == EMPTY.0;
-        let all = &self.buckets;
         let mut buf = Vec::with_capacity(RUN * 64);
-        let mut i = 0;
-        while i < all.len() {
-            let skip = all[i..].iter().take_while(|b| empty(b)).count();
-            i += skip;
-            let take = all[i..].iter().take(RUN).take_while(|b| !empty(b)).count();
-            w.u32(skip as u32)?;
-            w.u32(take as u32)?;
-            buf.clear();
-            for b in &all[i..i + take] {
-                buf.extend_from_slice(&b.0);
-            }
-            w.bytes_of(&buf)?;
-            i += take;
+        for t in &self.tables {
+            w.u64(t.buckets.len() as u64)?;
+            w.u64(t.items as u64)?;
+            save_runs(w, &t.buckets, &mut buf)?;
         }
         Ok(())
     }
 
     pub fn load<R: std::io::Read>(r: &mut crate::persist::SnapReader<R>) -> std::io::Result<Index> {
+        let bad = crate::persist::invalid;
         let prec = r.u32()?;
-        let n = r.u64()? as usize;
+        if !(8..=32).contains(&prec) {
+            return Err(bad("index precision in snapshot"));
+        }
+        let tprec = prec.min(TABLE_PREC);
+        let count = r.u32()? as usize;
         let items = r.u64()? as usize;
-        if !(8..=32).contains(&prec) || n != resize::clamp_buckets(prec, n) || items > n * SLOTS {
-            return Err(crate::persist::invalid("index size in snapshot"));
+        if count != 1 << (prec - tprec) {
+            return Err(bad("index tables in snapshot"));
         }
-        let mut buckets = vec![EMPTY; n];
-        let mut i = 0;
-        while i < n {
-            let skip = r.u32()? as usize;
-            let take = r.u32()? as usize;
-            if take > RUN || i + skip + take > n {
-                return Err(crate::persist::invalid("index runs overflow the table"));
+        let mut tables = Vec::with_capacity(count);
+        for _ in 0..count {
+            let n = r.u64()? as usize;
+            let held = r.u64()? as usize;
+            if n != resize::clamp_buckets(tprec, n) || held > n * SLOTS {
+                return Err(bad("index size in snapshot"));
             }
-            i += skip;
-            for b in &mut buckets[i..i + take] {
-                r.bytes_into(&mut b.0)?;
+            let buckets = load_runs(r, n)?;
+            let counted = buckets
+                .iter()
+                .map(|b| (0..SLOTS).filter(|&s| b.get(s) != 0).count())
+                .sum::<usize>();
+            if counted != held || buckets.iter().any(|b| b.0[63] != 0) {
+                return Err(bad("index entries in snapshot"));
             }
-            i += take;
+            tables.push(Table::from_buckets(tprec, buckets, held));
         }
-        let counted = buckets
-            .iter()
-            .map(|b| (0..SLOTS).filter(|&s| b.get(s) != 0).count())
-            .sum::<usize>();
-        if counted != items || buckets.iter().any(|b| b.0[63] != 0) {
-            return Err(crate::persist::invalid("index entries in snapshot"));
+        let idx = Index::from_tables(prec, tables);
+        if idx.items != items {
+            return Err(bad("index entries in snapshot"));
         }
-        Ok(Index {
-            buckets,
-            prec,
-            items,
-            rng: 0x2545_F491_4F6C_DD1D,
-        })
+        Ok(idx)
     }
+}
+
+fn save_runs<W: std::io::Write>(
+    w: &mut crate::persist::SnapWriter<W>,
+    all: &[Bucket],
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let empty = |b: &Bucket| b.0 == EMPTY.0;
+    let mut i = 0;
+    while i < all.len() {
+        let skip = all[i..].iter().take_while(|b| empty(b)).count();
+        i += skip;
+        let take = all[i..].iter().take(RUN).take_while(|b| !empty(b)).count();
+        w.u32(skip as u32)?;
+        w.u32(take as u32)?;
+        buf.clear();
+        for b in &all[i..i + take] {
+            buf.extend_from_slice(&b.0);
+        }
+        w.bytes_of(buf)?;
+        i += take;
+    }
+    Ok(())
+}
+
+fn load_runs<R: std::io::Read>(
+    r: &mut crate::persist::SnapReader<R>,
+    n: usize,
+) -> std::io::Result<Vec<Bucket>> {
+    let mut buckets = vec![EMPTY; n];
+    let mut i = 0;
+    while i < n {
+        let skip = r.u32()? as usize;
+        let take = r.u32()? as usize;
+        if take > RUN || i + skip + take > n {
+            return Err(crate::persist::invalid("index runs overflow the table"));
+        }
+        i += skip;
+        for b in &mut buckets[i..i + take] {
+            r.bytes_into(&mut b.0)?;
+        }
+        i += take;
+    }
+    Ok(buckets)
 }

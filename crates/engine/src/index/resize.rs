@@ -8,6 +8,7 @@
 //! its position, and with it its bucket in a table of any other size, is
 //! known without its key.
 
+use super::table::Table;
 use super::*;
 
 /// What every key that shares an index entry's place has in common: its
@@ -56,7 +57,8 @@ pub(super) fn first_position(b: usize, n: usize, prec: u32) -> u64 {
     ((b as u64) << prec).div_ceil(n as u64)
 }
 
-/// The fewest buckets an index of precision `prec` can have.
+/// The fewest buckets an index of precision `prec` can have (over its
+/// tables).
 pub fn min_buckets(prec: u32) -> usize {
     1 << prec.saturating_sub(REST_BITS)
 }
@@ -85,16 +87,71 @@ impl Index {
         buckets.max(1) * std::mem::size_of::<Bucket>()
     }
 
-    /// Load, in percent of slots in use.
-    #[cfg(test)]
-    pub fn load_percent(&self) -> f64 {
-        self.items as f64 * 100.0 / self.slots() as f64
-    }
-
-    /// The bucket count the index should move to, if any: grown to the
+    /// The bucket count table `t` should move to, if any: grown to the
     /// target load once fuller than [`GROW_PERCENT`], shrunk to it once
     /// emptier than [`SHRINK_PERCENT`], within what its precision allows.
-    pub fn wants_resize(&self) -> Option<usize> {
+    pub fn wants_resize(&self, t: usize) -> Option<usize> {
+        self.tables[t].wants_resize()
+    }
+
+    /// The next table, from a cursor that goes round the tables, that
+    /// wants a resize, and the bucket count it wants; `budget` is how
+    /// many tables it may still look at (each call takes from it), so a
+    /// pass that finds nothing ends.
+    pub fn next_due(&mut self, budget: &mut usize) -> Option<(usize, usize)> {
+        while *budget > 0 {
+            *budget -= 1;
+            let t = self.cursor;
+            self.cursor = (self.cursor + 1) % self.tables.len();
+            if let Some(want) = self.tables[t].wants_resize() {
+                return Some((t, want));
+            }
+        }
+        None
+    }
+
+    /// Rebuilds table `t` with `buckets` buckets (within what its precision
+    /// allows), keeping hit bits; no key is read, and no other table is
+    /// touched. Entries that find no room (rare below the grow load) are
+    /// evicted as by an insert and returned.
+    pub fn resize_table(
+        &mut self,
+        t: usize,
+        buckets: usize,
+        rank: impl FnMut(Loc, bool) -> u64,
+    ) -> Vec<Evicted> {
+        let (out, lost, bytes) = {
+            let table = &mut self.tables[t];
+            let before = (table.items, table.memory_bytes());
+            let out = table.resize(buckets, rank);
+            (
+                out,
+                before.0 - table.items,
+                (before.1, table.memory_bytes()),
+            )
+        };
+        self.items -= lost;
+        self.bytes = self.bytes + bytes.1 - bytes.0;
+        out.into_iter().map(|ev| self.in_index(t, ev)).collect()
+    }
+
+    /// Resizes every table to its share of `buckets` (tests, and the
+    /// measurement of what one resize costs).
+    #[cfg(test)]
+    pub fn resize(
+        &mut self,
+        buckets: usize,
+        mut rank: impl FnMut(Loc, bool) -> u64,
+    ) -> Vec<Evicted> {
+        let each = buckets.div_ceil(self.tables.len());
+        (0..self.tables.len())
+            .flat_map(|t| self.resize_table(t, each, &mut rank))
+            .collect()
+    }
+}
+
+impl Table {
+    fn wants_resize(&self) -> Option<usize> {
         let n = self.buckets.len();
         let want = clamp_buckets(self.prec, Index::buckets_for(self.items));
         let full = self.items * 100 > self.slots() * GROW_PERCENT;
@@ -102,45 +159,8 @@ impl Index {
         ((full && want > n) || (empty && want < n)).then_some(want)
     }
 
-    /// The class of entry `e` found in bucket `b`.
-    pub(super) fn class_at(&self, b: usize, e: u64) -> Class {
-        let n = self.buckets.len();
-        let tag = e >> TAG_SHIFT;
-        let b1 = if e & ALT != 0 {
-            alt_bucket(b, tag, n)
-        } else {
-            b
-        };
-        let rest = (e >> REST_SHIFT) & ((1 << REST_BITS) - 1);
-        Class {
-            tag: tag as u16,
-            pos: (first_position(b1, n, self.prec) + rest) as u32,
-        }
-    }
-
-    pub(super) fn evicted(&self, b: usize, e: u64) -> Evicted {
-        Evicted {
-            loc: Loc::unpack(e & LOC_MASK),
-            hit: e & HIT != 0,
-            class: self.class_at(b, e),
-        }
-    }
-
-    /// The class of the entry for `loc`, if there is one.
-    #[cfg(test)]
-    pub fn class(&self, hash: u64, loc: Loc) -> Option<Class> {
-        self.position(hash, loc)
-            .map(|(b, i)| self.class_at(b, self.buckets[b].get(i)))
-    }
-
-    /// Rebuilds the table with `buckets` buckets (within what the precision
-    /// allows), keeping hit bits; no key is read. Entries that find no room
-    /// (rare below the grow load) are evicted as by an insert and returned.
-    pub fn resize(
-        &mut self,
-        buckets: usize,
-        mut rank: impl FnMut(Loc, bool) -> u64,
-    ) -> Vec<Evicted> {
+    /// Rebuilds the table with `buckets` buckets; see [`Index::resize_table`].
+    fn resize(&mut self, buckets: usize, mut rank: impl FnMut(Loc, bool) -> u64) -> Vec<Evicted> {
         let n = clamp_buckets(self.prec, buckets);
         let old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
         let old_n = old.len();

@@ -5,6 +5,10 @@
 
 use super::*;
 
+/// The most buckets (old and new) one pass of
+/// [`Shard::resize_index`] rebuilds: 1 MiB of index, under a millisecond.
+const RESIZE_PASS_BUCKETS: usize = 1 << 14;
+
 impl Shard {
     pub(super) fn account_index(&mut self) {
         let now = self.index.memory_bytes();
@@ -23,7 +27,9 @@ impl Shard {
 
     /// Indexes a new item (whose counters are already counted). When the
     /// index is full and may not grow, the least valuable entry of the
-    /// key's bucket goes ([`index_evicted`](Self::index_evicted)).
+    /// key's bucket goes ([`index_evicted`](Self::index_evicted)). Only
+    /// the key's table may be resized: at most 512 KiB of index is rebuilt
+    /// under the lock ([`crate::index::TABLE_PREC`]).
     pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
         let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
         let flash = self.flash.clone();
@@ -33,21 +39,39 @@ impl Shard {
         if let Some(ev) = evicted {
             self.index_evicted(ev);
         }
-        self.resize_index();
+        let t = self.index.table_of(hash);
+        if let Some(want) = self.index.wants_resize(t) {
+            self.resize_table(t, want);
+        }
+        self.account_index();
     }
 
-    /// Resizes the index when it asks to (grown to its target load past
-    /// its grow load, shrunk when it is emptier than its shrink load),
-    /// within the index budget (`Shared::index_cap`) and not below its
-    /// floor. The memory budget follows: a bigger index leaves room for
-    /// fewer RAM segments.
+    /// Resizes the tables that ask to (after deletes, expiry or a flush),
+    /// going round them a little at a time: at most
+    /// [`RESIZE_PASS_BUCKETS`] buckets rebuilt per call, so that a shrink
+    /// of a large index never holds the shard's lock for long.
     pub(super) fn resize_index(&mut self) {
-        let Some(mut want) = self.index.wants_resize() else {
-            self.account_index();
-            return;
-        };
-        let now = self.index.buckets();
-        want = want.max(self.index_floor.min(now));
+        let mut look = self.index.tables();
+        let mut rebuilt = 0;
+        while rebuilt < RESIZE_PASS_BUCKETS {
+            let Some((t, want)) = self.index.next_due(&mut look) else {
+                break;
+            };
+            rebuilt += self.index.table_buckets(t) + want;
+            self.resize_table(t, want);
+        }
+        self.account_index();
+    }
+
+    /// Resizes table `t` towards `want` buckets (grown to its target load
+    /// past its grow load, shrunk when emptier than its shrink load),
+    /// within the index budget (`Shared::index_cap`) and not below its
+    /// share of the floor. The memory budget follows: a bigger index
+    /// leaves room for fewer RAM segments.
+    fn resize_table(&mut self, t: usize, mut want: usize) {
+        let now = self.index.table_buckets(t);
+        let floor = self.index_floor.div_ceil(self.index.tables());
+        want = want.max(floor.min(now));
         if want > now {
             let room = self
                 .shared
@@ -60,12 +84,11 @@ impl Shard {
             let flash = self.flash.clone();
             let evicted = self
                 .index
-                .resize(want, |l, hit| rank(flash.as_deref(), l, hit));
+                .resize_table(t, want, |l, hit| rank(flash.as_deref(), l, hit));
             for ev in evicted {
                 self.index_evicted(ev);
             }
         }
-        self.account_index();
     }
 
     /// An entry the index dropped for room: its item is gone from the

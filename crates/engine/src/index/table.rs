@@ -1,0 +1,259 @@
+//! One table of the index: a bucketized cuckoo table of `2^P'` positions
+//! (`P'` at most [`TABLE_PREC`]), resized on its own (`resize.rs`), so
+//! that a resize moves at most one table's entries under the shard's
+//! lock.
+
+use super::*;
+
+/// A key as one table sees it: its tag and its position in the table.
+#[derive(Clone, Copy)]
+pub(super) struct Key {
+    pub tag: u64,
+    pub pos: u64,
+}
+
+/// Where a key's entries can be: its two buckets and the `tag | rest`
+/// bits its entries carry.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    pub b1: usize,
+    pub b2: usize,
+    /// `tag | rest`, shifted to [`REST_SHIFT`].
+    pub key: u64,
+}
+
+/// A table's buckets and the entries in them.
+pub(super) struct Table {
+    pub buckets: Vec<Bucket>,
+    /// Position bits of this table (`P'`).
+    pub prec: u32,
+    pub items: usize,
+    rng: u64,
+}
+
+impl Table {
+    pub fn new(prec: u32, buckets: usize) -> Table {
+        Table::from_buckets(prec, vec![EMPTY; resize::clamp_buckets(prec, buckets)], 0)
+    }
+
+    pub fn from_buckets(prec: u32, buckets: Vec<Bucket>, items: usize) -> Table {
+        Table {
+            buckets,
+            prec,
+            items,
+            rng: 0x2545_F491_4F6C_DD1D,
+        }
+    }
+
+    pub fn slots(&self) -> usize {
+        self.buckets.len() * SLOTS
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+    }
+
+    #[inline]
+    pub fn place_of(&self, k: Key) -> Place {
+        let n = self.buckets.len();
+        let b1 = resize::home(k.pos, n, self.prec);
+        let rest = k.pos - resize::first_position(b1, n, self.prec);
+        Place {
+            b1,
+            b2: alt_bucket(b1, k.tag, n),
+            key: (k.tag << (TAG_SHIFT - REST_SHIFT)) | rest,
+        }
+    }
+
+    /// Calls `f(bucket, slot, entry)` on the entries of `p`'s class, in
+    /// lookup order, until it returns true.
+    #[inline]
+    pub fn visit(&self, p: Place, mut f: impl FnMut(usize, usize, u64) -> bool) -> bool {
+        let home = p.key << 1;
+        let away = home | 1;
+        for (b, want) in [(p.b1, home), (p.b2, away)] {
+            let bk = &self.buckets[b];
+            for i in 0..SLOTS {
+                let e = bk.get(i);
+                if e >> KEY_SHIFT == want && f(b, i, e) {
+                    return true;
+                }
+            }
+            if p.b2 == p.b1 {
+                break;
+            }
+        }
+        false
+    }
+
+    /// (bucket, slot) of the entry for `loc`.
+    pub fn position(&self, k: Key, loc: Loc) -> Option<(usize, usize)> {
+        let want = loc.pack();
+        let mut found = None;
+        self.visit(self.place_of(k), |b, i, e| {
+            if e & LOC_MASK == want {
+                found = Some((b, i));
+                true
+            } else {
+                false
+            }
+        });
+        found
+    }
+
+    /// Adds an entry; when there is no room, the lowest ranked entry of a
+    /// full bucket goes (never the new one) and is returned.
+    pub fn insert(
+        &mut self,
+        k: Key,
+        loc: Loc,
+        may_walk: bool,
+        rank: impl FnMut(Loc, bool) -> u64,
+    ) -> Option<Evicted> {
+        let p = self.place_of(k);
+        let entry = (p.key << REST_SHIFT) | loc.pack();
+        self.items += 1;
+        let evicted = self.place(p.b1, entry, may_walk, rank, Some(entry));
+        if evicted.is_some() {
+            self.items -= 1;
+        }
+        evicted
+    }
+
+    #[inline]
+    fn next_random(&mut self) -> u64 {
+        // xorshift64
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// The other bucket of the entry `e` in bucket `b`, and `e` as it
+    /// would be there.
+    #[inline]
+    fn other(&self, b: usize, e: u64) -> (usize, u64) {
+        let nb = alt_bucket(b, e >> TAG_SHIFT, self.buckets.len());
+        if nb == b {
+            (b, e)
+        } else {
+            (nb, e ^ ALT)
+        }
+    }
+
+    /// Stores `entry` (with `alt` clear) whose first bucket is `b1`; on
+    /// failure evicts the lowest ranked entry of the last bucket tried
+    /// (never `keep`) and returns it.
+    pub fn place(
+        &mut self,
+        b1: usize,
+        entry: u64,
+        may_walk: bool,
+        mut rank: impl FnMut(Loc, bool) -> u64,
+        keep: Option<u64>,
+    ) -> Option<Evicted> {
+        let (b2, entry2) = self.other(b1, entry);
+        for (b, e) in [(b1, entry), (b2, entry2)] {
+            if let Some(i) = self.buckets[b].free_slot() {
+                self.buckets[b].set(i, e);
+                return None;
+            }
+        }
+        // Both full: a random walk, each step moving an entry to its other bucket.
+        let crowded = self.items * 100 >= self.slots() * CROWDED_PERCENT;
+        let kicks = if !may_walk && crowded {
+            FEW_KICKS
+        } else {
+            MAX_KICKS
+        };
+        let (mut b, mut e) = if self.next_random() & 1 == 0 {
+            (b1, entry)
+        } else {
+            (b2, entry2)
+        };
+        for _ in 0..kicks {
+            let i = (self.next_random() % SLOTS as u64) as usize;
+            let victim = self.buckets[b].get(i);
+            let (nb, moved) = self.other(b, victim);
+            if nb == b {
+                // An entry whose two buckets are one cannot move.
+                continue;
+            }
+            self.buckets[b].set(i, e);
+            e = moved;
+            b = nb;
+            if let Some(i) = self.buckets[b].free_slot() {
+                self.buckets[b].set(i, e);
+                return None;
+            }
+        }
+        // `b` is one of `e`'s buckets and is full: the least valuable of
+        // its entries and `e` goes.
+        let score = |rank: &mut dyn FnMut(Loc, bool) -> u64, x: u64| {
+            if keep.is_some_and(|k| k & !ALT == x & !ALT) {
+                u64::MAX
+            } else {
+                rank(Loc::unpack(x & LOC_MASK), x & HIT != 0)
+            }
+        };
+        let mut worst = (score(&mut rank, e), None);
+        for i in 0..SLOTS {
+            let s = score(&mut rank, self.buckets[b].get(i));
+            if s < worst.0 || worst.1.is_none() && worst.0 == u64::MAX {
+                worst = (s, Some(i));
+            }
+        }
+        let out = match worst.1 {
+            Some(i) => {
+                let out = self.buckets[b].get(i);
+                self.buckets[b].set(i, e);
+                (b, out)
+            }
+            None => (b, e),
+        };
+        Some(self.evicted(out.0, out.1))
+    }
+
+    /// The class of entry `e` found in bucket `b` (its position in this
+    /// table).
+    pub fn class_at(&self, b: usize, e: u64) -> Class {
+        let n = self.buckets.len();
+        let tag = e >> TAG_SHIFT;
+        let b1 = if e & ALT != 0 {
+            alt_bucket(b, tag, n)
+        } else {
+            b
+        };
+        let rest = (e >> REST_SHIFT) & ((1 << REST_BITS) - 1);
+        Class {
+            tag: tag as u16,
+            pos: (resize::first_position(b1, n, self.prec) + rest) as u32,
+        }
+    }
+
+    pub fn evicted(&self, b: usize, e: u64) -> Evicted {
+        Evicted {
+            loc: Loc::unpack(e & LOC_MASK),
+            hit: e & HIT != 0,
+            class: self.class_at(b, e),
+        }
+    }
+
+    /// Rewrites the entry at (`b`, `i`) with `f`.
+    #[inline]
+    pub fn update(&mut self, (b, i): (usize, usize), f: impl FnOnce(u64) -> u64) {
+        let e = self.buckets[b].get(i);
+        self.buckets[b].set(i, f(e));
+    }
+
+    pub fn get(&self, (b, i): (usize, usize)) -> u64 {
+        self.buckets[b].get(i)
+    }
+
+    pub fn clear(&mut self) {
+        self.buckets.fill(EMPTY);
+        self.items = 0;
+    }
+}
