@@ -54,6 +54,20 @@ impl Engine {
                 self.recover_after_crash();
                 return Ok(());
             }
+            Err(SnapshotError::OtherVersion { found, expected }) => {
+                // A snapshot of another build (an upgrade) is not read,
+                // but the devices are: recover from them as after a crash.
+                tracing::warn!(
+                    path = %path.display(),
+                    snapshot_version = found,
+                    this_build = expected,
+                    "the shutdown snapshot has another format version; \
+                     recovering the flash items from the devices instead (RAM items are not kept)"
+                );
+                std::fs::remove_file(path).map_err(|e| refuse(SnapshotError::Remove(e)))?;
+                self.recover_after_crash();
+                return Ok(());
+            }
             r => r.map_err(refuse)?,
         };
         if let Some(f) = &self.flash {
