@@ -47,7 +47,7 @@ fn value(i: u64, v: u64) -> Vec<u8> {
 /// The expectation file: one line per key recovery must bring back,
 /// `key version`, and `key -` for keys that must not come back.
 fn read_expect() -> Vec<(u64, Option<u64>)> {
-    std::fs::read_to_string(dir().join("device-v4.expect"))
+    std::fs::read_to_string(dir().join(current("expect")))
         .expect("golden expectation")
         .lines()
         .map(|l| {
@@ -57,8 +57,13 @@ fn read_expect() -> Vec<(u64, Option<u64>)> {
         .collect()
 }
 
+/// The golden file of the current format version with this extension.
+fn current(ext: &str) -> String {
+    format!("device-v{}.{ext}", format::VERSION)
+}
+
 fn image() -> Vec<u8> {
-    std::fs::read(dir().join("device-v4.img")).expect("golden image")
+    std::fs::read(dir().join(current("img"))).expect("golden image")
 }
 
 fn open(img: Vec<u8>, wipe: bool) -> Result<Engine, ConfigError> {
@@ -118,8 +123,8 @@ fn regenerate() {
         }
     }
     std::fs::create_dir_all(dir()).unwrap();
-    std::fs::write(dir().join("device-v4.img"), img).unwrap();
-    std::fs::write(dir().join("device-v4.expect"), lines).unwrap();
+    std::fs::write(dir().join(current("img")), img).unwrap();
+    std::fs::write(dir().join(current("expect")), lines).unwrap();
 }
 
 #[test]
@@ -155,12 +160,14 @@ fn superblock_refused(mutate: impl Fn(&mut [u8]), want: &str) {
 }
 
 #[test]
-fn devices_of_format_versions_2_and_3_are_refused() {
+fn devices_of_format_versions_2_to_4_are_refused() {
     // The golden images of version 2 (its journal blocks named the index
-    // geometry by log2 of the bucket count) and version 3 (by the bucket
+    // geometry by log2 of the bucket count), version 3 (by the bucket
     // count; its fingerprints were made of a key's bucket pair, which a
-    // resizable index no longer keeps).
-    for v in [2, 3] {
+    // resizable index no longer keeps) and version 4 (one floor for both
+    // device classes; its segments do not say which class they were
+    // written for).
+    for v in [2, 3, 4] {
         let img = std::fs::read(dir().join(format!("device-v{v}.img"))).expect("old image");
         let err = open(img.clone(), false).err().expect("refused");
         assert!(
@@ -178,7 +185,7 @@ fn devices_of_format_versions_2_and_3_are_refused() {
 
 #[test]
 fn another_version_or_a_foreign_file_is_refused() {
-    superblock_refused(|b| b[8] = 5, "format version 5");
+    superblock_refused(|b| b[8] = 6, "format version 6");
     superblock_refused(|b| b[0..8].copy_from_slice(b"NOTOURS!"), "not a tiercache");
 }
 

@@ -357,7 +357,7 @@ mod tests {
         it[HEADER + key.len()..].copy_from_slice(&value);
         let size = format::record_size(key.len(), vlen);
         let mut buf = AlignedBuf::new(round_up(skew + size, BLOCK));
-        format::write_record(&mut buf.as_mut_slice()[skew..skew + size], &it, seq);
+        format::write_record(&mut buf.as_mut_slice()[skew..skew + size], &it, seq, false);
         (buf, size)
     }
 

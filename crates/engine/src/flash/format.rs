@@ -1,4 +1,4 @@
-//! The on-flash format (version 4): a superblock at the start of each
+//! The on-flash format (version 5): a superblock at the start of each
 //! device, a journal region, then fixed-size segments, each a header block
 //! followed by records. All integers little-endian; every structure carries
 //! a CRC-32C. docs/FORMAT.md walks through it with the golden files in
@@ -10,7 +10,7 @@
 //!
 //! superblock (4 KiB block, rest zero)
 //!   0  8  magic "TIERCACH"
-//!   8  4  format version (4)
+//!   8  4  format version (5)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  device size in bytes
 //!  24  4  segment size in bytes
@@ -21,22 +21,23 @@
 //!
 //! journal block (4 KiB; the journal is pairs of blocks, see journal.rs)
 //!   0  8  magic "TCJOURNL"
-//!   8  4  format version (4)
+//!   8  4  format version (5)
 //!  12  4  crc32c of bytes 16..4096
 //!  16  8  write counter (grows with every journal write)
-//!  24  8  floor: segments with a sequence number <= floor are not trusted
+//!  24  8  fast floor: fast segments with a sequence number <= it are not trusted
 //!  32  4  logical block number (the pair this block belongs to)
-//!  36  4  entries n (at most 337)
+//!  36  4  entries n (at most 336)
 //!  40  1  log2 of the shard count       } the index geometry the
 //!  41  3  zero                           } fingerprints were made for
 //!  44  4  index position bits P         }
-//!  48 12n entries: key fingerprint u32, horizon u64 (a tombstone: records
+//!  48  8  capacity floor: the same for capacity segments
+//!  56 12n entries: key fingerprint u32, horizon u64 (a tombstone: records
 //!         of keys with this fingerprint in segments with a sequence number
 //!         <= horizon are dead)
 //!
 //! segment header (first 4 KiB block of a segment, rest zero)
 //!   0  8  magic "TCSEGMNT"
-//!   8  4  format version (4)
+//!   8  4  format version (5)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  sequence number (increases with every segment written)
 //!  24  4  slot number
@@ -45,13 +46,17 @@
 //!  36  4  latest exptime of any record (0 = some never expire)
 //!  40  8  the journal's write counter when the segment was sealed (a
 //!         journal that reads back older than this was lost)
+//!  48  1  device class it was written for (0 fast, 1 capacity): the
+//!         floor recovery judges it by
 //!
 //! record (8-byte aligned; a record of at most 4 KiB never crosses a 4 KiB
 //! boundary, a larger one starts on one)
 //!   0  4  crc32c of bytes 4..(32 + key + value)
 //!   4  4  low 32 bits of the segment's sequence number
 //!   8 24  item header (see item.rs: cas, exptime, flags, value length,
-//!         key length, bits, atime), bits holding only "binary key" and "stale"
+//!         key length, bits, atime), bits holding only "binary key",
+//!         "stale" and "copy" (written from a copy of another record of the
+//!         key: an older record with the same value may be on the device)
 //!  32  k  key
 //!  ..  v  value, then zero padding to 8 bytes
 //! ```
@@ -59,14 +64,14 @@
 use super::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 pub const SUPER_MAGIC: &[u8; 8] = b"TIERCACH";
 pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
 /// Where the journal starts on a device; segments follow it.
 pub const JOURNAL_START: u64 = 1 << 20;
 pub const JOURNAL_MAGIC: &[u8; 8] = b"TCJOURNL";
 /// Bytes of a journal block before its entries.
-pub const JOURNAL_HEADER: usize = 48;
+pub const JOURNAL_HEADER: usize = 56;
 /// Bytes of one journal entry.
 pub const JOURNAL_ENTRY: usize = 12;
 /// Entries in one journal block.
@@ -87,8 +92,11 @@ pub fn segments_start(journal: u64) -> u64 {
 }
 /// Bytes of record prefix before the item header.
 pub const RECORD_PREFIX: usize = 8;
-/// Item bits that survive on flash.
-const KEPT_BITS: u8 = item::KEY_BINARY | item::STALE;
+/// Item bits that survive on flash. `FLASH_COPY` marks a record written
+/// from a copy of another record of its key (a promotion into RAM or into
+/// the fast class): an older record with the same value may still be on the
+/// device, in either class (see `Shard::reclaim_flash`).
+const KEPT_BITS: u8 = item::KEY_BINARY | item::STALE | item::FLASH_COPY;
 
 /// Bytes a record of this item takes, padding included.
 #[inline]
@@ -116,11 +124,15 @@ pub fn place_record(write: usize, size: usize) -> usize {
 }
 
 /// Writes a record for `item` (an item in the RAM layout: header, key,
-/// value) into `dst`, which must hold `record_size` bytes.
-pub fn write_record(dst: &mut [u8], item_bytes: &[u8], seq: u64) {
+/// value) into `dst`, which must hold `record_size` bytes. `copy` sets or
+/// clears the record's copy bit (`item::FLASH_COPY`).
+pub fn write_record(dst: &mut [u8], item_bytes: &[u8], seq: u64, copy: bool) {
     let mut h = Header::read(item_bytes);
     let len = HEADER + h.klen as usize + h.vlen as usize;
-    h.bits &= KEPT_BITS;
+    h.bits &= KEPT_BITS & !item::FLASH_COPY;
+    if copy {
+        h.bits |= item::FLASH_COPY;
+    }
     h.atime = 0;
     dst[4..8].copy_from_slice(&(seq as u32).to_le_bytes());
     h.write(&mut dst[RECORD_PREFIX..RECORD_PREFIX + HEADER]);
@@ -177,6 +189,9 @@ pub struct SegmentHeader {
     pub records: u32,
     pub max_exptime: u32,
     pub journal_counter: u64,
+    /// The device class the segment was written for (0 fast, 1 capacity):
+    /// recovery judges it against that class's floor.
+    pub class: u8,
 }
 
 impl SegmentHeader {
@@ -190,15 +205,17 @@ impl SegmentHeader {
         b[32..36].copy_from_slice(&self.records.to_le_bytes());
         b[36..40].copy_from_slice(&self.max_exptime.to_le_bytes());
         b[40..48].copy_from_slice(&self.journal_counter.to_le_bytes());
+        b[48] = self.class;
         let crc = crc32c::crc32c(&b[16..64]);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// None unless the block is a valid version-1 segment header.
+    /// None unless the block is a valid segment header of this version.
     pub fn read(b: &[u8]) -> Option<SegmentHeader> {
         if &b[0..8] != SEGMENT_MAGIC
             || u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION
             || u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..64])
+            || b[48] > 1
         {
             return None;
         }
@@ -209,6 +226,7 @@ impl SegmentHeader {
             records: u32::from_le_bytes(b[32..36].try_into().unwrap()),
             max_exptime: u32::from_le_bytes(b[36..40].try_into().unwrap()),
             journal_counter: u64::from_le_bytes(b[40..48].try_into().unwrap()),
+            class: b[48],
         })
     }
 }
@@ -284,11 +302,13 @@ impl Superblock {
     }
 }
 
-/// One journal block: the floor and the tombstones it holds.
+/// One journal block: the floors and the tombstones it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalBlock {
     pub counter: u64,
-    pub floor: u64,
+    /// Per device class (fast, capacity): segments written for that class
+    /// with a sequence number up to it are not trusted.
+    pub floors: [u64; 2],
     pub logical: u32,
     /// (log2 shards, primary index buckets per shard) of the fingerprints.
     pub geometry: (u8, u32),
@@ -302,11 +322,12 @@ impl JournalBlock {
         b[0..8].copy_from_slice(JOURNAL_MAGIC);
         b[8..12].copy_from_slice(&VERSION.to_le_bytes());
         b[16..24].copy_from_slice(&self.counter.to_le_bytes());
-        b[24..32].copy_from_slice(&self.floor.to_le_bytes());
+        b[24..32].copy_from_slice(&self.floors[0].to_le_bytes());
         b[32..36].copy_from_slice(&self.logical.to_le_bytes());
         b[36..40].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         b[40] = self.geometry.0;
         b[44..48].copy_from_slice(&self.geometry.1.to_le_bytes());
+        b[48..56].copy_from_slice(&self.floors[1].to_le_bytes());
         for (i, &(fp, h)) in self.entries.iter().enumerate() {
             let at = JOURNAL_HEADER + i * JOURNAL_ENTRY;
             b[at..at + 4].copy_from_slice(&fp.to_le_bytes());
@@ -339,7 +360,10 @@ impl JournalBlock {
             .collect();
         Some(JournalBlock {
             counter: u64::from_le_bytes(b[16..24].try_into().unwrap()),
-            floor: u64::from_le_bytes(b[24..32].try_into().unwrap()),
+            floors: [
+                u64::from_le_bytes(b[24..32].try_into().unwrap()),
+                u64::from_le_bytes(b[48..56].try_into().unwrap()),
+            ],
             logical: u32::from_le_bytes(b[32..36].try_into().unwrap()),
             geometry: (b[40], u32::from_le_bytes(b[44..48].try_into().unwrap())),
             entries,
@@ -359,7 +383,7 @@ mod tests {
             flags: 9,
             vlen: value.len() as u32,
             klen: key.len() as u8,
-            bits: item::FETCHED | item::KEY_BINARY | 3,
+            bits: item::FETCHED | item::KEY_BINARY | item::FLASH_COPY | 3,
             atime: 55,
         }
         .write(&mut b);
@@ -373,14 +397,18 @@ mod tests {
         let it = item(b"key", b"value");
         let size = record_size(3, 5);
         let mut rec = vec![0u8; size];
-        write_record(&mut rec, &it, 0x1_0000_0005);
+        write_record(&mut rec, &it, 0x1_0000_0005, true);
         let got = check_record(&rec, 0x1_0000_0005, 1 << 20).unwrap();
         let h = Header::read(got);
         assert_eq!(
             (h.cas, h.exptime, h.flags, h.vlen, h.klen),
             (42, 7, 9, 5, 3)
         );
-        assert_eq!(h.bits, item::KEY_BINARY, "volatile bits are not stored");
+        assert_eq!(
+            h.bits,
+            item::KEY_BINARY | item::FLASH_COPY,
+            "volatile bits are not stored"
+        );
         assert_eq!(&got[HEADER..], b"keyvalue");
         assert_eq!(
             check_record(&rec, 6, 1 << 20),
@@ -435,6 +463,7 @@ mod tests {
             records: 10,
             max_exptime: 0,
             journal_counter: 99,
+            class: 1,
         };
         sh.write(&mut b);
         assert_eq!(SegmentHeader::read(&b), Some(sh));
@@ -442,7 +471,7 @@ mod tests {
         assert_eq!(SegmentHeader::read(&b), None);
         let jb = JournalBlock {
             counter: 9,
-            floor: 4,
+            floors: [4, 3],
             logical: 2,
             geometry: (3, 4097),
             entries: vec![(0xDEAD_BEEF, 17); JOURNAL_ENTRIES],
@@ -451,7 +480,7 @@ mod tests {
         assert_eq!(JournalBlock::read(&b), Some(jb));
         b[4000] ^= 1;
         assert_eq!(JournalBlock::read(&b), None, "a torn journal block");
-        assert_eq!(JOURNAL_ENTRIES, 337);
+        assert_eq!(JOURNAL_ENTRIES, 336);
         assert_eq!(journal_bytes_for(16 << 20), 1 << 20);
         assert_eq!(journal_bytes_for(64 << 20), 2 << 20);
         assert_eq!(journal_bytes_for(1 << 30), 32 << 20);

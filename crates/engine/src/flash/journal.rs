@@ -12,10 +12,16 @@
 //!   an insert of the key may drop from the index (same tag, same bucket
 //!   pair; see [`fingerprint`]), so one tombstone covers them all. Other keys
 //!   that share it are dropped too: a miss, never a wrong value.
-//! - the **floor**: segments with a sequence number up to it are not trusted
-//!   at all. It rises before the flusher reclaims a segment (whose records
-//!   stay on the device until the slot is rewritten), on `flush_all`, and
-//!   when the journal wraps onto tombstones that are still needed.
+//! - the **floors**, one per device class (fast, capacity): segments
+//!   written for that class with a sequence number up to its floor are not
+//!   trusted at all. A class's floor rises before the flusher reclaims one
+//!   of its segments (whose records stay on the device until the slot is
+//!   rewritten); both rise on `flush_all` and when the journal wraps onto
+//!   tombstones that are still needed. The fast class reclaims far more
+//!   often than the capacity class, so one floor for both would leave most
+//!   capacity segments below it after a crash. A record's older copy on
+//!   the other class is not covered by its own class's floor: the shard
+//!   tombstones it instead (`Shard::reclaim_flash`, docs/CRASH.md).
 //!
 //! Layout: the journal region (on device 0) is an array of *pairs* of 4 KiB
 //! blocks. The current pair's content (its entries so far and the floor) is
@@ -24,9 +30,9 @@
 //! thread writes whatever was asked since the last commit (each block
 //! durable by itself: [`BlockDevice::write_durable`], an O_DSYNC write on
 //! files), then reports the highest ticket that is durable. Recovery reads every valid
-//! block and takes the union of their tombstones and the highest floor;
-//! stale blocks from an earlier pass over the ring only hold tombstones
-//! already below the floor, so the union is always safe.
+//! block and takes the union of their tombstones and each class's highest
+//! floor; stale blocks from an earlier pass over the ring only hold
+//! tombstones already below both floors, so the union is always safe.
 
 use super::aligned::{AlignedBuf, BLOCK};
 use super::device::BlockDevice;
@@ -60,7 +66,8 @@ pub fn class_fingerprint(c: crate::index::Class) -> u32 {
 /// What the journal held when it was opened: the facts recovery applies.
 #[derive(Debug, Default, Clone)]
 pub struct Recovered {
-    pub floor: u64,
+    /// Per device class (0 fast, 1 capacity), the floor of its segments.
+    pub floors: [u64; 2],
     /// The highest horizon of any tombstone (sequence numbers go on above it).
     pub max_horizon: u64,
     /// Per geometry, the highest horizon of each fingerprint.
@@ -76,11 +83,17 @@ pub struct Recovered {
 }
 
 impl Recovered {
+    /// Whether a segment of sequence number `seq` written for device class
+    /// `class` (0 fast, 1 capacity) is at or below its class's floor.
+    pub fn below_floor(&self, seq: u64, class: u8) -> bool {
+        seq <= self.floors[usize::from(class.min(1))]
+    }
+
     /// Whether a record of a key with this hash in a segment of sequence
-    /// number `seq` is dead.
-    pub fn is_dead(&self, hash: u64, seq: u64) -> bool {
+    /// number `seq`, written for device class `class`, is dead.
+    pub fn is_dead(&self, hash: u64, seq: u64, class: u8) -> bool {
         self.damaged.is_some()
-            || seq <= self.floor
+            || self.below_floor(seq, class)
             || self
                 .tombstones
                 .iter()
@@ -108,14 +121,14 @@ struct Ring {
     /// The copy (0 or 1) each pair's next write goes to.
     next_copy: Vec<u8>,
     counter: u64,
-    written_floor: u64,
+    written_floors: [u64; 2],
     buf: AlignedBuf,
 }
 
 struct State {
     pending: Vec<(u32, u64)>,
     last_ticket: u64,
-    want_floor: u64,
+    want_floors: [u64; 2],
     /// Taken by the writer while it commits.
     ring: Option<Ring>,
 }
@@ -129,7 +142,8 @@ pub struct Journal {
     work: Condvar,
     done: Condvar,
     durable: AtomicU64,
-    floor: AtomicU64,
+    /// The durable floor of each device class.
+    floors: [AtomicU64; 2],
     /// The write counter of the latest durable block.
     counter: AtomicU64,
     failed: AtomicBool,
@@ -187,7 +201,9 @@ impl Journal {
                     }
                     continue;
                 };
-                rec.floor = rec.floor.max(jb.floor);
+                for (f, jf) in rec.floors.iter_mut().zip(jb.floors) {
+                    *f = (*f).max(jf);
+                }
                 let m = rec.tombstones.entry(jb.geometry).or_default();
                 for &(fp, h) in &jb.entries {
                     let e = m.entry(fp).or_insert(0);
@@ -230,8 +246,10 @@ impl Journal {
             .iter()
             .map(|&phys| start + (phys * BLOCK) as u64)
             .collect();
+        // A tombstone is needed while it covers a segment of either class.
+        let below_both = rec.floors[0].min(rec.floors[1]);
         for m in rec.tombstones.values_mut() {
-            m.retain(|_, h| *h > rec.floor);
+            m.retain(|_, h| *h > below_both);
         }
         rec.tombstones.retain(|_, m| !m.is_empty());
         rec.max_counter = newest.as_ref().map_or(0, |n| n.0);
@@ -239,7 +257,7 @@ impl Journal {
             Some((c, p, jb)) => (c, p, jb.entries, jb.geometry),
             None => (0, 0, Vec::new(), (0, 0)),
         };
-        let floor = rec.floor;
+        let floors = rec.floors;
         Ok(Journal {
             dev,
             start,
@@ -248,7 +266,7 @@ impl Journal {
             state: Mutex::new(State {
                 pending: Vec::new(),
                 last_ticket: 0,
-                want_floor: floor,
+                want_floors: floors,
                 ring: Some(Ring {
                     cur,
                     entries,
@@ -256,14 +274,14 @@ impl Journal {
                     max_h,
                     next_copy,
                     counter,
-                    written_floor: floor,
+                    written_floors: floors,
                     buf: AlignedBuf::new(BLOCK),
                 }),
             }),
             work: Condvar::new(),
             done: Condvar::new(),
             durable: AtomicU64::new(0),
-            floor: AtomicU64::new(floor),
+            floors: floors.map(AtomicU64::new),
             counter: AtomicU64::new(counter),
             failed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -314,9 +332,14 @@ impl Journal {
         self.counter.load(Ordering::Acquire)
     }
 
-    /// The floor that is durable.
-    pub fn floor(&self) -> u64 {
-        self.floor.load(Ordering::Acquire)
+    /// The floor of device class `class` (0 fast, 1 capacity) that is durable.
+    pub fn floor(&self, class: usize) -> u64 {
+        self.floors[class].load(Ordering::Acquire)
+    }
+
+    /// Both classes' durable floors.
+    pub fn floors(&self) -> [u64; 2] {
+        [self.floor(0), self.floor(1)]
     }
 
     /// Queues a tombstone; returns its ticket.
@@ -334,13 +357,28 @@ impl Journal {
         st.last_ticket
     }
 
-    /// Asks for the floor to rise to `floor`; returns the ticket to wait for.
+    /// Asks for both classes' floors to rise to `floor` (flush_all, a
+    /// journal that cannot be trusted); returns the ticket to wait for.
     pub fn raise_floor(&self, floor: u64) -> u64 {
+        self.raise_floors([floor; 2])
+    }
+
+    /// Asks for the floor of device class `class` alone to rise to `floor`
+    /// (a reclaim of one of its segments); returns the ticket to wait for.
+    pub fn raise_class_floor(&self, class: usize, floor: u64) -> u64 {
+        let mut want = [0; 2];
+        want[class] = floor;
+        self.raise_floors(want)
+    }
+
+    fn raise_floors(&self, want: [u64; 2]) -> u64 {
         let mut st = self.state.lock();
-        if floor <= self.floor() {
+        if want.iter().zip(self.floors()).all(|(&w, f)| w <= f) {
             return 0;
         }
-        st.want_floor = st.want_floor.max(floor);
+        for (f, w) in st.want_floors.iter_mut().zip(want) {
+            *f = (*f).max(w);
+        }
         st.last_ticket += 1;
         self.work.notify_one();
         st.last_ticket
@@ -386,11 +424,16 @@ impl Journal {
     /// each commit.
     pub fn run(&self, wake: &dyn Fn()) {
         loop {
-            let (entries, upto, want_floor, mut ring) = {
+            let (entries, upto, want_floors, mut ring) = {
                 let mut st = self.state.lock();
                 loop {
                     let ring = st.ring.as_ref().expect("one writer");
-                    if !st.pending.is_empty() || st.want_floor > ring.written_floor {
+                    let higher = st
+                        .want_floors
+                        .iter()
+                        .zip(ring.written_floors)
+                        .any(|(&w, f)| w > f);
+                    if !st.pending.is_empty() || higher {
                         break;
                     }
                     if self.stop.load(Ordering::Relaxed) {
@@ -401,18 +444,20 @@ impl Journal {
                 (
                     std::mem::take(&mut st.pending),
                     st.last_ticket,
-                    st.want_floor,
+                    st.want_floors,
                     st.ring.take().expect("one writer"),
                 )
             };
-            let r = self.commit(&mut ring, entries, want_floor);
-            let floor = ring.written_floor;
+            let r = self.commit(&mut ring, entries, want_floors);
+            let floors = ring.written_floors;
             let counter = ring.counter;
             self.state.lock().ring = Some(ring);
             match r {
                 Ok(()) => {
                     self.counter.store(counter, Ordering::Release);
-                    self.floor.store(floor, Ordering::Release);
+                    for (f, w) in self.floors.iter().zip(floors) {
+                        f.store(w, Ordering::Release);
+                    }
                     self.durable.store(upto, Ordering::Release);
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                 }
@@ -435,12 +480,12 @@ impl Journal {
         &self,
         ring: &mut Ring,
         mut entries: Vec<(u32, u64)>,
-        want_floor: u64,
+        want_floors: [u64; 2],
     ) -> io::Result<()> {
         let geometry = self.geometry();
-        let mut floor = want_floor.max(ring.written_floor);
+        let mut floors = [0, 1].map(|c| want_floors[c].max(ring.written_floors[c]));
         if ring.geometry != geometry && !ring.entries.is_empty() {
-            self.enter_next(ring, &mut floor)?;
+            self.enter_next(ring, &mut floors)?;
         }
         ring.geometry = geometry;
         loop {
@@ -451,38 +496,41 @@ impl Journal {
             }
             ring.entries.extend(entries.drain(..take));
             if entries.is_empty() {
-                self.write_cur(ring, floor)?;
+                self.write_cur(ring, floors)?;
                 break;
             }
             // The pair is full: the next one's old tombstones must be below
-            // a durable floor before it is overwritten.
-            self.enter_next(ring, &mut floor)?;
+            // durable floors before it is overwritten.
+            self.enter_next(ring, &mut floors)?;
         }
-        ring.written_floor = floor;
+        ring.written_floors = floors;
         Ok(())
     }
 
-    /// Moves the ring to its next pair, first raising the floor over the
-    /// tombstones that pair still holds (written into the current pair).
-    fn enter_next(&self, ring: &mut Ring, floor: &mut u64) -> io::Result<()> {
+    /// Moves the ring to its next pair, first raising both floors over the
+    /// tombstones that pair still holds (written into the current pair): a
+    /// tombstone covers records of either class.
+    fn enter_next(&self, ring: &mut Ring, floors: &mut [u64; 2]) -> io::Result<()> {
         let next = (ring.cur + 1) % self.pairs;
-        if ring.max_h[next] > *floor {
-            *floor = ring.max_h[next];
+        if floors.iter().any(|&f| ring.max_h[next] > f) {
+            for f in floors.iter_mut() {
+                *f = (*f).max(ring.max_h[next]);
+            }
             self.stats.wrap_floor_raises.fetch_add(1, Ordering::Relaxed);
         }
-        self.write_cur(ring, *floor)?;
-        ring.written_floor = *floor;
+        self.write_cur(ring, *floors)?;
+        ring.written_floors = *floors;
         ring.cur = next;
         ring.entries.clear();
         ring.max_h[next] = 0;
         Ok(())
     }
 
-    fn write_cur(&self, ring: &mut Ring, floor: u64) -> io::Result<()> {
+    fn write_cur(&self, ring: &mut Ring, floors: [u64; 2]) -> io::Result<()> {
         ring.counter += 1;
         JournalBlock {
             counter: ring.counter,
-            floor,
+            floors,
             logical: ring.cur as u32,
             geometry: ring.geometry,
             entries: ring.entries.clone(),
@@ -529,18 +577,18 @@ mod tests {
         assert!(j.wait_durable(last, Duration::from_secs(10)));
         let f = j.raise_floor(11);
         assert!(j.wait_durable(f, Duration::from_secs(10)));
-        assert_eq!(j.floor(), 11);
+        assert_eq!(j.floors(), [11, 11]);
         j.stop();
         t.join().unwrap();
         let j2 = journal(&dev, 64 << 10);
         let rec = j2.take_recovered().unwrap();
-        assert_eq!(rec.floor, 11);
+        assert_eq!(rec.floors, [11, 11]);
         for h in 0..1000u64 {
             let horizon = 10 + h % 5;
-            assert!(rec.is_dead(h * 7919, 11), "below the floor");
-            assert!(rec.is_dead(h * 7919, horizon));
+            assert!(rec.is_dead(h * 7919, 11, 1), "below the floor");
+            assert!(rec.is_dead(h * 7919, horizon, 0));
             assert!(
-                !rec.is_dead(h * 7919, 15) || {
+                !rec.is_dead(h * 7919, 15, 0) || {
                     // Only through a fingerprint shared with another key.
                     (0..1000u64).any(|o| {
                         o != h && fingerprint(o * 7919, (2, 20)) == fingerprint(h * 7919, (2, 20))
@@ -565,15 +613,18 @@ mod tests {
         }
         assert!(j.wait_durable(last, Duration::from_secs(10)));
         assert!(j.stats.wrap_floor_raises.load(Ordering::Relaxed) > 0);
-        let floor = j.floor();
+        let floor = j.floor(0);
+        assert_eq!(j.floor(1), floor, "a tombstone covers both classes");
         assert!(floor >= 100 + JOURNAL_ENTRIES as u64 - 1, "floor {floor}");
         j.stop();
         t.join().unwrap();
         let rec = journal(&dev, 16 << 10).take_recovered().unwrap();
-        assert_eq!(rec.floor, floor);
+        assert_eq!(rec.floors, [floor; 2]);
         // Every tombstone is still in force: by the floor or by itself.
         for i in 0..(3 * JOURNAL_ENTRIES as u64) {
-            assert!(rec.is_dead(i, 100 + i), "tombstone {i} lost");
+            for class in [0, 1] {
+                assert!(rec.is_dead(i, 100 + i, class), "tombstone {i} lost");
+            }
         }
     }
 
@@ -602,7 +653,7 @@ mod tests {
         dev.write_at(blk.as_slice(), START).unwrap();
         let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
         assert!(rec.damaged.is_some());
-        assert!(rec.is_dead(12345, u64::MAX), "nothing is trusted");
+        assert!(rec.is_dead(12345, u64::MAX, 1), "nothing is trusted");
     }
 
     #[test]
@@ -631,6 +682,30 @@ mod tests {
         dev.write_at(blk.as_slice(), START + newest * BLOCK as u64)
             .unwrap();
         let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
-        assert!(rec.is_dead(1, 5));
+        assert!(rec.is_dead(1, 5, 0));
+    }
+
+    #[test]
+    fn each_class_has_its_own_floor() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
+        let j = journal(&dev, 64 << 10);
+        let t = run(&j);
+        let a = j.add(7, 10);
+        let f = j.raise_class_floor(0, 20);
+        let c = j.raise_class_floor(1, 5);
+        assert!(j.wait_durable(a.max(f).max(c), Duration::from_secs(10)));
+        assert_eq!(j.floors(), [20, 5]);
+        assert_eq!(j.raise_class_floor(1, 4), 0, "below: nothing to write");
+        j.stop();
+        t.join().unwrap();
+        let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
+        assert_eq!(rec.floors, [20, 5]);
+        // The fast floor covers fast segments only.
+        assert!(rec.is_dead(99, 12, 0));
+        assert!(!rec.is_dead(99, 12, 1));
+        assert!(rec.is_dead(99, 5, 1));
+        // The tombstone is above the capacity floor: kept, for both classes.
+        assert!(rec.is_dead(7, 10, 1));
+        assert!(!rec.is_dead(7, 11, 1));
     }
 }

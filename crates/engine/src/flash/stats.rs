@@ -45,7 +45,10 @@ pub struct FlashStats {
     pub degraded: bool,
     pub journal_commits: u64,
     pub journal_tombstones: u64,
+    /// The crash journal's floor of the class new items land on (fast when
+    /// there is one), and of the capacity class.
     pub journal_floor: u64,
+    pub journal_floor_capacity: u64,
     pub journal_wrap_floor_raises: u64,
     pub journal_failed: bool,
     /// A failed journal is recorded where the next start looks.
@@ -102,6 +105,9 @@ impl FlashTier {
     pub fn stats_snapshot(&self) -> FlashStats {
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let (st, u, j) = (&self.stats, self.usage(), self.journal());
+        let classes = self.class_stats();
+        // New items land on the fast class when it has devices.
+        let new_class = usize::from(classes[0].devices == 0);
         FlashStats {
             segment_size: self.segment_size() as u64,
             capacity: self.capacity(),
@@ -128,13 +134,14 @@ impl FlashTier {
             degraded: self.degraded(),
             journal_commits: l(&j.stats.commits),
             journal_tombstones: l(&j.stats.tombstones),
-            journal_floor: j.floor(),
+            journal_floor: j.floor(new_class),
+            journal_floor_capacity: j.floor(1),
             journal_wrap_floor_raises: l(&j.stats.wrap_floor_raises),
             journal_failed: j.failed(),
             journal_failure_recorded: self.distrust.recorded(),
             recovery: None,
             io_backend: None,
-            classes: self.class_stats(),
+            classes,
             nhc: self.nhc_stats(),
             moves: l(&st.moves),
             moves_to_copy: l(&st.moves_to_copy),

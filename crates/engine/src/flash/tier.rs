@@ -358,7 +358,7 @@ impl FlashTier {
             .collect();
         let first_seq = {
             let rec = journal.take_recovered().unwrap_or_default();
-            let floor_and_horizon = rec.floor.max(rec.max_horizon);
+            let floor_and_horizon = rec.floors[0].max(rec.floors[1]).max(rec.max_horizon);
             *journal.recovered_slot() = Some(rec);
             floor_and_horizon + 1
         };
@@ -593,6 +593,7 @@ impl FlashTier {
             records: o.records,
             max_exptime: if o.never_expires { 0 } else { o.max_exptime },
             journal_counter: self.journal.counter(),
+            class: slot.class,
         }
         .write(o.buf.as_mut_slice());
         slot.data_len = (o.write - BLOCK) as u32;
@@ -630,6 +631,7 @@ impl FlashTier {
             return Err(AppendError::Refused);
         }
         let class = self.stream_for(ttl_class, dest);
+        let copy = Self::copy_bit(dest, h.bits);
         let mut st = self.state.lock();
         if admitted && self.params.write_budget > 0 && !self.take_budget(&mut st, size) {
             self.stats.admission_refused.fetch_add(1, Ordering::Relaxed);
@@ -662,7 +664,7 @@ impl FlashTier {
         }
         let at = o.place(size);
         let slot = o.slot;
-        format::write_record(&mut o.buf.as_mut_slice()[at..at + size], item, seq);
+        format::write_record(&mut o.buf.as_mut_slice()[at..at + size], item, seq, copy);
         o.records += 1;
         if h.exptime == 0 {
             o.never_expires = true;

@@ -92,16 +92,11 @@ impl Shard {
             return true;
         };
         let j = f.journal();
-        let mut need = if on_flash.is_empty() {
-            None
-        } else {
-            let floor = j.floor();
-            on_flash
-                .iter()
-                .filter_map(|&loc| f.seq_of(loc))
-                .max()
-                .filter(|&m| m > floor)
-        };
+        let mut need = on_flash
+            .iter()
+            .filter_map(|&loc| f.seq_of(loc))
+            .max()
+            .filter(|&m| !f.below_floors(m));
         let copy = old.filter(|&loc| self.header(loc).bits & item::FLASH_COPY != 0);
         if copy.is_some() {
             need = Some(f.max_seq());

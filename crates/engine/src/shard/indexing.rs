@@ -106,7 +106,7 @@ impl Shard {
                 self.stats.evicted_unfetched += 1;
             }
             if let Some(f) = self.flash.clone() {
-                if f.seq_of(ev.loc).is_some_and(|s| s > f.journal().floor()) {
+                if f.seq_of(ev.loc).is_some_and(|s| !f.below_floors(s)) {
                     self.tombstone_class(ev.class);
                 }
                 f.release(ev.loc);

@@ -301,6 +301,15 @@ impl Shard {
 
     /// A live record of a flash segment being reclaimed: reinsert it when
     /// it was hit, else drop its entry.
+    ///
+    /// The reclaim raised its class's floor over the record and over the
+    /// older records of its key in that class. A record with the copy bit
+    /// (format.rs) may have an older twin on the other class, which that
+    /// floor does not cover (a capacity record promoted into the fast
+    /// class, or promoted to RAM and written to the fast class again): with
+    /// both classes, dropping it asks for a tombstone, or a later change of
+    /// the key (finding no entry, so asking for none) would let the twin
+    /// come back after a crash.
     pub fn reclaim_flash(&mut self, hash: u64, loc: Loc, item_bytes: &[u8], reinsert: bool) {
         let Some(hit) = self.index.hit(hash, loc) else {
             return;
@@ -335,6 +344,10 @@ impl Shard {
             if h.bits & item::FETCHED == 0 && !hit {
                 self.stats.evicted_unfetched += 1;
             }
+        }
+        let twin = h.bits & item::FLASH_COPY != 0 && !h.expired(self.clock_now);
+        if twin && self.flash.as_ref().is_some_and(|f| f.two_classes()) {
+            self.tombstone(hash);
         }
         self.index.remove(hash, loc);
         self.stats.curr_items -= 1;

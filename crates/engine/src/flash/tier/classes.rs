@@ -106,6 +106,16 @@ impl FlashTier {
         }
     }
 
+    /// The copy bit of a record (format.rs): set on a promotion into the
+    /// fast class (its capacity record stays), else as the item's `bits`
+    /// have it (an item promoted to RAM carries it, and a moved record
+    /// keeps it). A record with the bit has its key tombstoned when a
+    /// reclaim drops it (`Shard::reclaim_flash`): the older record it was
+    /// copied from may be on the other class, below neither floor.
+    pub(super) fn copy_bit(dest: Dest, bits: u8) -> bool {
+        matches!(dest, Dest::Promote { .. }) || bits & crate::item::FLASH_COPY != 0
+    }
+
     /// Whether a live record the fast class reclaims at `loc` moves to the
     /// capacity class even if it was not hit: with both classes, the
     /// capacity class keeps what the fast one lets go (as extstore compacts

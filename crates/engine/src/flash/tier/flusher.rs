@@ -175,7 +175,7 @@ impl FlashTier {
         scratch: &mut AlignedBuf,
         owner: &dyn RecordOwner,
     ) {
-        let (dev, off, len, seq) = {
+        let (dev, off, len, seq, class) = {
             let st = self.state.lock();
             let s = &st.slots[slot as usize];
             (
@@ -183,20 +183,23 @@ impl FlashTier {
                 s.dev_off,
                 round_up(BLOCK + s.data_len as usize, BLOCK),
                 s.seq,
+                s.class,
             )
         };
-        if !expired && self.params.crash_journal {
+        let journal = !expired && self.params.crash_journal;
+        if journal {
             // Its records stay on the device until the slot is rewritten:
             // after a crash they must not come back once their entries go.
-            let t = self.journal.raise_floor(seq);
-            if !self.journal.wait_durable(t, Duration::from_secs(60)) {
-                tracing::error!(slot, "the crash journal did not commit the floor in 60 s");
-            }
+            // Its class's floor covers them, and older records of the same
+            // keys in that class (the other class's are the shard's
+            // business: Shard::reclaim_flash).
+            self.wait_floor(self.journal.raise_class_floor(class as usize, seq));
         }
         let buf = &mut scratch.as_mut_slice()[..len];
+        let mut whole = false;
         match self.devices[dev].read_at(buf, off) {
             Ok(n) if n == len => {
-                self.for_each_record(buf, seq, slot, |loc, item| {
+                whole = self.for_each_record(buf, seq, slot, |loc, item| {
                     owner.reclaim(loc, item, self.params.reinsert_hits)
                 });
             }
@@ -215,6 +218,13 @@ impl FlashTier {
                     "read failed while reclaiming a flash segment; its entries become misses");
             }
         }
+        if journal && !whole {
+            // Entries of records that could not be read stay in the index
+            // until they are found stale, and a change of their key then
+            // asks for no tombstone: an older copy of one on the other
+            // class must be covered too.
+            self.wait_floor(self.journal.raise_floor(seq));
+        }
         let mut st = self.state.lock();
         let s = &mut st.slots[slot as usize];
         s.state = SlotState::Free;
@@ -227,21 +237,23 @@ impl FlashTier {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Calls `f` with every valid record of a segment image.
+    /// Calls `f` with every valid record of a segment image. Returns false
+    /// when some of it did not verify (records were skipped).
     pub(super) fn for_each_record(
         &self,
         seg: &[u8],
         seq: u64,
         slot: u32,
         mut f: impl FnMut(Loc, &[u8]),
-    ) {
+    ) -> bool {
         let Some(h) = SegmentHeader::read(seg) else {
             tracing::warn!(
                 slot,
                 "flash segment header does not verify; skipping its records"
             );
-            return;
+            return false;
         };
+        let mut whole = true;
         let end = (BLOCK + h.data_len as usize).min(seg.len());
         let mut at = BLOCK;
         while at + format::RECORD_PREFIX <= end {
@@ -264,6 +276,7 @@ impl FlashTier {
                     at += size;
                 }
                 Err(_) => {
+                    whole = false;
                     self.stats.verify_failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
                         slot,
@@ -274,5 +287,6 @@ impl FlashTier {
                 }
             }
         }
+        whole
     }
 }

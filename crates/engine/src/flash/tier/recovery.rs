@@ -13,7 +13,7 @@ pub struct Recovery {
     pub dead: u64,
     /// Older records of keys that had a newer one (dropped after the scan).
     pub duplicates: u64,
-    /// Segments with a valid header below the floor (not trusted).
+    /// Segments with a valid header below their class's floor (not trusted).
     pub untrusted_segments: u64,
     pub bytes_read: u64,
 }
@@ -39,8 +39,9 @@ impl FlashTier {
     /// Rebuilds the segment table from the segment headers on the devices
     /// and hands every record that may be served to `insert` (which returns
     /// whether it took it), oldest segment first. A record is dropped when
-    /// its segment is at or below the journal's floor, a tombstone covers
-    /// it, or it fails its checksum or sequence check (expired ones are
+    /// its segment is at or below the journal's floor for the device class
+    /// the segment was written for, a tombstone covers it, or it fails its
+    /// checksum or sequence check (expired ones are
     /// indexed and expire on first access, as always). Call
     /// once, before anything is appended, and only after a crash (a
     /// snapshot from a graceful shutdown is exact; use it instead).
@@ -67,9 +68,10 @@ impl FlashTier {
         let mut st = self.state.lock();
         let headers = self.read_headers(&st);
         report.bytes_read += (st.slots.len() * BLOCK) as u64;
+        let moved_class = self.class_changes(&st, &headers);
         let mut found: Vec<(u64, u32, SegmentHeader)> = Vec::new();
         for (i, h) in headers {
-            if h.seq <= rec.floor {
+            if rec.below_floor(h.seq, h.class) {
                 report.untrusted_segments += 1;
                 continue;
             }
@@ -140,7 +142,7 @@ impl FlashTier {
                         self.for_each_record(buf, seq, slot, |loc, item| {
                             let key = crate::item::key_of(item);
                             let hash = crate::shard::hash_key(key);
-                            if rec.is_dead(hash, seq) {
+                            if rec.is_dead(hash, seq, h.class) {
                                 dead.fetch_add(1, Ordering::Relaxed);
                             } else if insert(loc, item, hash) {
                                 kept += 1;
@@ -175,12 +177,26 @@ impl FlashTier {
         st.next_seq = max_seq + 1;
         self.max_seq.store(max_seq, Ordering::Release);
         st.rebuild_free();
+        drop(st);
+        self.settle_classes(moved_class);
         report
     }
 }
 
 /// The floor and the devices' "journal off" marks.
 impl FlashTier {
+    /// Whether a record in a segment numbered `seq` is at or below the floor
+    /// of every class that has devices. Then so is every older record of its
+    /// key, on either class, and a change of the key needs no tombstone for
+    /// them. Below one class's floor alone is not enough: an older copy of
+    /// the record may be on the other class.
+    pub fn below_floors(&self, seq: u64) -> bool {
+        let floors = self.journal.floors();
+        (0..2)
+            .filter(|&c| self.present[c])
+            .all(|c| seq <= floors[c])
+    }
+
     /// The valid segment headers on the devices, by slot (a header that
     /// names another slot or more data than a segment holds is not one).
     fn read_headers(&self, st: &State) -> Vec<(u32, SegmentHeader)> {
@@ -219,6 +235,44 @@ impl FlashTier {
         let t = self.journal.raise_floor(top);
         if self.journal.wait_durable(t, Duration::from_secs(60)) {
             self.covered();
+        }
+    }
+
+    /// The highest sequence number of a segment written for another class
+    /// than its device's now (a device whose class changed between runs),
+    /// if any.
+    pub(super) fn class_changes(
+        &self,
+        st: &State,
+        headers: &[(u32, SegmentHeader)],
+    ) -> Option<u64> {
+        headers
+            .iter()
+            .filter(|(i, h)| h.class != st.slots[*i as usize].class)
+            .map(|(_, h)| h.seq)
+            .max()
+    }
+
+    /// A device changed class: its segments were judged (after a crash) by
+    /// the floor of the class they were written for, but from now on its
+    /// reclaims raise the other class's floor. Both floors are raised over
+    /// them first, so a later crash recovers none of them (lost, never
+    /// stale); their items are served until then.
+    pub(super) fn settle_classes(&self, moved_class: Option<u64>) {
+        let Some(top) = moved_class.filter(|_| self.params.crash_journal) else {
+            return;
+        };
+        tracing::warn!(
+            "a flash device's class changed since its segments were written: \
+             a crash from now on will not recover them"
+        );
+        self.wait_floor(self.journal.raise_floor(top));
+    }
+
+    /// Waits (up to a minute) for a floor asked of the journal.
+    pub(super) fn wait_floor(&self, ticket: u64) {
+        if !self.journal.wait_durable(ticket, Duration::from_secs(60)) {
+            tracing::error!("the crash journal did not commit the floor in 60 s");
         }
     }
 

@@ -82,6 +82,7 @@ impl FlashTier {
         let order = r.list(n)?;
         let mut block = AlignedBuf::new(BLOCK);
         let mut restored = 0;
+        let mut headers = Vec::new();
         for &i in &order {
             let i = i as usize;
             if i >= n || !sealed_flags[i] {
@@ -93,8 +94,9 @@ impl FlashTier {
                 .ok()
                 .filter(|&got| got == BLOCK)
                 .and_then(|_| SegmentHeader::read(block.as_slice()))
-                .is_some_and(|h| h.seq == s.seq && h.slot == i as u32);
-            if ok {
+                .filter(|h| h.seq == s.seq && h.slot == i as u32);
+            if let Some(h) = ok {
+                headers.push((i as u32, h));
                 st.slots[i].state = SlotState::Sealed;
                 let c = st.slots[i].class as usize;
                 st.sealed[c].push_back(i as u32);
@@ -107,6 +109,9 @@ impl FlashTier {
             }
         }
         st.rebuild_free();
+        let moved_class = self.class_changes(&st, &headers);
+        drop(st);
+        self.settle_classes(moved_class);
         Ok(restored)
     }
 }
