@@ -9,13 +9,17 @@
 //! that its last acknowledged set or touch gave it), or the result of the
 //! request that was in flight at the kill. The count of violations must be 0.
 //!
-//! Two runs, side by side: the log-structured flash tier alone (default 8
-//! kill cycles), and with the small-object store taking items of up to
-//! 1 KiB (`-o ext_small_max=1024`, default 5 cycles), so keys move between
-//! the two tiers as their value sizes change.
+//! Three runs, side by side: the log-structured flash tier alone (default 8
+//! kill cycles); with the small-object store taking items of up to 1 KiB
+//! (`-o ext_small_max=1024`, default 5 cycles), so keys move between the
+//! two tiers as their value sizes change; and with a small fast device and
+//! a capacity device (docs/CLASSES.md, default 4 cycles), so items move to
+//! the capacity class, capacity hits are promoted keeping their capacity
+//! copy, and each class's crash floor is tested.
 //!
-//! Cost: about 60-150 s on 2 cores for both (`TC_CRASH_CYCLES` overrides the
-//! kill cycles of each, `TC_CRASH_SECS`, default 4 s of load each).
+//! Cost: about 90-180 s on 2 cores for all three (`TC_CRASH_CYCLES`
+//! overrides the kill cycles of each, `TC_CRASH_SECS`, default 4 s of load
+//! each).
 
 mod common;
 
@@ -356,13 +360,18 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
     }
 }
 
-fn spawn(port: u16, flash: &str, extra: &[&str]) -> Child {
+/// `devices`: `-o ext_path=` values (path, size, class).
+fn spawn(port: u16, devices: &[String], extra: &[&str]) -> Child {
     // TC_SERVER_BIN runs the same test against another build.
     let bin = std::env::var("TC_SERVER_BIN").unwrap_or(env!("CARGO_BIN_EXE_tiercache").into());
     Command::new(bin)
         .args(common::as_root())
-        .args(["-p", &port.to_string(), "-m", "32", "-t", "2", "-o"])
-        .arg(format!("ext_path={flash}:128M"))
+        .args(["-p", &port.to_string(), "-m", "32", "-t", "2"])
+        .args(
+            devices
+                .iter()
+                .flat_map(|d| ["-o".into(), format!("ext_path={d}")]),
+        )
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -405,7 +414,7 @@ fn verify_all(sh: &Shared, port: u16, cycle: u64) -> usize {
 
 #[test]
 fn random_changes_across_kill_9_never_come_back_stale() {
-    crash_cycles("log", &[], 8);
+    crash_cycles("log", &["flash:128M"], &[], 8);
 }
 
 /// The same with the small-object store taking items of up to 1 KiB: a
@@ -413,10 +422,26 @@ fn random_changes_across_kill_9_never_come_back_stale() {
 /// two flash tiers. About as long as the test above, with 5 cycles.
 #[test]
 fn random_changes_across_kill_9_never_come_back_stale_with_the_small_store() {
-    crash_cycles("small", &["-o", "ext_small_max=1024"], 5);
+    crash_cycles("small", &["flash:128M"], &["-o", "ext_small_max=1024"], 5);
 }
 
-fn crash_cycles(name: &str, extra: &[&str], default_cycles: u64) {
+/// The same over two device classes: a fast device of about 22 segments of
+/// 1 MiB, smaller than the keys' data beyond RAM, and a capacity device
+/// that takes what the fast one reclaims. After a crash the capacity
+/// class is recovered by its own floor, with the copies of promoted items
+/// that the fast class dropped tombstoned.
+#[test]
+fn random_changes_across_kill_9_never_come_back_stale_with_two_classes() {
+    crash_cycles(
+        "classes",
+        &["fast:24M:fast", "capacity:96M:capacity"],
+        &["-o", "ext_page_size=1"],
+        4,
+    );
+}
+
+/// `devices`: `file:size[:class]`, files in the test's directory.
+fn crash_cycles(name: &str, devices: &[&str], extra: &[&str], default_cycles: u64) {
     let cycles = env_num("TC_CRASH_CYCLES", default_cycles);
     let secs = env_num("TC_CRASH_SECS", 4);
     let seed = env_num("TC_CRASH_SEED", {
@@ -429,7 +454,10 @@ fn crash_cycles(name: &str, extra: &[&str], default_cycles: u64) {
     let dir = std::env::temp_dir().join(format!("tc-crash-random-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let flash = dir.join("flash").display().to_string();
+    let devices: Vec<String> = devices
+        .iter()
+        .map(|d| dir.join(d).display().to_string())
+        .collect();
     let port = common::free_port();
     let sh = Arc::new(Shared {
         model: (0..KEYS).map(|_| Mutex::new(KeyState::default())).collect(),
@@ -438,7 +466,7 @@ fn crash_cycles(name: &str, extra: &[&str], default_cycles: u64) {
     });
     let mut rng = Rng(seed | 1);
     let mut versions: Vec<Vec<u64>> = vec![vec![0; KEYS]; THREADS];
-    let mut child = spawn(port, &flash, extra);
+    let mut child = spawn(port, &devices, extra);
     for cycle in 0..cycles {
         // Load for a while, then kill at a random moment.
         sh.stop.store(false, Ordering::Relaxed);
@@ -487,11 +515,11 @@ fn crash_cycles(name: &str, extra: &[&str], default_cycles: u64) {
         }
         // Sometimes kill it again while it recovers.
         if rng.below(3) == 0 {
-            let c = spawn(port, &flash, extra);
+            let c = spawn(port, &devices, extra);
             std::thread::sleep(Duration::from_millis(rng.below(400)));
             kill(c);
         }
-        child = spawn(port, &flash, extra);
+        child = spawn(port, &devices, extra);
         let back = verify_all(&sh, port, cycle);
         eprintln!(
             "kill {cycle}: {back} of {KEYS} keys back, {} violations so far",
