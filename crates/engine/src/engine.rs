@@ -46,6 +46,10 @@ pub struct FlashConfig {
     /// log-structured tier meanwhile (0: never waits; the server uses 3).
     /// See `SmallStore::set_flush_duty`.
     pub small_flush_duty: u32,
+    /// Log objects of one set needed to move them into it when the oldest
+    /// leaves the store's log (`ext_small_threshold`; 0 = the store's
+    /// default, 2). Higher: fewer set writes, more objects dropped.
+    pub small_threshold: usize,
     /// Files that record a failed crash journal outside the devices (see
     /// `flash::distrust`; `flash::distrust::default_files` gives the usual
     /// ones). A start that finds one recovers nothing from the devices.
@@ -317,7 +321,7 @@ impl Engine {
             })
             .collect();
         if let (Some(region), Some(fc)) = (&small_region, &config.flash) {
-            attach_small(region, &mut list, fc.small_max, fc.small_flush_duty)?;
+            attach_small(region, &mut list, fc)?;
         }
         // The index and the write buffers come out of -m: what is left must
         // hold a working RAM tier.
@@ -680,11 +684,14 @@ fn carve_small_region(
 fn attach_small(
     region: &SmallRegion,
     shards: &mut [Mutex<Shard>],
-    max: usize,
-    flush_duty: u32,
+    fc: &FlashConfig,
 ) -> Result<(), ConfigError> {
     use crate::small::{SmallConfig, SmallStore};
-    let cfg = SmallConfig::for_region(region.part, 5);
+    let (max, flush_duty) = (fc.small_max, fc.small_flush_duty);
+    let mut cfg = SmallConfig::for_region(region.part, 5);
+    if fc.small_threshold > 0 {
+        cfg.move_threshold = fc.small_threshold;
+    }
     let n = shards.len() as u32;
     let now = crate::clock::unix_now();
     let mut found = crate::small::Recovered::default();

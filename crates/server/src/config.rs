@@ -292,6 +292,10 @@ pub struct FlashSection {
     /// most a quarter of a shard's time; 0: never wait, requests that need a
     /// flush wait for it instead).
     pub small_flush_duty: u32,
+    /// Log objects of one 4 KiB set the small-object store needs before it
+    /// moves them into the set (`ext_small_threshold`, 1..=8, default 2;
+    /// higher: less write amplification, more objects dropped). docs/SMALL.md.
+    pub small_threshold: usize,
 }
 
 impl Default for FlashSection {
@@ -314,6 +318,7 @@ impl Default for FlashSection {
             small_max: 0,
             small_share: 50,
             small_flush_duty: 3,
+            small_threshold: 2,
         }
     }
 }

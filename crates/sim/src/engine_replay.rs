@@ -111,6 +111,7 @@ fn build(
     avg_item_size: usize,
     small_max: usize,
     small_share: u64,
+    small_threshold: usize,
 ) -> Result<Engine> {
     let flash_cfg = (flash > 0).then(|| FlashConfig {
         paths: vec![],
@@ -126,6 +127,7 @@ fn build(
         small_percent: if small_share == 0 { 50 } else { small_share },
         // Replays are not timed: flushes never wait.
         small_flush_duty: 0,
+        small_threshold,
         snapshot: None,
         untrusted_marks: Vec::new(),
     });
@@ -247,6 +249,7 @@ pub fn replay_engine(
         avg,
         opts.small_max,
         opts.small_share,
+        opts.small_threshold,
     )?;
     let seg = engine.stats(CONSTANT_NOW).segment_size as usize;
     let max_value = (0..seg).rev().find(|&v| engine.fits(8, v)).unwrap_or(0);

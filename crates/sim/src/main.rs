@@ -72,6 +72,10 @@ struct RunArgs {
     /// Percent of --flash the small-object store takes (`ext_small_share`).
     #[arg(long, default_value_t = 50)]
     small_share: u64,
+    /// Log objects of one set the store needs to move them into it (the
+    /// server's `ext_small_threshold`; 0 = its default).
+    #[arg(long, default_value_t = 0)]
+    small_threshold: usize,
     /// For `tiercache` runs with --flash: start the index small, as the
     /// server does without `ext_avg_item_size` (default: hinted with the
     /// trace's average object size).
@@ -209,6 +213,7 @@ fn run(a: RunArgs) -> Result<()> {
             None => 0,
         },
         small_share: a.small_share,
+        small_threshold: a.small_threshold,
         no_index_hint: a.no_index_hint,
     };
     let total = t.len() as u64 * jobs.len() as u64;

@@ -131,6 +131,9 @@ pub struct ReplayOptions {
     pub small_max: usize,
     /// Percent of the flash the small-object store takes (0: 50).
     pub small_share: u64,
+    /// Log objects of one set the store needs to move them into it (0:
+    /// the store's default).
+    pub small_threshold: usize,
     /// Do not hint the index with the trace's average object size (the
     /// server's default: no `ext_avg_item_size`).
     pub no_index_hint: bool,

@@ -35,6 +35,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             small_max: 0,
             small_percent: 50,
             small_flush_duty: 0,
+            small_threshold: 0,
             snapshot: None,
             untrusted_marks: Vec::new(),
             io: Default::default(),

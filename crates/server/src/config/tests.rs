@@ -206,3 +206,32 @@ fn access_flags_not_implemented_or_inconsistent_are_refused() {
         assert!(e.contains(says), "{argv:?}: {e}");
     }
 }
+
+#[test]
+fn small_store_options_are_checked() {
+    let c = load(&[
+        "-o",
+        "ext_small_max=512,ext_small_share=80,ext_small_threshold=3",
+    ])
+    .unwrap();
+    assert_eq!(
+        (
+            c.flash.small_max,
+            c.flash.small_share,
+            c.flash.small_threshold
+        ),
+        (512, 80, 3)
+    );
+    assert_eq!(load(&[]).unwrap().flash.small_threshold, 2, "the default");
+    let err = |argv: &[&str]| format!("{:#}", load(argv).unwrap_err());
+    for (opt, says) in [
+        ("ext_small_threshold=0", "1 to 8"),
+        ("ext_small_threshold=9", "1 to 8"),
+        ("ext_small_threshold=x", "ext_small_threshold"),
+        ("ext_small_share=95", "1 to 90"),
+        ("ext_small_max=5000", "4 KiB set"),
+    ] {
+        let e = err(&["-o", opt]);
+        assert!(e.contains(says), "{opt}: {e}");
+    }
+}
