@@ -233,6 +233,13 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
                 None => error(ErrorReply::Error, noreply, consumed),
             }
         }),
+        b"watch" => parse_watch(&tokens, consumed),
+        b"refresh_certs" => done(
+            Request::RefreshCerts {
+                noreply: tokens.noreply(),
+            },
+            consumed,
+        ),
         _ if http_hangup(cmd, tokens.words[tokens.len - 1]) => done(Request::HttpHangup, consumed),
         _ => error(ErrorReply::Error, false, consumed),
     }
@@ -252,6 +259,38 @@ fn http_hangup(cmd: &[u8], last: &[u8]) -> bool {
         b"refresh_certs",
     ];
     last.starts_with(b"HTTP/") && !b"gsacidt".contains(&cmd[0]) && !OWN_REPLY.contains(&cmd)
+}
+
+/// `watch` and the kinds it names (fetchers when none): memcached answers
+/// `ERROR` to a name it does not know; a kind it has and tiercache does not
+/// produce (`evictions`, `rawcmds`, `connevents`, ...) is refused by name.
+fn parse_watch<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
+    use crate::request::watch;
+    if tokens.len == 1 {
+        return done(
+            Request::Watch {
+                flags: watch::FETCHERS,
+            },
+            consumed,
+        );
+    }
+    let mut flags = 0;
+    for w in &tokens.words[1..tokens.len] {
+        match watch::kind(w) {
+            Some(0) => {
+                return error(
+                    ErrorReply::Client(
+                        "CLIENT_ERROR watch: only fetchers and mutations are served",
+                    ),
+                    false,
+                    consumed,
+                )
+            }
+            Some(f) => flags |= f,
+            None => return error(ErrorReply::Error, tokens.noreply(), consumed),
+        }
+    }
+    done(Request::Watch { flags }, consumed)
 }
 
 /// No newline yet: wait, or hang up on a long line that is not a multiget.

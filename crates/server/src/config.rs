@@ -173,6 +173,9 @@ pub struct ServerConfig {
     pub auth_file: String,
     /// Binary protocol SASL (`-S`): not supported, refused.
     pub sasl: bool,
+    /// Bytes of log lines a `watch` connection may hold before lines are
+    /// dropped (`-o watcher_logbuf_size`, KiB as memcached's; default 256 KiB).
+    pub watcher_logbuf_size: usize,
 }
 
 impl Default for ServerConfig {
@@ -198,6 +201,7 @@ impl Default for ServerConfig {
             unix_mask: 0o700,
             auth_file: String::new(),
             sasl: false,
+            watcher_logbuf_size: crate::watch::DEFAULT_BUF,
         }
     }
 }

@@ -129,6 +129,8 @@ pub struct Conn {
     /// High bits of this connection's read tokens (worker slot and a serial).
     token_base: u64,
     reads: Vec<ReadReq>,
+    /// Set by `watch`: the connection is a log stream now (`watch.rs`).
+    watcher: Option<std::sync::Arc<crate::watch::Watcher>>,
 }
 
 /// What the worker should do with the connection after an event.
@@ -137,6 +139,9 @@ pub enum State {
     Open,
     Closed,
     Shutdown,
+    /// `watch` started: hand the socket to the watch thread
+    /// ([`Conn::into_watcher`]).
+    Watch,
 }
 
 impl Conn {
@@ -168,6 +173,7 @@ impl Conn {
             journal_ahead_at: None,
             token_base,
             reads: Vec::new(),
+            watcher: None,
         }
     }
 
@@ -217,6 +223,7 @@ impl Conn {
                     let _ = self.flush();
                     return State::Shutdown;
                 }
+                Some(Outcome::Watch(_)) if self.watcher.is_some() => return State::Watch,
                 Some(_) => progress = true,
                 None => {}
             }
@@ -408,6 +415,12 @@ impl Conn {
                         Outcome::Continue | Outcome::Wait(_) | Outcome::Stopped { .. } => {}
                         Outcome::Close => self.closing = true,
                         Outcome::Shutdown => return last,
+                        Outcome::Watch(flags) => {
+                            // Nothing after it runs, as in memcached.
+                            if self.start_watch(flags, made, ctx) {
+                                return last;
+                            }
+                        }
                     }
                 }
                 Parsed::Swallow {
@@ -434,6 +447,30 @@ impl Conn {
             }
         }
         last
+    }
+
+    /// `watch`: refused while replies are pending, as memcached refuses it
+    /// when other commands were pipelined before it, or when 20 watchers
+    /// run; else the connection is a watcher from now on (true).
+    fn start_watch(&mut self, flags: u8, made: usize, ctx: &Ctx<'_>) -> bool {
+        let refusal: &[u8] = if made > self.wpos {
+            b"ERROR cannot pipeline other commands before watch\r\n"
+        } else {
+            match ctx.shared.watch.add(flags) {
+                Ok(w) => {
+                    self.watcher = Some(w);
+                    return true;
+                }
+                Err(_) => b"WATCHER_TOO_MANY log watcher limit reached\r\n",
+            }
+        };
+        self.wbuf.extend_from_slice(refusal);
+        false
+    }
+
+    /// A watching connection's watcher and socket, for the watch thread.
+    pub fn into_watcher(self) -> Option<(std::sync::Arc<crate::watch::Watcher>, Stream)> {
+        Some((self.watcher?, self.stream))
     }
 
     /// Runs the request at the head of the input until it is done (its

@@ -41,6 +41,9 @@ pub enum Outcome {
         at: usize,
         wait: Option<Wait>,
     },
+    /// `watch`: the connection becomes a log stream of these kinds
+    /// (`watch.rs`), unless replies are pending.
+    Watch(u8),
 }
 
 /// Per-batch context: what every request of a worker's event needs.
@@ -109,6 +112,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
                 Err(w) => return Outcome::Wait(w),
             };
             ctx.shared.detail.record_delete(key);
+            ctx.shared.watch.fetched(key, found.then_some(0));
             if found {
                 bump(&ctx.stats.delete_hits);
                 reply(out, noreply, Reply::Deleted);
@@ -128,12 +132,17 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             exptime,
             noreply,
         } => {
-            let found = match ctx.engine().touch(key, ctx.exptime(exptime), ctx.now) {
+            let size = |item: ItemView<'_>| item.value().len();
+            let found = match ctx
+                .engine()
+                .touch_with(key, ctx.exptime(exptime), ctx.now, size)
+            {
                 Ok(found) => found,
                 Err(w) => return Outcome::Wait(w),
             };
+            ctx.shared.watch.fetched(key, found);
             bump(&ctx.stats.cmd_touch);
-            if found {
+            if found.is_some() {
                 bump(&ctx.stats.touch_hits);
                 reply(out, noreply, Reply::Touched);
             } else {
@@ -204,10 +213,14 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             if classic {
                 ctx.shared.detail.record_set(&key);
             }
+            ctx.shared.watch.stored(&key, "too_large", "set", 0, 0);
             bump(&ctx.stats.store_too_large);
             reply(out, noreply, r.into());
         }
         Request::Error { reply: r, noreply } => reply(out, noreply, r.into()),
+        Request::Watch { flags } => return Outcome::Watch(flags),
+        // Served with issue 18's item 3; until then as before: unknown.
+        Request::RefreshCerts { .. } => Reply::from(ErrorReply::Error).encode(out),
         Request::GetKeyTooLong => Reply::from(ErrorReply::Client(errors::BAD_FORMAT)).encode(out),
         Request::HttpHangup => return Outcome::Close,
     }
@@ -239,17 +252,26 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outco
         }
         let r = match touch {
             Some(e) => {
-                let reply = |item: ItemView<'_>| value_reply(out, key, &item, g.return_cas);
+                let reply = |item: ItemView<'_>| {
+                    value_reply(out, key, &item, g.return_cas);
+                    item.value().len()
+                };
                 ctx.engine().touch_with(key, e, ctx.now, reply)
             }
             None => {
-                let reply = |_, item: ItemView<'_>| value_reply(out, key, &item, g.return_cas);
+                let reply = |_, item: ItemView<'_>| {
+                    value_reply(out, key, &item, g.return_cas);
+                    item.value().len()
+                };
                 ctx.engine()
                     .get_with(key, ctx.now, at.fetched, at.may_read, reply)
             }
         };
         let hit = match r {
-            Ok(found) => found.is_some(),
+            Ok(found) => {
+                ctx.shared.watch.fetched(key, found);
+                found.is_some()
+            }
             Err(w) => {
                 stopped = Some(Outcome::Stopped {
                     at: offset,
@@ -305,6 +327,9 @@ fn mode_of(m: StoreMode) -> Mode {
 fn run_store(st: &StoreCmd<'_>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Result<StoreResult, Wait> {
     let r = ctx.engine().store(st, ctx.now, at.fetched, at.may_read)?;
     bump(&ctx.stats.cmd_set);
+    if ctx.shared.watch.on(crate::watch::MUTATIONS) {
+        watch_store(st, &r, ctx);
+    }
     if st.mode == Mode::Cas {
         match r {
             StoreResult::Stored { .. } => bump(&ctx.stats.cas_hits),
@@ -319,6 +344,34 @@ fn run_store(st: &StoreCmd<'_>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Result<Store
         _ => {}
     }
     Ok(r)
+}
+
+/// `watch mutations`: a store's line, with memcached's names.
+#[cold]
+fn watch_store(st: &StoreCmd<'_>, r: &StoreResult, ctx: &Ctx<'_>) {
+    let status = match r {
+        StoreResult::Stored { .. } => "stored",
+        StoreResult::NotStored => "not_stored",
+        StoreResult::Exists => "exists",
+        StoreResult::NotFound => "not_found",
+        StoreResult::TooLarge => "too_large",
+        StoreResult::NoMemory | StoreResult::Busy => "no_memory",
+    };
+    let cmd = match st.mode {
+        Mode::Set => "set",
+        Mode::Add => "add",
+        Mode::Replace => "replace",
+        Mode::Append => "append",
+        Mode::Prepend => "prepend",
+        Mode::Cas => "cas",
+    };
+    // memcached prints the seconds left, 0 for an item without a limit.
+    let ttl = match st.exptime {
+        0 => 0,
+        e => e.saturating_sub(ctx.now),
+    };
+    let w = &ctx.shared.watch;
+    w.stored(st.key, status, cmd, ttl, st.data.len());
 }
 
 fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
@@ -372,6 +425,14 @@ fn arith(
     } else {
         (&ctx.stats.decr_hits, &ctx.stats.decr_misses)
     };
+    if ctx.shared.watch.on(crate::watch::FETCHERS) {
+        let size = match &r {
+            ArithResult::NotFound => None,
+            ArithResult::Ok { value, .. } => Some(value.to_string().len()),
+            _ => Some(0),
+        };
+        ctx.shared.watch.fetched(key, size);
+    }
     match r {
         ArithResult::Ok { value, .. } => {
             bump(hits);

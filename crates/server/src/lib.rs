@@ -35,6 +35,7 @@ pub mod small_stats;
 pub mod stats;
 pub mod tls;
 pub mod transport;
+pub mod watch;
 pub mod worker;
 
 /// The version `version` and `stats` report: the memcached protocol level

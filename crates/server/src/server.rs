@@ -445,6 +445,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let registry = crate::registry::Registry::new(workers.len(), infos, unix_now());
     let reserved_fds = fd_headroom(&config);
     let config_metrics_port = config.server.metrics_port;
+    let config_watch_buf = config.server.watcher_logbuf_size;
     let shared = Arc::new(Shared {
         engine,
         config,
@@ -462,6 +463,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         tls,
         auth,
         reload: Arc::new(AtomicBool::new(false)),
+        watch: crate::watch::Watch::new(config_watch_buf),
     });
     let metrics_addr = match shared.config.server.metrics_port {
         0 => None,
@@ -514,6 +516,12 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         std::thread::Builder::new()
             .name("maintenance".into())
             .spawn(move || maintenance(sh))?,
+    );
+    let sh = shared.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("watch".into())
+            .spawn(move || crate::watch::run(sh))?,
     );
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());

@@ -36,6 +36,8 @@ pub struct Shared {
     pub auth: Option<crate::auth::Auth>,
     /// Set by SIGHUP: the maintenance thread reads the auth file again.
     pub reload: Arc<AtomicBool>,
+    /// `watch` log streams.
+    pub watch: crate::watch::Watch,
 }
 
 impl Shared {
@@ -70,6 +72,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             };
             stats::general(out, &view);
             crate::access_stats::general(out, shared);
+            shared.watch.stats(out);
             if let Some(f) = shared.engine.flash_stats() {
                 stats::flash(out, &f, &view.engine);
             }

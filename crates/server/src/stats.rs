@@ -317,6 +317,7 @@ pub fn settings(
     stat(out, "idle_timeout", cfg.server.idle_timeout);
     // `stats sizes` is not kept.
     stat(out, "track_sizes", "no");
+    stat(out, "watcher_logbuf_size", cfg.server.watcher_logbuf_size);
     // The flash tier's settings, also without one (as memcached built
     // with extstore prints them). A write buffer is one flash segment; a
     // reclaimed flash segment drops the items nobody read while they were

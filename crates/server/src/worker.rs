@@ -394,6 +394,7 @@ fn drive(
     match state {
         State::Open => {}
         State::Closed => close(poll, conns, key, shared, mailbox),
+        State::Watch => hand_to_watch(poll, conns, key, shared, mailbox),
         State::Shutdown => {
             tracing::info!("shutdown command received");
             shared.shutdown.store(true, Ordering::Relaxed);
@@ -503,6 +504,25 @@ fn close(poll: &Poll, conns: &mut Conns, key: usize, shared: &Shared, mailbox: &
     conn.stream.close();
     let _ = poll.registry().deregister(&mut conn.stream);
     uncount(shared, mailbox);
+}
+
+/// A connection that sent `watch` leaves this worker for the watch thread,
+/// which closes it (and uncounts it from `curr_connections`) when its client
+/// goes.
+fn hand_to_watch(poll: &Poll, conns: &mut Conns, key: usize, shared: &Shared, mailbox: &Mailbox) {
+    if let Some(slot) = conns.info.get_mut(key) {
+        *slot = None;
+    }
+    shared.registry.remove(conns.me, key);
+    let mut conn = conns.slab.remove(key);
+    let _ = poll.registry().deregister(&mut conn.stream);
+    match conn.into_watcher() {
+        Some((w, stream)) => {
+            mailbox.conns.fetch_sub(1, Ordering::Relaxed);
+            shared.watch.adopt(w, stream);
+        }
+        None => uncount(shared, mailbox),
+    }
 }
 
 /// A connection is gone: it no longer counts against its worker nor in

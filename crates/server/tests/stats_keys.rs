@@ -82,17 +82,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
     ),
     (
         "stats",
-        &[
-            "log_worker_dropped",
-            "log_worker_written",
-            "log_watcher_skipped",
-            "log_watcher_sent",
-            "log_watchers",
-        ],
-        "the `watch` log streams are not served yet (issue 18)",
-    ),
-    (
-        "stats",
         &["malloc_fails"],
         "item memory is preallocated segments; a set that finds none counts in store_no_memory",
     ),
@@ -196,8 +185,9 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
     ("settings", &["dump_enabled"], "lru_crawler metadump is not served yet (issue 18)"),
     (
         "settings",
-        &["watcher_logbuf_size", "worker_logbuf_size"],
-        "no `watch` log streams yet",
+        &["worker_logbuf_size"],
+        "no per-worker log buffers: `watch` lines go straight into each watcher's \
+         bounded buffer (watcher_logbuf_size)",
     ),
     (
         "settings",

@@ -178,9 +178,10 @@ impl Config {
             "hash_algorithm" => self.notes.push(format!(
                 "-o hash_algorithm={v} has no effect: tiercache hashes keys with xxh3"
             )),
-            "watcher_logbuf_size" | "worker_logbuf_size" => self.notes.push(format!(
-                "-o {k} has no effect: tiercache has no `watch` log buffers"
-            )),
+            "watcher_logbuf_size" => self.server.watcher_logbuf_size = num(v)? << 10,
+            "worker_logbuf_size" => self.notes.push(
+                "-o worker_logbuf_size has no effect: tiercache's workers put `watch` lines straight into each watcher's buffer (watcher_logbuf_size)".into(),
+            ),
             "track_sizes" => self.notes.push(
                 "-o track_sizes has no effect: `stats sizes` is not kept".into(),
             ),
@@ -188,7 +189,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_threshold"
+                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_threshold, watcher_logbuf_size"
             ),
         }
         Ok(())

@@ -94,14 +94,16 @@ pub(super) fn get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ct
             true => w.finish_value(item.view().value()),
             false => w.finish(),
         }
+        vlen
     };
     let r = match ctx.engine().meta_get(key, now, &opts, reply) {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };
     bump(&ctx.stats.cmd_meta);
+    ctx.shared.watch.fetched(key, r);
     match r {
-        Some(()) => {
+        Some(_) => {
             if opts.ttl {
                 bump(&ctx.stats.cmd_touch);
                 bump(&ctx.stats.touch_hits);
@@ -195,6 +197,8 @@ pub(super) fn delete(
     };
     bump(&ctx.stats.cmd_meta);
     meta_deleted(ctx, r);
+    let found = !matches!(r, tiercache_engine::command::MetaDeleted::NotFound);
+    ctx.shared.watch.fetched(key, found.then_some(0));
     use tiercache_engine::command::MetaDeleted;
     let code = match r {
         MetaDeleted::NotFound => MetaCode::Nf,
@@ -265,6 +269,9 @@ pub(super) fn arith(
         Err(w) => return Outcome::Wait(w),
     };
     bump(&ctx.stats.cmd_meta);
+    // A value made by `N` was not found.
+    let found = !matches!(r, Ok(true) | Err(ArithFailed::NotFound));
+    ctx.shared.watch.fetched(key, found.then_some(0));
     let (hits, misses) = if a.incr {
         (&ctx.stats.incr_hits, &ctx.stats.incr_misses)
     } else {

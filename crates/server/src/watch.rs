@@ -1,0 +1,364 @@
+//! `watch`: memcached 1.6's log streams. A connection that sends `watch
+//! [fetchers] [mutations]` gets `OK` and from then on one line per event of
+//! the kinds it asked for, in memcached's format:
+//!
+//! ```text
+//! ts=<sec>.<usec> gid=<n> type=item_get key=<uri> status=found|not_found clsid=<n> cfd=<fd> size=<n>
+//! ts=<sec>.<usec> gid=<n> type=item_store key=<uri> status=stored|not_stored|exists|not_found|too_large|no_memory cmd=<set|add|...> ttl=<n> clsid=<n> cfd=<fd> size=<n>
+//! ```
+//!
+//! `evictions` (and memcached's other kinds) are refused by name: the engine
+//! evicts without telling the server which keys (no hook yet).
+//!
+//! It sends no commands any more (its input is read and dropped, to see it
+//! close), as in memcached. The worker hands its socket to the watch thread
+//! ([`run`]), which writes each watcher's lines out and closes it when the
+//! client goes.
+//!
+//! Cost: with no watcher, each logging point is one relaxed load of
+//! [`Watch::on`]'s flags. With watchers, the worker that ran the command
+//! formats the line and appends it to each watcher's buffer under that
+//! watcher's lock; it never waits for a socket. A buffer holds at most
+//! `watcher_logbuf_size` bytes (256 KiB as memcached's): a line that does
+//! not fit is dropped and counted, and the watcher gets `skipped=N` before
+//! its next line, as memcached's do (`stats` `log_watcher_skipped`).
+
+use crate::shared::Shared;
+use crate::transport::Stream;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+pub use tiercache_proto::request::watch::{FETCHERS, MUTATIONS};
+
+/// memcached's limit on watchers at once.
+pub const MAX_WATCHERS: usize = 20;
+/// memcached's default per-watcher buffer (`watcher_logbuf_size`).
+pub const DEFAULT_BUF: usize = 256 << 10;
+/// Room kept for a `skipped=N` line.
+const SKIPPED_LINE: usize = 32;
+
+/// All watchers, the kinds any of them asks for, and the counters.
+pub struct Watch {
+    /// Union of the watchers' kinds: the request path's one load.
+    flags: AtomicU8,
+    /// memcached's global event id (`gid=`).
+    gid: AtomicU64,
+    watchers: RwLock<Vec<Arc<Watcher>>>,
+    buf_size: usize,
+    to_thread: Mutex<Sender<Handed>>,
+    from_workers: Mutex<Option<Receiver<Handed>>>,
+    /// Lines made (`log_worker_written`), given to a watcher
+    /// (`log_watcher_sent`), dropped for want of room (`log_watcher_skipped`).
+    written: AtomicU64,
+    sent: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// A watcher and its socket, on their way from a worker to the watch thread.
+type Handed = (Arc<Watcher>, Stream);
+
+/// One watching connection's kinds and its bounded buffer of lines.
+pub struct Watcher {
+    flags: u8,
+    /// Events before the watch started are not its.
+    min_gid: u64,
+    lines: Mutex<Lines>,
+}
+
+#[derive(Default)]
+struct Lines {
+    data: Vec<u8>,
+    /// Lines dropped since the last one that fitted.
+    skipped: u64,
+}
+
+/// Why a watch could not start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// memcached's WATCHER_TOO_MANY.
+    TooMany,
+}
+
+impl Watch {
+    /// No watchers; buffers of `buf_size` bytes each.
+    pub fn new(buf_size: usize) -> Watch {
+        let (tx, rx) = mpsc::channel();
+        Watch {
+            flags: AtomicU8::new(0),
+            gid: AtomicU64::new(0),
+            watchers: RwLock::new(Vec::new()),
+            buf_size: buf_size.max(4096),
+            to_thread: Mutex::new(tx),
+            from_workers: Mutex::new(Some(rx)),
+            written: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether a watcher wants lines of `kind`: the only cost of a logging
+    /// point when nobody watches.
+    #[inline]
+    pub fn on(&self, kind: u8) -> bool {
+        self.flags.load(Relaxed) & kind != 0
+    }
+
+    /// Starts a watcher of `flags`; its buffer starts with `OK`.
+    pub fn add(&self, flags: u8) -> Result<Arc<Watcher>, Refused> {
+        let mut list = self
+            .watchers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if list.len() >= MAX_WATCHERS {
+            return Err(Refused::TooMany);
+        }
+        let w = Arc::new(Watcher {
+            flags,
+            min_gid: self.gid.fetch_add(1, Relaxed) + 1,
+            lines: Mutex::new(Lines {
+                data: b"OK\r\n".to_vec(),
+                skipped: 0,
+            }),
+        });
+        list.push(w.clone());
+        self.flags.fetch_or(flags, Relaxed);
+        Ok(w)
+    }
+
+    fn remove(&self, w: &Arc<Watcher>) {
+        let mut list = self
+            .watchers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        list.retain(|x| !Arc::ptr_eq(x, w));
+        let flags = list.iter().fold(0, |f, x| f | x.flags);
+        self.flags.store(flags, Relaxed);
+    }
+
+    /// Gives a watching connection's socket to the watch thread.
+    pub fn adopt(&self, w: Arc<Watcher>, stream: Stream) {
+        let tx = self
+            .to_thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Err(mpsc::SendError((w, _))) = tx.send((w, stream)) {
+            self.remove(&w);
+        }
+    }
+
+    /// `ts=... gid=... type=<kind> `: the start of every line.
+    fn head(&self, kind: &str) -> (u64, Vec<u8>) {
+        let gid = self.gid.fetch_add(1, Relaxed) + 1;
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut line = Vec::with_capacity(160);
+        // memcached prints the microseconds with %d: not zero-padded.
+        let _ = write!(
+            line,
+            "ts={}.{} gid={gid} type={kind} key=",
+            t.as_secs(),
+            t.subsec_micros()
+        );
+        (gid, line)
+    }
+
+    /// Appends `line` (event `gid`, of `kind`) to every watcher of `kind`.
+    fn deliver(&self, kind: u8, gid: u64, line: &[u8]) {
+        self.written.fetch_add(1, Relaxed);
+        let list = self.watchers.read().unwrap_or_else(PoisonError::into_inner);
+        for w in list
+            .iter()
+            .filter(|w| w.flags & kind != 0 && gid >= w.min_gid)
+        {
+            let mut l = w.lines.lock().unwrap_or_else(PoisonError::into_inner);
+            let room = line.len() + if l.skipped > 0 { SKIPPED_LINE } else { 0 };
+            if l.data.len() + room > self.buf_size {
+                l.skipped += 1;
+                self.skipped.fetch_add(1, Relaxed);
+                continue;
+            }
+            if l.skipped > 0 {
+                let n = std::mem::take(&mut l.skipped);
+                let _ = writeln!(l.data, "skipped={n}");
+            }
+            l.data.extend_from_slice(line);
+            self.sent.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `watch fetchers`: a key a command looked up, found with a value of
+    /// `size` bytes, or not (`None`).
+    #[inline]
+    pub fn fetched(&self, key: &[u8], size: Option<usize>) {
+        if self.on(FETCHERS) {
+            self.item_get(key, size);
+        }
+    }
+
+    /// `watch mutations`: a store's outcome, `status` and `cmd` as memcached
+    /// names them, with the seconds the item has to live (0: no limit) and
+    /// its value's length.
+    #[inline]
+    pub fn stored(&self, key: &[u8], status: &str, cmd: &str, ttl: u32, size: usize) {
+        if self.on(MUTATIONS) {
+            self.item_store(key, status, cmd, ttl, size);
+        }
+    }
+
+    #[cold]
+    fn item_get(&self, key: &[u8], size: Option<usize>) {
+        let fd = client_fd();
+        let (gid, mut line) = self.head("item_get");
+        tiercache_proto::reply::uri_encode(&mut line, key);
+        let (status, clsid) = match size {
+            Some(_) => ("found", 1),
+            None => ("not_found", 0),
+        };
+        let size = size.unwrap_or(0);
+        let _ = writeln!(line, " status={status} clsid={clsid} cfd={fd} size={size}");
+        self.deliver(FETCHERS, gid, &line);
+    }
+
+    #[cold]
+    fn item_store(&self, key: &[u8], status: &str, cmd: &str, ttl: u32, size: usize) {
+        let fd = client_fd();
+        let (gid, mut line) = self.head("item_store");
+        tiercache_proto::reply::uri_encode(&mut line, key);
+        let _ = writeln!(
+            line,
+            " status={status} cmd={cmd} ttl={ttl} clsid=1 cfd={fd} size={size}"
+        );
+        self.deliver(MUTATIONS, gid, &line);
+    }
+
+    /// `stats`: memcached's `log_*` counters.
+    pub fn stats(&self, out: &mut Vec<u8>) {
+        use crate::stats::stat;
+        let watchers = self
+            .watchers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        // Lines go straight to each watcher's buffer: none is dropped
+        // before that (memcached's per-worker buffers can overflow).
+        stat(out, "log_worker_dropped", 0);
+        stat(out, "log_worker_written", self.written.load(Relaxed));
+        stat(out, "log_watcher_skipped", self.skipped.load(Relaxed));
+        stat(out, "log_watcher_sent", self.sent.load(Relaxed));
+        stat(out, "log_watchers", watchers);
+    }
+}
+
+/// The fd of the connection whose command is logged (`cfd=`).
+fn client_fd() -> i32 {
+    crate::worker::current_fd().unwrap_or(-1)
+}
+
+/// The watch thread's part of one watcher: its socket and the lines taken
+/// from its buffer and not yet written.
+struct Streaming {
+    watcher: Arc<Watcher>,
+    stream: Stream,
+    out: Vec<u8>,
+    at: usize,
+}
+
+impl Streaming {
+    /// Writes what it can; reads and drops the client's input to see it
+    /// close. Returns bytes written, or an error when the watcher is gone.
+    fn pump(&mut self) -> io::Result<usize> {
+        let mut scratch = [0u8; 512];
+        loop {
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut total = self.stream.push()?;
+        loop {
+            if self.at == self.out.len() {
+                self.out.clear();
+                self.at = 0;
+                let mut l = self
+                    .watcher
+                    .lines
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                std::mem::swap(&mut self.out, &mut l.data);
+                if self.out.is_empty() {
+                    return Ok(total);
+                }
+            }
+            match self.stream.write(&self.out[self.at..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.at += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The watch thread: takes watching sockets from the workers, writes their
+/// lines out every millisecond while lines come (backing off to 50 ms when
+/// none do), and closes those whose client went. Blocks on its channel
+/// while nobody watches. Ends at shutdown.
+pub fn run(shared: Arc<Shared>) {
+    let Some(rx) = shared
+        .watch
+        .from_workers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    else {
+        return;
+    };
+    let mut streams: Vec<Streaming> = Vec::new();
+    let mut sleep = Duration::from_millis(1);
+    while !shared.shutdown.load(Relaxed) {
+        let wait = if streams.is_empty() {
+            Duration::from_millis(100)
+        } else {
+            sleep
+        };
+        match rx.recv_timeout(wait) {
+            Ok((watcher, stream)) => streams.push(Streaming {
+                watcher,
+                stream,
+                out: Vec::new(),
+                at: 0,
+            }),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let mut moved = 0;
+        streams.retain_mut(|s| match s.pump() {
+            Ok(n) => {
+                moved += n;
+                true
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "watcher closed");
+                shared.watch.remove(&s.watcher);
+                s.stream.close();
+                shared.conns.curr_connections.fetch_sub(1, Relaxed);
+                false
+            }
+        });
+        sleep = if moved > 0 {
+            Duration::from_millis(1)
+        } else {
+            (sleep * 2).min(Duration::from_millis(50))
+        };
+    }
+}

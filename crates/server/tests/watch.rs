@@ -1,0 +1,254 @@
+//! `watch`: the log streams of memcached 1.6 (`watch.rs`).
+//!
+//! - end to end: a watcher gets `OK`, then one line per looked-up key and
+//!   per store, in order, and no reply to anything it sends; `watch` alone
+//!   is fetchers only; a watch pipelined behind another command, an unknown
+//!   kind and a kind tiercache does not produce are refused as memcached
+//!   refuses them; `stats` counts watchers and lines.
+//! - a watcher that does not read: the server answers at full speed, its
+//!   lines beyond the buffer are dropped, counted, and announced with
+//!   `skipped=N` once it reads again, and every line is accounted for.
+//! - against memcached 1.6.18 (when installed; skipped with a message
+//!   otherwise): the same commands, watched, give lines of the same types
+//!   with the same field names, and the same key, status, cmd, ttl and
+//!   size fields (timestamps, gids and fds aside).
+
+mod common;
+
+use common::memcached::Memcached;
+use common::{server, server_with, stat_of, tx_mn, Client};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Opens a watcher of `kinds` on `addr` and waits for its `OK`.
+fn watcher(addr: &str, kinds: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("watch {kinds}\r\n").trim_end().as_bytes())
+        .unwrap();
+    s.write_all(b"\r\n").unwrap();
+    let mut ok = [0u8; 4];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"OK\r\n");
+    s
+}
+
+/// Reads lines from a watcher until `n` have come or `within` passed.
+fn lines(s: &mut TcpStream, n: usize, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    while got.iter().filter(|&&b| b == b'\n').count() < n && Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => got.extend_from_slice(&buf[..k]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8(got)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A line's `name=value` fields.
+fn fields(line: &str) -> BTreeMap<String, String> {
+    line.split(' ')
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The line's fields but those that differ between any two runs.
+fn comparable(line: &str) -> Vec<(String, String)> {
+    fields(line)
+        .into_iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "ts" | "gid" | "cfd"))
+        .collect()
+}
+
+#[test]
+fn a_watcher_gets_a_line_per_key_and_per_store() {
+    let h = server();
+    let addr = h.addr.to_string();
+    let mut w = watcher(&addr, "fetchers mutations");
+    let mut plain = watcher(&addr, "");
+    let mut c = Client::new(&h);
+    c.tx(
+        b"set foo 3 100 5\r\nhello\r\nget foo nope\r\ndelete foo\r\nadd a%b 0 0 1 noreply\r\nx\r\n",
+    );
+    let got = lines(&mut w, 5, Duration::from_secs(5));
+    let want = [
+        "type=item_store key=foo status=stored cmd=set ttl=100 clsid=1 size=5",
+        "type=item_get key=foo status=found clsid=1 size=5",
+        "type=item_get key=nope status=not_found clsid=0 size=0",
+        "type=item_get key=foo status=found clsid=1 size=0",
+        "type=item_store key=a%25b status=stored cmd=add ttl=0 clsid=1 size=1",
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    let mut gid = 0;
+    for (line, want) in got.iter().zip(want) {
+        let f = fields(line);
+        let (sec, usec) = f["ts"].split_once('.').expect("ts=sec.usec");
+        assert!(sec.parse::<u64>().is_ok() && usec.parse::<u32>().unwrap() < 1_000_000);
+        let g: u64 = f["gid"].parse().unwrap();
+        assert!(g > gid, "gids grow: {got:#?}");
+        gid = g;
+        assert!(f["cfd"].parse::<i32>().unwrap() > 0, "{line}");
+        let rest: Vec<&str> = line
+            .split(' ')
+            .filter(|f| !f.starts_with("ts=") && !f.starts_with("gid=") && !f.starts_with("cfd="))
+            .collect();
+        assert_eq!(rest.join(" "), want.replace(" cfd=", ""));
+    }
+    // `watch` alone: fetchers only.
+    let only_gets = lines(&mut plain, 3, Duration::from_secs(5));
+    assert_eq!(only_gets.len(), 3, "{only_gets:#?}");
+    assert!(only_gets.iter().all(|l| l.contains("type=item_get")));
+    // A watcher runs no command: nothing but lines come back.
+    w.write_all(b"version\r\n").unwrap();
+    c.tx(b"get foo\r\n");
+    let after = lines(&mut w, 1, Duration::from_secs(5));
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert!(after[0].contains("type=item_get key=foo status=not_found"));
+    let stats = c.tx_str(b"stats\r\n");
+    assert_eq!(stat_of(&stats, "log_watchers").as_deref(), Some("2"));
+    assert_eq!(stat_of(&stats, "log_watcher_skipped").as_deref(), Some("0"));
+    assert!(
+        stat_of(&stats, "log_watcher_sent")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 9
+    );
+    // A watcher that closes is gone from the count.
+    drop(w);
+    drop(plain);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = c.tx_str(b"stats\r\n");
+        if stat_of(&s, "log_watchers").as_deref() == Some("0") {
+            assert_eq!(stat_of(&s, "curr_connections").as_deref(), Some("1"), "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "watchers not closed: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn refusals_are_memcacheds() {
+    let h = server();
+    let mut s = TcpStream::connect(h.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // Another command's reply pending: refused, and the connection serves on.
+    assert_eq!(
+        tx_mn(&mut s, b"get a\r\nwatch\r\n"),
+        "END\r\nERROR cannot pipeline other commands before watch\r\n"
+    );
+    assert_eq!(tx_mn(&mut s, b"watch bogus\r\n"), "ERROR\r\n");
+    assert_eq!(
+        tx_mn(&mut s, b"watch fetchers evictions\r\n"),
+        "CLIENT_ERROR watch: only fetchers and mutations are served\r\n"
+    );
+    // memcached's limit: 20 watchers.
+    let addr = h.addr.to_string();
+    let many: Vec<TcpStream> = (0..20).map(|_| watcher(&addr, "fetchers")).collect();
+    assert_eq!(
+        tx_mn(&mut s, b"watch\r\n"),
+        "WATCHER_TOO_MANY log watcher limit reached\r\n"
+    );
+    drop(many);
+}
+
+#[test]
+fn a_watcher_that_does_not_read_loses_lines_not_the_server_speed() {
+    let h = server_with(|c| c.server.watcher_logbuf_size = 4096);
+    let addr = h.addr;
+    let mut w = common::process::connect_with_rcvbuf(addr, 4096);
+    w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    w.write_all(b"watch fetchers\r\n").unwrap();
+    let mut ok = [0u8; 4];
+    w.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"OK\r\n");
+    let mut c = Client::new(&h);
+    let keys: Vec<String> = (0..100).map(|i| format!("key-{i:0>60}")).collect();
+    let multiget = format!("get {}\r\n", keys.join(" "));
+    let started = Instant::now();
+    for _ in 0..200 {
+        assert_eq!(c.tx(multiget.as_bytes()), b"END\r\n");
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "gets slowed down: {took:?}");
+    let stats = c.tx_str(b"stats\r\n");
+    let skipped: u64 = stat_of(&stats, "log_watcher_skipped")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(skipped > 0, "{stats}");
+    // Read everything, then one more line carries the last `skipped=N`.
+    let mut got = lines(&mut w, usize::MAX, Duration::from_secs(2));
+    c.tx(b"get last\r\n");
+    got.extend(lines(&mut w, 2, Duration::from_secs(5)));
+    let seen = got.iter().filter(|l| l.contains("type=item_get")).count() as u64;
+    let announced: u64 = got
+        .iter()
+        .filter_map(|l| l.strip_prefix("skipped="))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum();
+    assert!(announced > 0, "no skipped= line");
+    assert_eq!(
+        seen + announced,
+        200 * 100 + 1,
+        "every line is sent or announced"
+    );
+    assert_eq!(announced, skipped);
+}
+
+/// The commands of the comparison with memcached: stores watched by
+/// `mutations`, then retrievals watched by `fetchers` (memcached also logs
+/// the lookup a store makes as a fetch; tiercache does not, so the two are
+/// watched apart).
+const STORES: &[u8] = b"set foo 5 0 3\r\nbar\r\nadd foo 0 0 1\r\nx\r\nreplace nope 0 0 1\r\nx\r\n\
+cas foo 0 0 1 999\r\nx\r\nset n 0 100 1\r\n5\r\nms mk 2 T50\r\nhi\r\nset k%20x 1 0 2\r\nab\r\n";
+const FETCHES: &[u8] =
+    b"get foo\r\nget nope\r\ngets foo n nope\r\nmg mk v\r\nmg gone v\r\ntouch foo 10\r\n\
+gat 10 n\r\nget k%20x\r\n";
+
+fn watched(addr: &str) -> (Vec<String>, Vec<String>) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = watcher(addr, "mutations");
+    tx_mn(&mut c, STORES);
+    let stores = lines(&mut w, 7, Duration::from_secs(5));
+    drop(w);
+    let mut w = watcher(addr, "fetchers");
+    tx_mn(&mut c, FETCHES);
+    let fetches = lines(&mut w, 10, Duration::from_secs(5));
+    (stores, fetches)
+}
+
+#[test]
+fn lines_match_memcacheds() {
+    let Some(mc) = Memcached::start() else {
+        eprintln!("skipped the comparison: /usr/bin/memcached absent (tests/interop/install.sh)");
+        return;
+    };
+    let h = server();
+    let theirs = watched(&mc.addr());
+    let ours = watched(&h.addr.to_string());
+    for (t, o, n) in [(&theirs.0, &ours.0, 7), (&theirs.1, &ours.1, 10)] {
+        assert_eq!(t.len(), n, "memcached: {t:#?}");
+        assert_eq!(o.len(), t.len(), "memcached: {t:#?}\ntiercache: {o:#?}");
+        let names = |l: &str| fields(l).into_keys().collect::<BTreeSet<_>>();
+        for (tl, ol) in t.iter().zip(o) {
+            assert_eq!(names(ol), names(tl), "field names\n{tl}\n{ol}");
+            assert_eq!(comparable(ol), comparable(tl), "fields\n{tl}\n{ol}");
+        }
+    }
+}
