@@ -80,11 +80,7 @@ pub fn general(out: &mut Vec<u8>, shared: &Shared) {
             "ssl_handshake_errors",
             t.handshake_errors.load(Ordering::Relaxed),
         );
-        stat(
-            out,
-            "time_since_server_cert_refresh",
-            t.loaded.elapsed().as_secs(),
-        );
+        stat(out, "time_since_server_cert_refresh", t.since_refresh());
     }
 }
 

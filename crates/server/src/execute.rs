@@ -219,12 +219,29 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
         }
         Request::Error { reply: r, noreply } => reply(out, noreply, r.into()),
         Request::Watch { flags } => return Outcome::Watch(flags),
-        // Served with issue 18's item 3; until then as before: unknown.
-        Request::RefreshCerts { .. } => Reply::from(ErrorReply::Error).encode(out),
+        Request::RefreshCerts { noreply } => refresh_certs(noreply, out, ctx),
         Request::GetKeyTooLong => Reply::from(ErrorReply::Client(errors::BAD_FORMAT)).encode(out),
         Request::HttpHangup => return Outcome::Close,
     }
     Outcome::Continue
+}
+
+/// memcached's `refresh_certs`: `OK` (kept back by `noreply`), or the
+/// error line, which memcached sends even with `noreply`.
+fn refresh_certs(noreply: bool, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
+    let Some(tls) = &ctx.shared.tls else {
+        out.extend_from_slice(b"Error TLS not enabled\r\n");
+        return;
+    };
+    match tls.refresh(&ctx.shared.config.tls) {
+        Ok(()) => reply(out, noreply, Reply::Ok),
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "refresh_certs: the certificates in use stay");
+            let msg = format!("{e:#}").replace(['\r', '\n'], " ");
+            out.extend_from_slice(msg.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
 }
 
 /// `VALUE key flags bytes [cas]`, the value and its line end.

@@ -7,7 +7,10 @@
 //! `write_tls`. The handshake runs inside the first reads.
 //!
 //! Certificates are read at start (`ssl_chain_cert`, `ssl_key`) and, for
-//! client certificates (`ssl_verify_mode` 1-3), `ssl_ca_cert`.
+//! client certificates (`ssl_verify_mode` 1-3), `ssl_ca_cert`, and again by
+//! memcached's `refresh_certs` command ([`TlsSetup::refresh`]): connections
+//! made after it use the new files, those open keep theirs; files that do
+//! not load leave the configuration as it was.
 
 use crate::config::TlsSection;
 use anyhow::{bail, Context, Result};
@@ -17,18 +20,20 @@ use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls::ServerConnection;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
 /// What a TLS connection is made with: rustls's configuration and the
 /// bound on its encrypted output (`ssl_wbuf_size`).
 pub struct TlsSetup {
-    pub config: Arc<rustls::ServerConfig>,
+    /// Replaced whole by `refresh_certs`; a connection takes the one of the
+    /// moment it starts.
+    config: RwLock<Arc<rustls::ServerConfig>>,
     pub wbuf: usize,
     /// Connections whose handshake failed (`ssl_handshake_errors`).
     pub handshake_errors: Arc<AtomicU64>,
     /// When the certificates were read (`time_since_server_cert_refresh`).
-    pub loaded: Instant,
+    loaded: RwLock<Instant>,
 }
 
 impl TlsSetup {
@@ -38,11 +43,38 @@ impl TlsSetup {
             return Ok(None);
         }
         Ok(Some(TlsSetup {
-            config: server_config(t)?,
+            config: RwLock::new(server_config(t)?),
             wbuf: t.wbuf_size,
             handshake_errors: Arc::new(AtomicU64::new(0)),
-            loaded: Instant::now(),
+            loaded: RwLock::new(Instant::now()),
         }))
+    }
+
+    /// The configuration new connections get.
+    pub fn current(&self) -> Arc<rustls::ServerConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `refresh_certs`: reads the files of `t` again; on error the
+    /// configuration stays as it was and the error says which file failed.
+    pub fn refresh(&self, t: &TlsSection) -> Result<()> {
+        let cfg = server_config(t)?;
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = cfg;
+        *self.loaded.write().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        tracing::info!(cert = %t.chain_cert, "refresh_certs: TLS certificates read again");
+        Ok(())
+    }
+
+    /// Seconds since the certificates were last read.
+    pub fn since_refresh(&self) -> u64 {
+        self.loaded
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+            .as_secs()
     }
 }
 
@@ -121,7 +153,7 @@ pub struct TlsStream<S> {
 
 impl<S: Read + Write> TlsStream<S> {
     pub fn new(sock: S, setup: &TlsSetup) -> io::Result<Self> {
-        let mut tls = ServerConnection::new(setup.config.clone()).map_err(io::Error::other)?;
+        let mut tls = ServerConnection::new(setup.current()).map_err(io::Error::other)?;
         tls.set_buffer_limit(Some(setup.wbuf));
         Ok(TlsStream {
             sock,

@@ -251,3 +251,56 @@ fn bad_tls_settings_are_refused_at_start() {
     .unwrap();
     assert!(e.contains("do not match"), "{e}");
 }
+
+#[test]
+fn refresh_certs_gives_new_connections_the_new_certificate() {
+    let certs = Certs::new("refresh");
+    let next = Certs::new("refresh-next");
+    let h = tls_server(&certs, 0);
+    let mut open = connect(h.addrs[0], certs.client_config(false));
+    tx(&mut open, b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    // The files now hold a certificate of another CA.
+    for f in ["server.pem", "server.key"] {
+        std::fs::copy(next.dir.join(f), certs.dir.join(f)).unwrap();
+    }
+    assert_eq!(tx(&mut open, b"refresh_certs\r\n", b"\r\n"), b"OK\r\n");
+    let stats = String::from_utf8(tx(&mut open, b"stats\r\n", b"END\r\n")).unwrap();
+    assert_eq!(
+        common::stat_of(&stats, "time_since_server_cert_refresh").as_deref(),
+        Some("0")
+    );
+    // The open connection keeps its session; a new one gets the new
+    // certificate, which a client of the old CA refuses.
+    let got = tx(&mut open, b"get k\r\n", b"END\r\n");
+    assert_eq!(got, b"VALUE k 0 1\r\nx\r\nEND\r\n");
+    let mut fresh = connect(h.addrs[0], next.client_config(false));
+    assert_eq!(tx(&mut fresh, b"get k\r\n", b"END\r\n"), got);
+    let mut old_ca = connect(h.addrs[0], certs.client_config(false));
+    let refused = old_ca
+        .write_all(b"version\r\n")
+        .and_then(|_| old_ca.flush())
+        .and_then(|_| old_ca.read(&mut [0u8; 64]));
+    assert!(refused.is_err(), "{refused:?}");
+    // Files that do not load: memcached's error line (sent even with
+    // noreply), and the certificate in use stays.
+    std::fs::write(certs.dir.join("server.pem"), "not a certificate").unwrap();
+    let e = String::from_utf8(tx(&mut open, b"refresh_certs noreply\r\n", b"\r\n")).unwrap();
+    assert!(
+        e.starts_with("Error loading the certificate chain") && !e.trim_end().contains('\n'),
+        "{e:?}"
+    );
+    let mut again = connect(h.addrs[0], next.client_config(false));
+    assert_eq!(tx(&mut again, b"get k\r\n", b"END\r\n"), got);
+    // noreply keeps back the OK only.
+    for f in ["server.pem", "server.key"] {
+        std::fs::copy(next.dir.join(f), certs.dir.join(f)).unwrap();
+    }
+    assert_eq!(
+        tx(&mut open, b"refresh_certs noreply\r\nmn\r\n", b"MN\r\n"),
+        b"MN\r\n"
+    );
+    // Without -Z, as memcached built with TLS answers.
+    let plain = common::server();
+    let mut c = common::Client::new(&plain);
+    assert_eq!(c.tx_str(b"refresh_certs\r\n"), "Error TLS not enabled\r\n");
+}
