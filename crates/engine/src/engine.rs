@@ -50,6 +50,11 @@ pub struct FlashConfig {
     /// leaves the store's log (`ext_small_threshold`; 0 = the store's
     /// default, 2). Higher: fewer set writes, more objects dropped.
     pub small_threshold: usize,
+    /// Percent of the store's region its log takes (`ext_small_log`; 0 =
+    /// 5). A larger log batches more objects per set write (less write
+    /// amplification) for more DRAM in the log's index. Another value
+    /// than the store was made with formats it anew (it starts empty).
+    pub small_log_percent: u64,
     /// Files that record a failed crash journal outside the devices (see
     /// `flash::distrust`; `flash::distrust::default_files` gives the usual
     /// ones). A start that finds one recovers nothing from the devices.
@@ -688,7 +693,12 @@ fn attach_small(
 ) -> Result<(), ConfigError> {
     use crate::small::{SmallConfig, SmallStore};
     let (max, flush_duty) = (fc.small_max, fc.small_flush_duty);
-    let mut cfg = SmallConfig::for_region(region.part, 5);
+    let log_percent = if fc.small_log_percent == 0 {
+        5
+    } else {
+        fc.small_log_percent
+    };
+    let mut cfg = SmallConfig::for_region(region.part, log_percent);
     if fc.small_threshold > 0 {
         cfg.move_threshold = fc.small_threshold;
     }

@@ -300,6 +300,10 @@ pub struct FlashSection {
     /// moves them into the set (`ext_small_threshold`, 1..=8, default 2;
     /// higher: less write amplification, more objects dropped). docs/SMALL.md.
     pub small_threshold: usize,
+    /// Percent of the small-object store's region its log takes
+    /// (`ext_small_log`, 1..=50, default 5). Changing it formats the store
+    /// anew (it starts empty). docs/SMALL.md.
+    pub small_log: u64,
 }
 
 impl Default for FlashSection {
@@ -323,6 +327,7 @@ impl Default for FlashSection {
             small_share: 50,
             small_flush_duty: 3,
             small_threshold: 2,
+            small_log: 5,
         }
     }
 }

@@ -181,6 +181,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                 small_percent: cfg.flash.small_share,
                 small_flush_duty: cfg.flash.small_flush_duty,
                 small_threshold: cfg.flash.small_threshold,
+                small_log_percent: cfg.flash.small_log,
                 snapshot: cfg.snapshot_path()?,
                 untrusted_marks: cfg
                     .flash_paths()?

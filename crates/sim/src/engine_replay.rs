@@ -109,9 +109,7 @@ fn build(
     ram: u64,
     flash: u64,
     avg_item_size: usize,
-    small_max: usize,
-    small_share: u64,
-    small_threshold: usize,
+    opts: &ReplayOptions,
 ) -> Result<Engine> {
     let flash_cfg = (flash > 0).then(|| FlashConfig {
         paths: vec![],
@@ -123,11 +121,16 @@ fn build(
         read_threads: 1,
         io: Default::default(),
         avg_item_size,
-        small_max,
-        small_percent: if small_share == 0 { 50 } else { small_share },
+        small_max: opts.small_max,
+        small_percent: if opts.small_share == 0 {
+            50
+        } else {
+            opts.small_share
+        },
         // Replays are not timed: flushes never wait.
         small_flush_duty: 0,
-        small_threshold,
+        small_threshold: opts.small_threshold,
+        small_log_percent: opts.small_log_percent,
         snapshot: None,
         untrusted_marks: Vec::new(),
     });
@@ -242,15 +245,7 @@ pub fn replay_engine(
     } else {
         (bytes / objects.max(1)).max(64) as usize
     };
-    let engine = build(
-        policy,
-        ram,
-        flash_size,
-        avg,
-        opts.small_max,
-        opts.small_share,
-        opts.small_threshold,
-    )?;
+    let engine = build(policy, ram, flash_size, avg, &opts)?;
     let seg = engine.stats(CONSTANT_NOW).segment_size as usize;
     let max_value = (0..seg).rev().find(|&v| engine.fits(8, v)).unwrap_or(0);
     let mut c = Client {

@@ -76,6 +76,10 @@ struct RunArgs {
     /// server's `ext_small_threshold`; 0 = its default).
     #[arg(long, default_value_t = 0)]
     small_threshold: usize,
+    /// Percent of the store's region its log takes (the server's
+    /// `ext_small_log`; 0 = its default, 5).
+    #[arg(long, default_value_t = 0)]
+    small_log: u64,
     /// For `tiercache` runs with --flash: start the index small, as the
     /// server does without `ext_avg_item_size` (default: hinted with the
     /// trace's average object size).
@@ -214,6 +218,7 @@ fn run(a: RunArgs) -> Result<()> {
         },
         small_share: a.small_share,
         small_threshold: a.small_threshold,
+        small_log_percent: a.small_log,
         no_index_hint: a.no_index_hint,
     };
     let total = t.len() as u64 * jobs.len() as u64;

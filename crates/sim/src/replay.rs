@@ -134,6 +134,8 @@ pub struct ReplayOptions {
     /// Log objects of one set the store needs to move them into it (0:
     /// the store's default).
     pub small_threshold: usize,
+    /// Percent of the store's region its log takes (0: the store's default).
+    pub small_log_percent: u64,
     /// Do not hint the index with the trace's average object size (the
     /// server's default: no `ext_avg_item_size`).
     pub no_index_hint: bool,

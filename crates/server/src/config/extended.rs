@@ -139,6 +139,13 @@ impl Config {
                 }
                 self.flash.small_threshold = n;
             }
+            "ext_small_log" => {
+                let n = num(v)? as u64;
+                if !(1..=50).contains(&n) {
+                    bail!("ext_small_log={v}: a percent of the small-object store for its log, 1 to 50");
+                }
+                self.flash.small_log = n;
+            }
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             "ext_io" => self.flash.io = v.to_string(),
             "ext_nhc" => {
@@ -189,7 +196,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_threshold, watcher_logbuf_size"
+                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_threshold, ext_small_log, watcher_logbuf_size"
             ),
         }
         Ok(())

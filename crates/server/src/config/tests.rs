@@ -229,6 +229,8 @@ fn small_store_options_are_checked() {
         ("ext_small_threshold=9", "1 to 8"),
         ("ext_small_threshold=x", "ext_small_threshold"),
         ("ext_small_share=95", "1 to 90"),
+        ("ext_small_log=0", "1 to 50"),
+        ("ext_small_log=60", "1 to 50"),
         ("ext_small_max=5000", "4 KiB set"),
     ] {
         let e = err(&["-o", opt]);
