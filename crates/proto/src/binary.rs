@@ -9,9 +9,10 @@
 //! Served: get, getq, getk, getkq, set, add, replace, append, prepend (and
 //! their quiet forms, with CAS), delete(q), incr(q), decr(q) (with initial
 //! value and exptime), touch, gat(q), gatk(q), noop, version, verbosity,
-//! flush(q), stat, quit(q). Anything else, SASL included (tiercache has no
-//! SASL), is answered `0x0081 Unknown command`, as memcached 1.6.18 answers
-//! when started without `-S`.
+//! flush(q), stat, quit(q). Anything else is answered `0x0081 Unknown
+//! command`, as memcached 1.6.18 answers, SASL included when started without
+//! `-S` (with `-S` the server runs the SASL commands before this: its
+//! `sasl.rs`).
 
 use base64::Engine as _;
 use std::io::Write as _;
@@ -29,6 +30,8 @@ pub mod status {
     pub const INVALID: u16 = 0x0004;
     pub const NOT_STORED: u16 = 0x0005;
     pub const NON_NUMERIC: u16 = 0x0006;
+    /// SASL: not authenticated, or the authentication failed.
+    pub const AUTH_ERROR: u16 = 0x0020;
     pub const UNKNOWN_COMMAND: u16 = 0x0081;
     pub const OUT_OF_MEMORY: u16 = 0x0082;
     pub const INTERNAL: u16 = 0x0084;
@@ -325,6 +328,7 @@ pub fn error(out: &mut Vec<u8>, f: &Frame, status: u16) {
         status::NOT_STORED => b"Not stored.",
         status::NON_NUMERIC => b"Non-numeric server-side value for incr or decr",
         status::UNKNOWN_COMMAND => b"Unknown command",
+        status::AUTH_ERROR => b"Auth failure.",
         status::OUT_OF_MEMORY => b"Out of memory",
         _ => b"Internal error",
     };

@@ -122,7 +122,9 @@ impl Auth {
         }
     }
 
-    fn check(&self, user: &[u8], pass: &[u8]) -> bool {
+    /// Whether `user` with `pass` is in the file, counted as an attempt
+    /// (and a failure).
+    pub(crate) fn check(&self, user: &[u8], pass: &[u8]) -> bool {
         let ok = self
             .file
             .read()
@@ -133,6 +135,15 @@ impl Auth {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
         ok
+    }
+}
+
+impl Auth {
+    /// An attempt that failed before any user was checked (a malformed
+    /// SASL token, an unknown mechanism).
+    pub(crate) fn failed(&self) {
+        self.cmds.fetch_add(1, Ordering::Relaxed);
+        self.errors.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -106,7 +106,9 @@ pub struct Args {
     /// protocol, as in memcached.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<std::path::PathBuf>,
-    /// Binary protocol SASL (memcached -S): refused, use -Y.
+    /// Binary protocol SASL, mechanism PLAIN (memcached -S): checks the
+    /// `user:password` file named by MEMCACHED_SASL_PWDB (the format of
+    /// -Y's); serves the binary protocol only, as memcached does.
     #[arg(short = 'S', long = "enable-sasl")]
     pub enable_sasl: bool,
     /// Listen on this unix socket instead of TCP (memcached -s: no TCP
@@ -171,8 +173,11 @@ pub struct ServerConfig {
     pub unix_mask: u32,
     /// ASCII authentication file of `user:password` lines (`-Y`; empty: off).
     pub auth_file: String,
-    /// Binary protocol SASL (`-S`): not supported, refused.
+    /// Binary protocol SASL PLAIN (`-S`).
     pub sasl: bool,
+    /// Its `user:password` file (memcached's `MEMCACHED_SASL_PWDB`, read from
+    /// that environment variable when `-S` is given and this is empty).
+    pub sasl_pwdb: String,
     /// Bytes of log lines a `watch` connection may hold before lines are
     /// dropped (`-o watcher_logbuf_size`, KiB as memcached's; default 256 KiB).
     pub watcher_logbuf_size: usize,
@@ -201,6 +206,7 @@ impl Default for ServerConfig {
             unix_mask: 0o700,
             auth_file: String::new(),
             sasl: false,
+            sasl_pwdb: String::new(),
             watcher_logbuf_size: crate::watch::DEFAULT_BUF,
         }
     }

@@ -72,6 +72,8 @@ pub struct Conn {
     pub stream: Stream,
     /// Authenticated, or no auth file (`-Y`, `auth.rs`).
     authed: bool,
+    /// Binary SASL (`-S`, `sasl.rs`).
+    sasl: crate::sasl::Session,
     /// Read buffer. Its length is the initialised part, which only grows
     /// (zeroing 64 KiB before every read cost a quarter of the server's CPU);
     /// the unconsumed data is `rbuf[rpos..rend]`.
@@ -149,6 +151,7 @@ impl Conn {
         Conn {
             stream,
             authed,
+            sasl: Default::default(),
             rbuf: Vec::new(),
             rpos: 0,
             rend: 0,
@@ -310,7 +313,8 @@ impl Conn {
                 self.input_done = true;
                 break;
             }
-            if let (false, Some(a)) = (self.authed, &ctx.shared.auth) {
+            let sasl = ctx.shared.config.server.sasl;
+            if let (false, Some(a), false) = (self.authed, &ctx.shared.auth, sasl) {
                 let mark = self.wbuf.len();
                 match auth::step(buf, &mut self.wbuf, a) {
                     auth::Step::Need(n) => self.need = n,
@@ -328,10 +332,20 @@ impl Conn {
             }
             // A binary request runs as the text request that does the same
             // (`binary.rs`); its reply is encoded back below. With `-Y`,
-            // as in memcached, there is no binary protocol.
+            // as in memcached, there is no binary protocol; with `-S`
+            // there is nothing else, and SASL comes first (`sasl.rs`).
             let mut frame = None;
-            let parsed = if buf[0] == binary::REQ_MAGIC && ctx.shared.auth.is_none() {
-                match binary::translate(buf, limits, bin_text, &mut self.wbuf, ctx) {
+            let binary_on = buf[0] == binary::REQ_MAGIC && ctx.shared.auth.is_none();
+            let parsed = if binary_on || sasl {
+                let gate = match &ctx.shared.auth {
+                    Some(a) if sasl => crate::sasl::gate(buf, &mut self.wbuf, a, &mut self.sasl),
+                    _ => None,
+                };
+                let step = match gate {
+                    Some(step) => step,
+                    None => binary::translate(buf, limits, bin_text, &mut self.wbuf, ctx),
+                };
+                match step {
                     binary::Step::Parsed(f, p) => {
                         frame = Some(f);
                         p

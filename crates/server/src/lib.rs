@@ -28,6 +28,7 @@ pub mod logging;
 pub mod metrics;
 pub mod prefetch;
 pub mod registry;
+pub mod sasl;
 pub mod server;
 pub mod shared;
 pub mod sla;

@@ -420,7 +420,12 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     // opening the flash devices first would leave their files behind.
     let listeners = bind_all(&config)?;
     let tls = crate::tls::TlsSetup::from_config(&config.tls)?;
-    let auth = match config.server.auth_file.as_str() {
+    // -Y's file, or -S's (the two exclude each other).
+    let auth_file = match config.server.sasl {
+        true => config.server.sasl_pwdb.as_str(),
+        false => config.server.auth_file.as_str(),
+    };
+    let auth = match auth_file {
         "" => None,
         f => Some(crate::auth::Auth::load(std::path::Path::new(f))?),
     };

@@ -1,5 +1,6 @@
 //! Who may connect and how: TLS (`-Z` and memcached's `ssl_*` options),
-//! ASCII authentication (`-Y`), binary SASL (`-S`) and the unix socket
+//! ASCII authentication (`-Y`), binary SASL PLAIN (`-S` with
+//! `MEMCACHED_SASL_PWDB`) and the unix socket
 //! (`-s`, `-a`), parsed as memcached 1.6.18 parses them. An option memcached
 //! has and tiercache does not implement is refused with the reason, never
 //! accepted and ignored.
@@ -77,6 +78,11 @@ impl Config {
             self.server.auth_file = f.display().to_string();
         }
         self.server.sasl |= args.enable_sasl;
+        if self.server.sasl && self.server.sasl_pwdb.is_empty() {
+            if let Ok(f) = std::env::var("MEMCACHED_SASL_PWDB") {
+                self.server.sasl_pwdb = f;
+            }
+        }
         if let Some(s) = &args.unix_socket {
             self.server.unix_socket = s.display().to_string();
         }
@@ -168,7 +174,13 @@ impl Config {
             bail!("-o ssl_chain_cert/ssl_key/ssl_ca_cert are given but TLS is not enabled: add -Z");
         }
         if s.sasl {
-            bail!("-S (binary protocol SASL) is not supported; use -Y FILE (ASCII authentication with a user:password file)");
+            if !s.auth_file.is_empty() {
+                bail!("-S with -Y: -Y (ASCII authentication) turns the binary protocol off and -S serves nothing else; choose one");
+            }
+            if s.sasl_pwdb.is_empty() {
+                bail!("-S needs its password file of user:password lines (as -Y's): set MEMCACHED_SASL_PWDB=FILE, as for memcached's sasl_pwdb");
+            }
+            crate::auth::AuthFile::load(std::path::Path::new(&s.sasl_pwdb))?;
         }
         if !s.auth_file.is_empty() {
             crate::auth::AuthFile::load(std::path::Path::new(&s.auth_file))?;

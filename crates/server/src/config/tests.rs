@@ -198,7 +198,8 @@ fn access_flags_not_implemented_or_inconsistent_are_refused() {
             vec!["-Z", "-o", ssl, "-s", "/tmp/x.sock"],
             "-s disables TCP",
         ),
-        (vec!["-S"], "-S"),
+        (vec!["-S"], "MEMCACHED_SASL_PWDB"),
+        (vec!["-S", "-Y", "/nonexistent/auth"], "-S with -Y"),
         (vec!["-Y", "/nonexistent/auth"], "Could not open authfile"),
         (vec!["-s", "/tmp/x.sock", "-a", "999"], "octal"),
     ] {

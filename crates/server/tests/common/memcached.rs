@@ -19,6 +19,12 @@ impl Memcached {
 
     /// Started with `extra` flags too (`-Y file`, ...).
     pub fn start_with(extra: &[&str]) -> Option<Memcached> {
+        Memcached::start_env(extra, &[])
+    }
+
+    /// Started with `extra` flags and `env` in its environment
+    /// (`SASL_CONF_PATH`, ...).
+    pub fn start_env(extra: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Option<Memcached> {
         let bin = Path::new("/usr/bin/memcached");
         if !bin.exists() {
             return None;
@@ -28,6 +34,7 @@ impl Memcached {
             .args(super::as_root())
             .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
