@@ -20,6 +20,7 @@ scratch directory) is removed at the end, also after a failure.
 
     sudo python3 bench/nhc_loop.py          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -97,12 +98,19 @@ def measure(srv, load, secs):
     }
 
 
-def one_run(devs, cg, nhc, d):
+def start_server(devs, cg, nhc, d, k):
+    """A fresh server on the wiped devices in the blkio group, with the
+    knobs PORT, MEM, SERVER_THREADS and IO_THREADS of `k`; returns it and
+    its command line for RESULTS.md."""
     fast, cap = devs
     ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", "ext_io=pool",
-           f"ext_threads={K.IO_THREADS}", f"ext_nhc={nhc}", "ext_promote=never"]
-    cmd = fl.tiercache_cmd(K.PORT, K.MEM, K.SERVER_THREADS, ext)
-    srv = fl.Server(f"nhc{nhc}", cmd, K.PORT, d, cgroup=cg)
+           f"ext_threads={k.IO_THREADS}", f"ext_nhc={nhc}", "ext_promote=never"]
+    cmd = fl.tiercache_cmd(k.PORT, k.MEM, k.SERVER_THREADS, ext)
+    return fl.Server(f"nhc{nhc}", cmd, k.PORT, d, cgroup=cg), fl.show_cmd(cmd, d)
+
+
+def one_run(devs, cg, nhc, d):
+    srv, shown = start_server(devs, cg, nhc, d, K)
     try:
         keys = ["--keys", K.KEYS, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}"]
         fl.bench(K.PORT, ["--threads", 2, "--conns", 4, "--keys", K.KEYS, "--value-size", K.VALUE,
@@ -115,32 +123,54 @@ def one_run(devs, cg, nhc, d):
         # Load 0.5: half the fast device's IOPS offered at a fixed rate.
         half = keys + ["--threads", 2, "--conns", 8, "--mode", "latency", "--rate", int(K.FAST_IOPS / 2)]
         hf = measure(srv, half, K.RUN_S)
-        return h, lt, hf, fl.show_cmd(cmd, d)
+        return h, lt, hf, shown
     finally:
         srv.stop()
 
 
-def main():
+def check_root():
+    """Skips (exit 0, with a message) where the devices cannot be made."""
     if os.geteuid() != 0:
         skip("needs root (losetup, cgroup v1 blkio)")
     if not shutil.which("losetup"):
         skip("no losetup")
     if not os.path.exists(os.path.join(BLKIO, "blkio.throttle.read_iops_device")):
         skip(f"no cgroup v1 blkio controller at {BLKIO}")
-    fl.build(TAG)
-    d = fl.workdir(TAG)
+
+
+@contextlib.contextmanager
+def loop_devices(tag, fast_mb, cap_mb, fast_iops, cap_iops):
+    """Two loop devices over files in a scratch directory (FLASH_DIR, default
+    target/flash-bench) and a blkio group throttling their reads; yields
+    ((fast, cap), cgroup, scratch directory). Removes all of it at the end,
+    also after a failure (the directory is kept with KEEP=1)."""
+    d = fl.workdir(tag)
     loops, cg = [], None
     try:
         files = []
-        for name, mb in (("fast.img", K.FAST_MB), ("cap.img", K.CAP_MB)):
+        for name, mb in (("fast.img", fast_mb), ("cap.img", cap_mb)):
             p = os.path.join(d, name)
             with open(p, "wb") as f:
                 f.truncate(mb << 20)
             files.append(p)
         for p in files:
             loops.append(losetup(p))
-        fl.log(TAG, f"loop devices {loops}")
-        cg = Blkio(f"nhc-bench-{os.getpid()}", [(loops[0], K.FAST_IOPS), (loops[1], K.CAP_IOPS)])
+        fl.log(tag, f"loop devices {loops}")
+        cg = Blkio(f"nhc-bench-{os.getpid()}", [(loops[0], fast_iops), (loops[1], cap_iops)])
+        yield tuple(loops), cg, d
+    finally:
+        for dev in loops:
+            subprocess.run(["losetup", "-d", dev])
+        if cg is not None:
+            cg.remove()
+        if os.environ.get("KEEP") is None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    check_root()
+    fl.build(TAG)
+    with loop_devices(TAG, K.FAST_MB, K.CAP_MB, K.FAST_IOPS, K.CAP_IOPS) as (loops, cg, d):
         results = {0: [], 1: []}
         cmds = {}
         for run in range(K.RUNS):
@@ -152,13 +182,6 @@ def main():
                        f"dual reads fast/cap {h['dual_fast']}/{h['dual_cap']}); light {lt['ops']:,.0f} ops/s; "
                        f"half-load {hf['ops']:,.0f} ops/s p50 {hf['p50']} p99 {hf['p99']} us (load_admit {hf['la']})")
         report(results, cmds)
-    finally:
-        for dev in loops:
-            subprocess.run(["losetup", "-d", dev])
-        if cg is not None:
-            cg.remove()
-        if os.environ.get("KEEP") is None:
-            shutil.rmtree(d, ignore_errors=True)
 
 
 def report(results, cmds):

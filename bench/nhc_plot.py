@@ -3,12 +3,13 @@
 throughput columns) as an SVG with two panels: throughput on top, the
 scheduler's data_admit and load_admit below. No dependencies.
 
-    python3 bench/nhc_plot.py TIMELINE.csv OUT.svg "title"
+    python3 bench/nhc_plot.py TIMELINE.csv OUT.svg "title" [CHANGE_AT]
 
 The CSV comes from `tiercache-sim nhc --csv-out` (columns t, state,
 data_admit, load_admit, hit, nhc_reads_per_s, classic_reads_per_s) or from
-bench/nhc_loop.py's dynamic run (t, data_admit, load_admit, nhc_reads_per_s,
-classic_reads_per_s)."""
+bench/nhc_change.py (t, data_admit, load_admit, nhc_reads_per_s,
+classic_reads_per_s; one pair of runs on loop devices). CHANGE_AT, if
+given, draws a vertical line at that time (the working-set change)."""
 import csv
 import sys
 
@@ -45,6 +46,7 @@ def panel(box, x0, x1, y0, y1, series, ylabel):
 
 def main():
     src, dst, title = sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""
+    change = float(sys.argv[4]) if len(sys.argv) > 4 else None
     rows = list(csv.DictReader(open(src)))
     t = [float(r["t"]) for r in rows]
     tput = [k for k in rows[0] if k.endswith("_per_s")]
@@ -59,6 +61,13 @@ def main():
     svg += panel(bottom, t[0], t[-1], 0, 1.05,
                  [("load_admit", t, [float(r["load_admit"]) for r in rows], ""),
                   ("data_admit", t, [float(r["data_admit"]) for r in rows], "4 3")], "admit")
+    if change is not None and t[0] <= change <= t[-1]:
+        for bx, by, bw, bh in (top, bottom):
+            x = bx + (change - t[0]) / max(t[-1] - t[0], 1e-9) * bw
+            svg.append(f'<line x1="{x:.1f}" y1="{by}" x2="{x:.1f}" y2="{by + bh}" stroke="#555" '
+                       f'stroke-dasharray="2 3"/>')
+        svg.append(f'<text x="{top[0] + (change - t[0]) / max(t[-1] - t[0], 1e-9) * top[2] + 4:.1f}" '
+                   f'y="{top[1] + top[3] - 6}" font-size="10" fill="#555">working set changed</text>')
     svg.append(f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">time (s), '
                f'{t[0]:g} to {t[-1]:g}</text>')
     svg.append("</svg>")

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""The working set changes at t = CHANGE_AT s on throttled loop devices
+(issue 17, the seed's dynamic test): `ext_nhc=1` against `ext_nhc=0`, with
+the scheduler's state, data_admit, load_admit and the flash reads per class
+sampled from `stats` every SAMPLE_MS ms.
+
+Devices as bench/nhc_loop.py (loop files, `losetup --direct-io=on`, cgroup v1
+blkio read caps FAST_IOPS and CAP_IOPS). Per run: a fresh server on the wiped
+devices; KEYS items of set B (prefix `b:`) preloaded, then KEYS of set A
+(`a:`), so that A is the newer and B sits on the capacity class; WARM_S
+seconds of zipf gets of A at the heavy load (2x16 connections x pipeline 4,
+closed loop); then sampling starts (t = 0): A until CHANGE_AT, B from then
+until CHANGE_AT + AFTER_S. nhc=0 and nhc=1 alternate, RUNS times.
+
+Writes one CSV per run (t, state, data_admit, load_admit, fast_per_s,
+capacity_per_s, reads_per_s; reads are flash reads, both classes) and, per
+pair, a CSV for bench/nhc_plot.py (t, data_admit, load_admit of the nhc run,
+nhc_reads_per_s, classic_reads_per_s) into OUT_DIR (default bench/plots),
+plots the first pair into OUT_DIR/nhc-loop-change.svg (PLOT= to change),
+and prints per nhc run: the time from the change to state 1 (classic) and to
+the load_admit it settles on (within 0.1 of the median of its last 10 s),
+and the throughputs before the change and in the last 10 s.
+
+    sudo python3 bench/nhc_change.py        # knobs: RUNS=3 CHANGE_AT=10 AFTER_S=50 SAMPLE_MS=200 ...
+"""
+import csv
+import os
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashlib as fl  # noqa: E402
+import nhc_loop as nl  # noqa: E402
+
+TAG = "nhc_change"
+K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, FAST_MB=384, CAP_MB=1536, KEYS=150000, VALUE=4000,
+             SKEW=0.99, RUNS=3, WARM_S=40, CHANGE_AT=10.0, AFTER_S=50.0, SAMPLE_MS=200, PORT=24190,
+             MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64,
+             OUT_DIR=os.path.join(fl.ROOT, "bench", "plots"), PLOT="nhc-loop-change.svg")
+FIELDS = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "flash_fast_reads",
+          "flash_capacity_reads")
+
+
+def heavy(prefix, secs):
+    return ["--keys", K.KEYS, "--key-prefix", prefix, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}",
+            "--get-ratio", "1", "--no-stats", "--threads", K.HEAVY_THREADS, "--conns", K.HEAVY_CONNS,
+            "--pipeline", K.PIPELINE, "-d", f"{secs}s"]
+
+
+class Sampler(threading.Thread):
+    """Polls `stats` every SAMPLE_MS ms from t0 until stopped."""
+
+    def __init__(self, srv):
+        super().__init__()
+        self.srv, self.rows, self.halt = srv, [], threading.Event()
+        self.t0 = time.monotonic()
+
+    def run(self):
+        n = 0
+        while not self.halt.is_set():
+            s = self.srv.stats()
+            self.rows.append((time.monotonic() - self.t0, {k: s.get(k) for k in FIELDS}))
+            n += 1
+            time.sleep(max(0.0, self.t0 + n * K.SAMPLE_MS / 1000 - time.monotonic()))
+
+
+def timeline(samples):
+    out = []
+    for (ta, a), (tb, b) in zip(samples, samples[1:]):
+        dt = tb - ta
+        fast = (b["flash_fast_reads"] - a["flash_fast_reads"]) / dt
+        cap = (b["flash_capacity_reads"] - a["flash_capacity_reads"]) / dt
+        out.append({"t": round(tb, 3), "state": b["flash_nhc_state"], "data_admit": b["flash_nhc_data_admit"],
+                    "load_admit": b["flash_nhc_load_admit"], "fast_per_s": round(fast),
+                    "capacity_per_s": round(cap), "reads_per_s": round(fast + cap)})
+    return out
+
+
+def one_run(devs, cg, nhc, d):
+    srv, shown = nl.start_server(devs, cg, nhc, d, K)
+    sampler = None
+    try:
+        for prefix in ("b:", "a:"):
+            fl.bench(K.PORT, ["--threads", 2, "--conns", 4, "--keys", K.KEYS, "--key-prefix", prefix,
+                              "--value-size", K.VALUE, "--preload", "--get-ratio", "1", "--pipeline", 16,
+                              "-d", "0s", "--no-stats"], TAG)
+        fl.bench(K.PORT, heavy("a:", K.WARM_S), TAG)
+        sampler = Sampler(srv)
+        sampler.start()
+        fl.bench(K.PORT, heavy("a:", K.CHANGE_AT), TAG)
+        change = time.monotonic() - sampler.t0
+        fl.bench(K.PORT, heavy("b:", K.AFTER_S), TAG)
+        sampler.halt.set()
+        sampler.join()
+        return timeline(sampler.rows), change, shown
+    finally:
+        if sampler is not None and sampler.is_alive():
+            sampler.halt.set()
+            sampler.join()
+        srv.stop()
+
+
+def mean(xs):
+    xs = list(xs)
+    return sum(xs) / max(len(xs), 1)
+
+
+def summary(rows, change):
+    """Times from the change to state 1 and to the settled load_admit, and
+    throughputs (flash reads/s) before the change and at the end."""
+    end = rows[-1]["t"]
+    before = [r for r in rows if change - 5 <= r["t"] < change]
+    last = [r for r in rows if r["t"] >= end - 10]
+    after = [r for r in rows if r["t"] > change]
+    out = {"before": mean(r["reads_per_s"] for r in before), "last": mean(r["reads_per_s"] for r in last),
+           "state_at_change": before[-1]["state"] if before else None,
+           "la_before": before[-1]["load_admit"] if before else None}
+    s1 = next((r["t"] for r in after if r["state"] == 1), None)
+    out["to_classic"] = None if s1 is None else s1 - change
+    settled = fl.median([r["load_admit"] for r in last])
+    out["settled_la"] = settled
+    # the first time after the return to state 1 that load_admit is within 0.1 of where it settles
+    best = next((r["t"] for r in after if (s1 is None or r["t"] > s1) and r["state"] == 2
+                 and abs(r["load_admit"] - settled) <= 0.1), None)
+    out["to_best"] = None if best is None else best - change
+    out["tune_again"] = next((r["t"] - change for r in after if (s1 is None or r["t"] > s1) and r["state"] == 2),
+                             None)
+    return out
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def main():
+    nl.check_root()
+    fl.build(TAG)
+    os.makedirs(K.OUT_DIR, exist_ok=True)
+    with nl.loop_devices(TAG, K.FAST_MB, K.CAP_MB, K.FAST_IOPS, K.CAP_IOPS) as (loops, cg, d):
+        runs = {0: [], 1: []}
+        cmds = {}
+        loadavg = []
+        for run in range(K.RUNS):
+            for nhc in (0, 1):
+                loadavg.append(os.getloadavg()[0])
+                rows, change, cmds[nhc] = one_run(loops, cg, nhc, d)
+                loadavg.append(os.getloadavg()[0])
+                write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}.csv"), rows)
+                s = summary(rows, change)
+                runs[nhc].append((rows, change, s))
+                fl.log(TAG, f"run {run + 1} nhc={nhc}: change at {change:.2f} s; {s}")
+            # the pair, aligned by sample index, for nhc_plot.py
+            (rn, ch, _), (rc, _, _) = runs[1][-1], runs[0][-1]
+            merged = [{"t": round(a["t"] - ch + K.CHANGE_AT, 3), "data_admit": a["data_admit"],
+                       "load_admit": a["load_admit"], "nhc_reads_per_s": a["reads_per_s"],
+                       "classic_reads_per_s": b["reads_per_s"]} for a, b in zip(rn, rc)]
+            path = os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}.csv")
+            write_csv(path, merged)
+            if run == 0:
+                subprocess.run([sys.executable, os.path.join(fl.ROOT, "bench", "nhc_plot.py"), path,
+                                os.path.join(K.OUT_DIR, K.PLOT),
+                                f"working set changed at {K.CHANGE_AT:g} s, loop devices fast {K.FAST_IOPS} / "
+                                f"capacity {K.CAP_IOPS} reads/s (pair 1)", str(K.CHANGE_AT)], check=True)
+        report(runs, cmds, loadavg)
+
+
+def report(runs, cmds, loadavg):
+    print(f"\n### Working-set change on loop devices ({fl.now_utc()}, {fl.commit()})\n")
+    print(f"- machine: {fl.machine()}; load average {min(loadavg):.1f}-{max(loadavg):.1f}")
+    print(f"- devices: fast {K.FAST_MB} MiB at {K.FAST_IOPS}, capacity {K.CAP_MB} MiB at {K.CAP_IOPS} reads/s")
+    print(f"- server (nhc=1): `{cmds.get(1)}`")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_change.py`\n")
+    print("| pair | nhc state / load_admit at the change | to state 1 | tuning again | to settled load_admit "
+          "(settled) | nhc reads/s before / last 10 s | classic reads/s before / last 10 s | last 10 s nhc/classic |")
+    print("| --- | --- | ---: | ---: | ---: | --- | --- | ---: |")
+
+    def f(x):
+        return "never" if x is None else f"{x:.1f} s"
+    for i, ((_, _, n), (_, _, c)) in enumerate(zip(runs[1], runs[0])):
+        print(f"| {i + 1} | {n['state_at_change']} / {n['la_before']} | {f(n['to_classic'])} | {f(n['tune_again'])} | "
+              f"{f(n['to_best'])} ({n['settled_la']}) | {n['before']:,.0f} / {n['last']:,.0f} | "
+              f"{c['before']:,.0f} / {c['last']:,.0f} | {n['last'] / max(c['last'], 1):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
