@@ -95,6 +95,19 @@ impl SegmentPool {
         Some(vec![0u8; self.seg_size].into_boxed_slice())
     }
 
+    /// A free buffer, or a new one even over the budget: for restoring a
+    /// snapshot whose RAM no longer fits next to what the index and the
+    /// small-object store now take. The shards give segments back as they
+    /// reclaim ([`over_budget`](Self::over_budget)), as after a lower
+    /// `cache_memlimit`.
+    pub fn take_over_budget(&self) -> Box<[u8]> {
+        if let Some(b) = self.free.lock().pop() {
+            return b;
+        }
+        self.allocated.fetch_add(1, Ordering::Relaxed);
+        vec![0u8; self.seg_size].into_boxed_slice()
+    }
+
     /// Returns a buffer for reuse, or frees it when over budget.
     pub fn give(&self, buf: Box<[u8]>) {
         if self.over_budget() {
@@ -121,6 +134,19 @@ mod tests {
             p.give(b);
         }
         assert_eq!(p.allocated(), 2);
+        assert!(!p.over_budget());
+    }
+
+    #[test]
+    fn a_restore_may_go_over_and_gives_back() {
+        let p = SegmentPool::new(1024, 2048);
+        let mut a: Vec<_> = (0..2).map(|_| p.take().unwrap()).collect();
+        assert!(p.take().is_none());
+        a.push(p.take_over_budget());
+        assert_eq!(p.allocated(), 3);
+        assert!(p.over_budget());
+        p.give(a.pop().unwrap());
+        assert_eq!(p.allocated(), 2, "freed, not kept");
         assert!(!p.over_budget());
     }
 }
