@@ -51,7 +51,7 @@ pub struct FlashConfig {
     /// default, 2). Higher: fewer set writes, more objects dropped.
     pub small_threshold: usize,
     /// Percent of the store's region its log takes (`ext_small_log`; 0 =
-    /// 5). A larger log batches more objects per set write (less write
+    /// 10). A larger log batches more objects per set write (less write
     /// amplification) for more DRAM in the log's index. Another value
     /// than the store was made with formats it anew (it starts empty).
     pub small_log_percent: u64,
@@ -694,7 +694,7 @@ fn attach_small(
     use crate::small::{SmallConfig, SmallStore};
     let (max, flush_duty) = (fc.small_max, fc.small_flush_duty);
     let log_percent = if fc.small_log_percent == 0 {
-        5
+        10
     } else {
         fc.small_log_percent
     };

@@ -307,7 +307,7 @@ pub struct FlashSection {
     /// higher: less write amplification, more objects dropped). docs/SMALL.md.
     pub small_threshold: usize,
     /// Percent of the small-object store's region its log takes
-    /// (`ext_small_log`, 1..=50, default 5). Changing it formats the store
+    /// (`ext_small_log`, 1..=50, default 10). Changing it formats the store
     /// anew (it starts empty). docs/SMALL.md.
     pub small_log: u64,
 }
@@ -333,7 +333,7 @@ impl Default for FlashSection {
             small_share: 50,
             small_flush_duty: 3,
             small_threshold: 2,
-            small_log: 5,
+            small_log: 10,
         }
     }
 }

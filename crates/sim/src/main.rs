@@ -77,7 +77,7 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     small_threshold: usize,
     /// Percent of the store's region its log takes (the server's
-    /// `ext_small_log`; 0 = its default, 5).
+    /// `ext_small_log`; 0 = its default, 10).
     #[arg(long, default_value_t = 0)]
     small_log: u64,
     /// For `tiercache` runs with --flash: start the index small, as the
