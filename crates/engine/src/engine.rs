@@ -298,6 +298,7 @@ impl Engine {
             flush_at: AtomicU32::new(0),
             nshards: config.shards,
             index_cap: std::sync::atomic::AtomicUsize::new(index_cap(&config)),
+            evictions: std::sync::OnceLock::new(),
         });
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
@@ -549,6 +550,15 @@ impl Engine {
             reclaimed += g.sweep_expired(now);
         }
         reclaimed
+    }
+
+    /// Reports every eviction of a RAM item to `sink` from now on (memcached's
+    /// `watch evictions`); a second sink is refused (returned).
+    pub fn watch_evictions(
+        &self,
+        sink: Arc<dyn crate::evictions::EvictionSink>,
+    ) -> Result<(), Arc<dyn crate::evictions::EvictionSink>> {
+        self.shared.evictions.set(sink)
     }
 
     /// The small-object store's figures over every shard; None without one.

@@ -41,6 +41,7 @@ pub mod command;
 pub(crate) mod credit;
 pub mod engine;
 pub mod error;
+pub mod evictions;
 pub mod flash;
 pub(crate) mod flushed;
 pub(crate) mod index;

@@ -50,6 +50,8 @@ pub struct Shared {
     /// buffers) may reach: an index grows only while it stays under, and
     /// evicts when full instead.
     pub index_cap: std::sync::atomic::AtomicUsize,
+    /// Where evictions are reported (`watch evictions`), once set.
+    pub evictions: std::sync::OnceLock<std::sync::Arc<dyn crate::evictions::EvictionSink>>,
 }
 
 impl Shared {

@@ -174,6 +174,8 @@ pub mod watch {
     pub const FETCHERS: u8 = 1;
     /// `item_store` lines: every store, with its outcome.
     pub const MUTATIONS: u8 = 1 << 1;
+    /// `eviction` lines: every item evicted from RAM for room.
+    pub const EVICTIONS: u8 = 1 << 2;
 
     /// The bit of a kind's name; None for a name memcached does not know
     /// (`ERROR`), Some(0) for a kind memcached has and tiercache does not
@@ -182,10 +184,9 @@ pub mod watch {
         match word {
             b"fetchers" => Some(FETCHERS),
             b"mutations" => Some(MUTATIONS),
-            // Evictions happen inside the engine, which has no hook for
-            // them yet (issue 18).
-            b"evictions" | b"rawcmds" | b"sysevents" | b"connevents" | b"proxyreqs"
-            | b"proxyevents" | b"proxyuser" => Some(0),
+            b"evictions" => Some(EVICTIONS),
+            b"rawcmds" | b"sysevents" | b"connevents" | b"proxyreqs" | b"proxyevents"
+            | b"proxyuser" => Some(0),
             _ => None,
         }
     }

@@ -280,7 +280,7 @@ fn parse_watch<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
             Some(0) => {
                 return error(
                     ErrorReply::Client(
-                        "CLIENT_ERROR watch: only fetchers and mutations are served",
+                        "CLIENT_ERROR watch: only fetchers, mutations and evictions are served",
                     ),
                     false,
                     consumed,

@@ -469,8 +469,11 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         tls,
         auth,
         reload: Arc::new(AtomicBool::new(false)),
-        watch: crate::watch::Watch::new(config_watch_buf),
+        watch: Arc::new(crate::watch::Watch::new(config_watch_buf)),
     });
+    // `watch evictions`: the engine reports each RAM eviction while a
+    // watcher asks for them (one relaxed load per eviction otherwise).
+    let _ = shared.engine.watch_evictions(shared.watch.clone());
     let metrics_addr = match shared.config.server.metrics_port {
         0 => None,
         port => {

@@ -37,7 +37,7 @@ pub struct Shared {
     /// Set by SIGHUP: the maintenance thread reads the auth file again.
     pub reload: Arc<AtomicBool>,
     /// `watch` log streams.
-    pub watch: crate::watch::Watch,
+    pub watch: Arc<crate::watch::Watch>,
 }
 
 impl Shared {

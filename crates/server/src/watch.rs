@@ -1,14 +1,16 @@
 //! `watch`: memcached 1.6's log streams. A connection that sends `watch
-//! [fetchers] [mutations]` gets `OK` and from then on one line per event of
+//! [fetchers] [mutations] [evictions]` gets `OK` and from then on one line per event of
 //! the kinds it asked for, in memcached's format:
 //!
 //! ```text
 //! ts=<sec>.<usec> gid=<n> type=item_get key=<uri> status=found|not_found clsid=<n> cfd=<fd> size=<n>
 //! ts=<sec>.<usec> gid=<n> type=item_store key=<uri> status=stored|not_stored|exists|not_found|too_large|no_memory cmd=<set|add|...> ttl=<n> clsid=<n> cfd=<fd> size=<n>
+//! ts=<sec>.<usec> gid=<n> type=eviction key=<uri> fetch=yes|no ttl=<secs left, -1: none> la=<secs since last access> clsid=1 size=<n>
 //! ```
 //!
-//! `evictions` (and memcached's other kinds) are refused by name: the engine
-//! evicts without telling the server which keys (no hook yet).
+//! Evictions are the engine's RAM evictions (`tiercache_engine::evictions`:
+//! an item dropped from flash is counted, not logged: its key is on the
+//! device). memcached's other kinds are refused by name.
 //!
 //! It sends no commands any more (its input is read and dropped, to see it
 //! close), as in memcached. The worker hands its socket to the watch thread
@@ -30,7 +32,8 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-pub use tiercache_proto::request::watch::{FETCHERS, MUTATIONS};
+use tiercache_engine::evictions::{Eviction, EvictionSink};
+pub use tiercache_proto::request::watch::{EVICTIONS, FETCHERS, MUTATIONS};
 
 /// memcached's limit on watchers at once.
 pub const MAX_WATCHERS: usize = 20;
@@ -209,6 +212,19 @@ impl Watch {
     }
 
     #[cold]
+    fn eviction(&self, e: &Eviction<'_>) {
+        let (gid, mut line) = self.head("eviction");
+        tiercache_proto::reply::uri_encode(&mut line, e.key);
+        let fetch = if e.fetched { "yes" } else { "no" };
+        let _ = writeln!(
+            line,
+            " fetch={fetch} ttl={} la={} clsid=1 size={}",
+            e.ttl, e.idle, e.value_len
+        );
+        self.deliver(EVICTIONS, gid, &line);
+    }
+
+    #[cold]
     fn item_get(&self, key: &[u8], size: Option<usize>) {
         let fd = client_fd();
         let (gid, mut line) = self.head("item_get");
@@ -360,5 +376,16 @@ pub fn run(shared: Arc<Shared>) {
         } else {
             (sleep * 2).min(Duration::from_millis(50))
         };
+    }
+}
+
+/// The engine's evictions, for `watch evictions`.
+impl EvictionSink for Watch {
+    #[inline]
+    fn wants(&self) -> bool {
+        self.on(EVICTIONS)
+    }
+    fn evicted(&self, e: &Eviction<'_>) {
+        self.eviction(e);
     }
 }

@@ -155,8 +155,8 @@ fn refusals_are_memcacheds() {
     );
     assert_eq!(tx_mn(&mut s, b"watch bogus\r\n"), "ERROR\r\n");
     assert_eq!(
-        tx_mn(&mut s, b"watch fetchers evictions\r\n"),
-        "CLIENT_ERROR watch: only fetchers and mutations are served\r\n"
+        tx_mn(&mut s, b"watch fetchers connevents\r\n"),
+        "CLIENT_ERROR watch: only fetchers, mutations and evictions are served\r\n"
     );
     // memcached's limit: 20 watchers.
     let addr = h.addr.to_string();
@@ -253,4 +253,93 @@ fn lines_match_memcacheds() {
             assert_eq!(comparable(ol), comparable(tl), "fields\n{tl}\n{ol}");
         }
     }
+}
+
+/// `watch evictions`: one `eviction` line per item evicted from RAM, with
+/// memcached's fields (the same names as memcached 1.6.18's lines when it
+/// is installed), `fetch`, `ttl` and `size` as the item had them, and as
+/// many lines (or announced `skipped=`) as `stats` counts evictions.
+#[test]
+fn a_watcher_hears_of_each_eviction() {
+    let h = server_with(|c| {
+        c.cache.memory_mb = 8;
+        c.flash.paths.clear();
+        c.server.watcher_logbuf_size = 4 << 20;
+    });
+    let addr = h.addr.to_string();
+    let mut w = watcher(&addr, "evictions");
+    let mut c = Client::new(&h);
+    let value = "v".repeat(2000);
+    // Of the first 1000 keys, every tenth is read and every tenth + 1 has
+    // a TTL; then enough to push them out.
+    let mut load = Vec::new();
+    for i in 0..12_000 {
+        let ttl = if i < 1000 && i % 10 == 1 { 1000 } else { 0 };
+        load.extend_from_slice(format!("set ev{i} 0 {ttl} 2000 noreply\r\n{value}\r\n").as_bytes());
+        if i < 1000 && i % 10 == 0 {
+            load.extend_from_slice(format!("mg ev{i} q\r\n").as_bytes());
+        }
+    }
+    c.s.write_all(&load).unwrap();
+    assert!(c.tx_str(b"mn\r\n").ends_with("MN\r\n"));
+    let stats = c.tx_str(b"stats\r\n");
+    let evictions: usize = stat_of(&stats, "evictions").unwrap().parse().unwrap();
+    assert!(evictions > 5000, "{stats}");
+    let got = lines(&mut w, evictions, Duration::from_secs(10));
+    let evicted: Vec<_> = got
+        .iter()
+        .filter(|l| l.contains(" type=eviction "))
+        .collect();
+    let skipped: usize = got
+        .iter()
+        .filter_map(|l| l.strip_prefix("skipped="))
+        .map(|n| n.parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(evicted.len() + skipped, evictions, "one line per eviction");
+    assert!(evicted.len() > evictions / 2, "{skipped} skipped");
+    let mut kinds = [0; 4];
+    for f in evicted.iter().map(|l| fields(l)) {
+        let i: usize = f["key"].strip_prefix("ev").unwrap().parse().unwrap();
+        let (read, timed) = (i < 1000 && i.is_multiple_of(10), i < 1000 && i % 10 == 1);
+        assert_eq!(f["fetch"], if read { "yes" } else { "no" }, "{f:?}");
+        assert_eq!(f["size"], "2000");
+        let ttl: i64 = f["ttl"].parse().unwrap();
+        if timed {
+            assert!((990..=1000).contains(&ttl), "{f:?}");
+        } else {
+            assert_eq!(ttl, -1, "{f:?}");
+        }
+        kinds[usize::from(read) + 2 * usize::from(timed)] += 1;
+    }
+    assert!(
+        kinds[0] > 0 && kinds[2] > 0,
+        "plain and timed keys evicted: {kinds:?}"
+    );
+    let names = |l: &str| fields(l).into_keys().collect::<BTreeSet<_>>();
+    let ours = names(evicted[0]);
+    let want: BTreeSet<String> = [
+        "ts", "gid", "type", "key", "fetch", "ttl", "la", "clsid", "size",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(ours, want);
+    // memcached's line for the same event, when it is here.
+    let Some(mc) = Memcached::start_with(&["-m", "2"]) else {
+        eprintln!("skipped the comparison: /usr/bin/memcached absent (tests/interop/install.sh)");
+        return;
+    };
+    let mut w = watcher(&mc.addr(), "evictions");
+    let mut m = TcpStream::connect(mc.addr()).unwrap();
+    m.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut load = Vec::new();
+    for i in 0..4000 {
+        load.extend_from_slice(format!("set ev{i} 0 0 2000 noreply\r\n{value}\r\n").as_bytes());
+    }
+    tx_mn(&mut m, &load);
+    let theirs = lines(&mut w, 1, Duration::from_secs(5));
+    let line = theirs
+        .iter()
+        .find(|l| l.contains(" type=eviction "))
+        .expect("memcached evicted");
+    assert_eq!(names(line), ours, "memcached: {line}");
 }

@@ -164,6 +164,7 @@ impl Shard {
                         self.stats.reclaimed += 1;
                     } else {
                         self.stats.evictions += 1;
+                        self.report_eviction(loc, &h);
                         if h.bits & item::FETCHED == 0 {
                             self.stats.evicted_unfetched += 1;
                         }
@@ -180,6 +181,29 @@ impl Shard {
             self.seg_mut(victim).live_items -= 1;
         }
         used_spare
+    }
+
+    /// Tells the eviction sink, if one is installed and wants it, that the
+    /// RAM item at `loc` is being evicted.
+    #[inline]
+    pub(super) fn report_eviction(&self, loc: Loc, h: &item::Header) {
+        let Some(sink) = self.shared.evictions.get() else {
+            return;
+        };
+        if sink.wants() {
+            let now = self.clock_now;
+            sink.evicted(&crate::evictions::Eviction {
+                key: self.key(loc),
+                fetched: h.bits & item::FETCHED != 0,
+                ttl: if h.exptime == 0 {
+                    -1
+                } else {
+                    i64::from(h.exptime) - i64::from(now)
+                },
+                idle: u32::from((now as u16).wrapping_sub(h.atime)),
+                value_len: h.vlen,
+            });
+        }
     }
 
     /// Room at a queue head during evacuation: the head, else the spare.

@@ -113,6 +113,7 @@ impl Shard {
             }
         } else {
             let h = self.header(ev.loc);
+            self.report_eviction(ev.loc, &h);
             if h.bits & item::FLASH_COPY != 0 {
                 self.tombstone_class(ev.class);
             }
