@@ -451,11 +451,12 @@ SECTION = "## Flash tier"
 
 def write_results(subsection_title, body, tag):
     """Replaces (or appends) `### subsection_title` inside `## Flash tier` of
-    RESULTS.md, leaving everything else intact."""
+    RESULTS.md, leaving everything else intact; with RESULTS=- prints it."""
+    block = f"### {subsection_title}\n\n{body.rstrip()}\n\n"
     if RESULTS == "-":
+        print(block, end="", flush=True)
         return
     text = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
-    block = f"### {subsection_title}\n\n{body.rstrip()}\n\n"
     lines = text.splitlines(keepends=True)
     # locate the flash section
     start = next((i for i, l in enumerate(lines) if l.rstrip() == SECTION), None)
