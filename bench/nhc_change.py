@@ -23,11 +23,9 @@ and the throughputs before the change and in the last 10 s.
 
     sudo python3 bench/nhc_change.py        # knobs: RUNS=3 CHANGE_AT=10 AFTER_S=50 SAMPLE_MS=200 ...
 """
-import csv
 import os
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -39,43 +37,12 @@ K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, FAST_MB=384, CAP_MB=1536, KEYS=15000
              SKEW=0.99, RUNS=3, WARM_S=40, CHANGE_AT=10.0, AFTER_S=50.0, SAMPLE_MS=200, PORT=24190,
              MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64,
              OUT_DIR=os.path.join(fl.ROOT, "bench", "plots"), PLOT="nhc-loop-change.svg")
-FIELDS = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "flash_fast_reads",
-          "flash_capacity_reads")
 
 
 def heavy(prefix, secs):
     return ["--keys", K.KEYS, "--key-prefix", prefix, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}",
             "--get-ratio", "1", "--no-stats", "--threads", K.HEAVY_THREADS, "--conns", K.HEAVY_CONNS,
             "--pipeline", K.PIPELINE, "-d", f"{secs}s"]
-
-
-class Sampler(threading.Thread):
-    """Polls `stats` every SAMPLE_MS ms from t0 until stopped."""
-
-    def __init__(self, srv):
-        super().__init__()
-        self.srv, self.rows, self.halt = srv, [], threading.Event()
-        self.t0 = time.monotonic()
-
-    def run(self):
-        n = 0
-        while not self.halt.is_set():
-            s = self.srv.stats()
-            self.rows.append((time.monotonic() - self.t0, {k: s.get(k) for k in FIELDS}))
-            n += 1
-            time.sleep(max(0.0, self.t0 + n * K.SAMPLE_MS / 1000 - time.monotonic()))
-
-
-def timeline(samples):
-    out = []
-    for (ta, a), (tb, b) in zip(samples, samples[1:]):
-        dt = tb - ta
-        fast = (b["flash_fast_reads"] - a["flash_fast_reads"]) / dt
-        cap = (b["flash_capacity_reads"] - a["flash_capacity_reads"]) / dt
-        out.append({"t": round(tb, 3), "state": b["flash_nhc_state"], "data_admit": b["flash_nhc_data_admit"],
-                    "load_admit": b["flash_nhc_load_admit"], "fast_per_s": round(fast),
-                    "capacity_per_s": round(cap), "reads_per_s": round(fast + cap)})
-    return out
 
 
 def one_run(devs, cg, nhc, d):
@@ -87,14 +54,14 @@ def one_run(devs, cg, nhc, d):
                               "--value-size", K.VALUE, "--preload", "--get-ratio", "1", "--pipeline", 16,
                               "-d", "0s", "--no-stats"], TAG)
         fl.bench(K.PORT, heavy("a:", K.WARM_S), TAG)
-        sampler = Sampler(srv)
+        sampler = nl.Sampler(srv, K.SAMPLE_MS)
         sampler.start()
         fl.bench(K.PORT, heavy("a:", K.CHANGE_AT), TAG)
         change = time.monotonic() - sampler.t0
         fl.bench(K.PORT, heavy("b:", K.AFTER_S), TAG)
         sampler.halt.set()
         sampler.join()
-        return timeline(sampler.rows), change, shown
+        return nl.timeline(sampler.rows), change, shown
     finally:
         if sampler is not None and sampler.is_alive():
             sampler.halt.set()
@@ -130,13 +97,6 @@ def summary(rows, change):
     return out
 
 
-def write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def main():
     nl.check_root()
     fl.build(TAG)
@@ -150,7 +110,7 @@ def main():
                 loadavg.append(os.getloadavg()[0])
                 rows, change, cmds[nhc] = one_run(loops, cg, nhc, d)
                 loadavg.append(os.getloadavg()[0])
-                write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}.csv"), rows)
+                nl.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}.csv"), rows)
                 s = summary(rows, change)
                 runs[nhc].append((rows, change, s))
                 fl.log(TAG, f"run {run + 1} nhc={nhc}: change at {change:.2f} s; {s}")
@@ -160,7 +120,7 @@ def main():
                        "load_admit": a["load_admit"], "nhc_reads_per_s": a["reads_per_s"],
                        "classic_reads_per_s": b["reads_per_s"]} for a, b in zip(rn, rc)]
             path = os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}.csv")
-            write_csv(path, merged)
+            nl.write_csv(path, merged)
             if run == 0:
                 subprocess.run([sys.executable, os.path.join(fl.ROOT, "bench", "nhc_plot.py"), path,
                                 os.path.join(K.OUT_DIR, K.PLOT),

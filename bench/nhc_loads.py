@@ -8,7 +8,7 @@ v1 blkio group capping each device's reads at FAST_IOPS and CAP_IOPS).
 
 - Hit ratio (HIT, 0.95 or 0.80): the share of flash reads whose item is on
   the fast class under classic caching, set by the size of the fast device
-  (FAST_MB; by default 384 MiB for 0.95 and 48 MiB for 0.80 with the
+  (FAST_MB; by default 160 MiB for 0.95 and 80 MiB for 0.80 with the
   default 150,000 keys of 4000 B, zipf 0.99). Each classic run reports the
   measured share (fast reads / all flash reads, `hit` in the table).
 - Load 1.0 is measured: the first classic run's closed-loop throughput under
@@ -21,6 +21,10 @@ v1 blkio group capping each device's reads at FAST_IOPS and CAP_IOPS).
   seconds. Throughput is the replies the client received per second in the
   measured seconds (the bench's per-second timeline); the server's flash
   reads per class come from `stats` deltas over the same seconds.
+
+TRACE_DIR=DIR writes each run's `stats` every 200 ms (bench/nhc_loop.py's
+Sampler: state, load_admit, flash reads per class, tune entries and exits)
+as DIR/nhc-loads-HHMMSS-nhcN.csv.
 
 Per run: a fresh server on the wiped devices, KEYS items preloaded, the
 warm-up, the heavy closed loop (RUN_S), then the loads. nhc=0 and nhc=1
@@ -45,8 +49,8 @@ TAG = "nhc_loads"
 K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, HIT=0.95, FAST_MB=0, CAP_MB=1536, KEYS=150000,
              VALUE=4000, SKEW=0.99, RUNS=3, WARM_S=40, SETTLE_S=5, RUN_S=10, LOADS="2.0,1.5,1.0,0.5",
              LOAD1=0.0, PORT=24180, MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4,
-             OPEN_THREADS=2, OPEN_CONNS=16, SERVER_THREADS=2, IO_THREADS=64)
-FAST_MB_FOR_HIT = {0.95: 384, 0.80: 48}
+             OPEN_THREADS=2, OPEN_CONNS=16, SERVER_THREADS=2, IO_THREADS=64, TRACE_DIR="")
+FAST_MB_FOR_HIT = {0.95: 160, 0.80: 80}
 
 
 def fast_mb():
@@ -111,7 +115,10 @@ def open_loop(srv, rate):
 
 def one_run(devs, cg, nhc, d, load1):
     srv, shown = nl.start_server(devs, cg, nhc, d, K)
+    sampler = nl.Sampler(srv, 200) if K.TRACE_DIR else None
     try:
+        if sampler:
+            sampler.start()
         fl.bench(K.PORT, ["--threads", 2, "--conns", 4, "--keys", K.KEYS, "--value-size", K.VALUE,
                           "--preload", "--get-ratio", "1", "--pipeline", 16, "-d", "0s", "--no-stats"], TAG)
         fl.bench(K.PORT, heavy_args() + ["-d", f"{K.WARM_S}s"], TAG)
@@ -126,6 +133,12 @@ def one_run(devs, cg, nhc, d, load1):
             time.sleep(1)
         return heavy, loads, load1, shown
     finally:
+        if sampler:
+            sampler.halt.set()
+            sampler.join()
+            os.makedirs(K.TRACE_DIR, exist_ok=True)
+            nl.write_csv(os.path.join(K.TRACE_DIR, f"nhc-loads-{time.strftime('%H%M%S')}-nhc{nhc}.csv"),
+                         nl.timeline(sampler.rows))
         srv.stop()
 
 
@@ -167,7 +180,7 @@ def report(results, cmds, fmb, load1, loads_at):
           f"{K.RUN_S} s measured each, highest first, after {K.WARM_S} s warm-up; {K.RUNS} pairs")
     print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_loads.py`\n")
     print("| load | offered gets/s | classic gets/s | nhc gets/s | nhc/classic (paired median) | pairs | "
-          "classic fast / capacity reads/s | nhc fast / capacity reads/s | nhc load_admit, state |")
+          "classic fast / capacity reads/s (hit) | nhc fast / capacity reads/s | nhc load_admit, state |")
     print("| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |")
     rows = [("closed loop", lambda r: r[0])] + [
         (f"{k}", (lambda k: lambda r: r[1][k])(k)) for k in results[0][0][1]]
@@ -178,7 +191,8 @@ def report(results, cmds, fmb, load1, loads_at):
         off = f"{c[0]['offered']:,.0f}" if "offered" in c[0] else "-"
         print(f"| {name} | {off} | {med([x['ops'] for x in c]):,.0f} | {med([x['ops'] for x in n]):,.0f} | "
               f"{med(pairs):.2f} | {' / '.join(f'{p:.2f}' for p in pairs)} | "
-              f"{med([x['fast'] for x in c]):,.0f} / {med([x['cap'] for x in c]):,.0f} | "
+              f"{med([x['fast'] for x in c]):,.0f} / {med([x['cap'] for x in c]):,.0f} "
+              f"({med([x['hit'] for x in c]):.2f}) | "
               f"{med([x['fast'] for x in n]):,.0f} / {med([x['cap'] for x in n]):,.0f} | "
               f"{', '.join(str(x['la']) for x in n)}; {', '.join(str(x['state']) for x in n)} |")
     for k in results[0][0][1]:

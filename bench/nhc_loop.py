@@ -21,10 +21,13 @@ scratch directory) is removed at the end, also after a failure.
     sudo python3 bench/nhc_loop.py          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
 """
 import contextlib
+import csv
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -98,6 +101,52 @@ def measure(srv, load, secs):
     }
 
 
+SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "flash_fast_reads",
+           "flash_capacity_reads", "flash_nhc_tune_entries", "flash_nhc_tune_exits",
+           "flash_nhc_load_admit_moves", "flash_dual_fast_reads", "flash_dual_capacity_reads")
+
+
+class Sampler(threading.Thread):
+    """Polls the server's `stats` every `ms` milliseconds from its creation
+    (t0) until `halt` is set; `rows` are (seconds since t0, SAMPLED)."""
+
+    def __init__(self, srv, ms):
+        super().__init__()
+        self.srv, self.ms, self.rows, self.halt = srv, ms, [], threading.Event()
+        self.t0 = time.monotonic()
+
+    def run(self):
+        n = 0
+        while not self.halt.is_set():
+            s = self.srv.stats()
+            self.rows.append((time.monotonic() - self.t0, {k: s.get(k) for k in SAMPLED}))
+            n += 1
+            time.sleep(max(0.0, self.t0 + n * self.ms / 1000 - time.monotonic()))
+
+
+def timeline(samples):
+    """Sampler rows as a timeline: per sample the scheduler's outputs and
+    the flash reads per second since the previous sample."""
+    out = []
+    for (ta, a), (tb, b) in zip(samples, samples[1:]):
+        dt = tb - ta
+        fast = (b["flash_fast_reads"] - a["flash_fast_reads"]) / dt
+        cap = (b["flash_capacity_reads"] - a["flash_capacity_reads"]) / dt
+        out.append({"t": round(tb, 3), "state": b["flash_nhc_state"], "data_admit": b["flash_nhc_data_admit"],
+                    "load_admit": b["flash_nhc_load_admit"], "fast_per_s": round(fast),
+                    "capacity_per_s": round(cap), "reads_per_s": round(fast + cap),
+                    "tune_entries": b["flash_nhc_tune_entries"], "tune_exits": b["flash_nhc_tune_exits"],
+                    "moves": b["flash_nhc_load_admit_moves"]})
+    return out
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def start_server(devs, cg, nhc, d, k):
     """A fresh server on the wiped devices in the blkio group, with the
     knobs PORT, MEM, SERVER_THREADS and IO_THREADS of `k`; returns it and
@@ -129,7 +178,11 @@ def one_run(devs, cg, nhc, d):
 
 
 def check_root():
-    """Skips (exit 0, with a message) where the devices cannot be made."""
+    """Skips (exit 0, with a message) where the devices cannot be made. Also
+    makes SIGTERM and SIGINT (ignored in a background job) exit through the
+    cleanup of `loop_devices`."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.geteuid() != 0:
         skip("needs root (losetup, cgroup v1 blkio)")
     if not shutil.which("losetup"):
