@@ -1,5 +1,5 @@
-//! The KLog index: one packed 8-byte entry per object in the small store's
-//! flash log (`set:32 | page:20 | tag:11 | hit:1`), partitioned by set, so
+//! The KLog index: one packed 6-byte entry per object in the small store's
+//! flash log (`set / buckets:16 | page:20 | tag:11 | hit:1`), partitioned by set, so
 //! that every log object of a set is found in one bucket when the set is
 //! rewritten. Entries of a bucket are in write order (newest last).
 
@@ -17,23 +17,10 @@ pub struct LogRef {
     pub hit: bool,
 }
 
-impl LogRef {
-    fn pack(self) -> u64 {
-        (self.set as u64) << 32
-            | (self.page as u64) << 12
-            | ((self.tag as u64) & ((1 << TAG_BITS) - 1)) << 1
-            | self.hit as u64
-    }
-
-    fn unpack(e: u64) -> LogRef {
-        LogRef {
-            set: (e >> 32) as u32,
-            page: ((e >> 12) & (MAX_PAGES as u64 - 1)) as u32,
-            tag: ((e >> 1) & ((1 << TAG_BITS) - 1)) as u16,
-            hit: e & 1 != 0,
-        }
-    }
-}
+/// An entry as a bucket holds it, 6 bytes little-endian: `set / buckets:16
+/// | page:20 | tag:11 | hit:1` (the bucket is `set % buckets`, so the rest
+/// of the set number is known from it).
+type Entry = [u8; 6];
 
 /// The tag of a key hash.
 pub fn tag_of(hash: u64) -> u16 {
@@ -44,7 +31,7 @@ pub fn tag_of(hash: u64) -> u16 {
 /// bucket's capacity would otherwise stay at the most it ever held, which
 /// was most of the index's DRAM (spare capacity and vector headers: 9.7
 /// bits per object of the store against 0.5 for the entries themselves).
-fn shrink(b: &mut Vec<u64>) {
+fn shrink(b: &mut Vec<Entry>) {
     if b.capacity() > 2 * b.len() + 4 {
         b.shrink_to(b.len() + b.len() / 4 + 1);
     }
@@ -52,20 +39,45 @@ fn shrink(b: &mut Vec<u64>) {
 
 #[derive(Debug)]
 pub struct LogIndex {
-    buckets: Vec<Vec<u64>>,
+    buckets: Vec<Vec<Entry>>,
     len: usize,
 }
 
 impl LogIndex {
-    pub fn new(buckets: usize) -> LogIndex {
+    /// An index of about `buckets` buckets for a store of `sets` sets
+    /// (more buckets when needed, so that `set / buckets` fits 16 bits).
+    pub fn new(buckets: usize, sets: usize) -> LogIndex {
+        let n = buckets.max(sets.div_ceil(1 << 16)).max(1);
         LogIndex {
-            buckets: vec![Vec::new(); buckets.max(1)],
+            buckets: vec![Vec::new(); n],
             len: 0,
         }
     }
 
     fn bucket(&self, set: u32) -> usize {
         set as usize % self.buckets.len()
+    }
+
+    fn encode(&self, r: LogRef) -> Entry {
+        let hi = (r.set as usize / self.buckets.len()) as u64;
+        debug_assert!(hi < 1 << 16, "set {} beyond the index", r.set);
+        let v = hi << 32
+            | (r.page as u64) << 12
+            | ((r.tag as u64) & ((1 << TAG_BITS) - 1)) << 1
+            | r.hit as u64;
+        v.to_le_bytes()[..6].try_into().expect("6 bytes")
+    }
+
+    fn decode(&self, b: usize, e: &Entry) -> LogRef {
+        let mut x = [0u8; 8];
+        x[..6].copy_from_slice(e);
+        let v = u64::from_le_bytes(x);
+        LogRef {
+            set: ((v >> 32) as usize * self.buckets.len() + b) as u32,
+            page: ((v >> 12) & (MAX_PAGES as u64 - 1)) as u32,
+            tag: ((v >> 1) & ((1 << TAG_BITS) - 1)) as u16,
+            hit: v & 1 != 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -78,15 +90,17 @@ impl LogIndex {
 
     pub fn push(&mut self, r: LogRef) {
         let b = self.bucket(r.set);
-        self.buckets[b].push(r.pack());
+        let e = self.encode(r);
+        self.buckets[b].push(e);
         self.len += 1;
     }
 
     /// The entries of a set, oldest first.
     pub fn of_set(&self, set: u32) -> impl DoubleEndedIterator<Item = LogRef> + '_ {
-        self.buckets[self.bucket(set)]
+        let b = self.bucket(set);
+        self.buckets[b]
             .iter()
-            .map(|&e| LogRef::unpack(e))
+            .map(move |e| self.decode(b, e))
             .filter(move |r| r.set == set)
     }
 
@@ -95,35 +109,34 @@ impl LogIndex {
         self.of_set(set).count()
     }
 
-    /// Removes every entry of a set; returns them, oldest first.
-    pub fn take_set(&mut self, set: u32) -> Vec<LogRef> {
+    /// Removes the entries of `set` for which `drop` holds; returns them,
+    /// oldest first.
+    fn remove_where(&mut self, set: u32, mut drop: impl FnMut(&LogRef) -> bool) -> Vec<LogRef> {
         let b = self.bucket(set);
+        let mut bucket = std::mem::take(&mut self.buckets[b]);
         let mut taken = Vec::new();
-        self.buckets[b].retain(|&e| {
-            let r = LogRef::unpack(e);
-            let keep = r.set != set;
-            if !keep {
+        bucket.retain(|e| {
+            let r = self.decode(b, e);
+            let gone = r.set == set && drop(&r);
+            if gone {
                 taken.push(r);
             }
-            keep
+            !gone
         });
+        shrink(&mut bucket);
+        self.buckets[b] = bucket;
         self.len -= taken.len();
-        shrink(&mut self.buckets[b]);
         taken
+    }
+
+    /// Removes every entry of a set; returns them, oldest first.
+    pub fn take_set(&mut self, set: u32) -> Vec<LogRef> {
+        self.remove_where(set, |_| true)
     }
 
     /// Removes the entries of one set that point into `pages`.
     pub fn remove_in_pages(&mut self, set: u32, pages: std::ops::Range<u32>) -> usize {
-        let b = self.bucket(set);
-        let before = self.buckets[b].len();
-        self.buckets[b].retain(|&e| {
-            let r = LogRef::unpack(e);
-            r.set != set || !pages.contains(&r.page)
-        });
-        let n = before - self.buckets[b].len();
-        self.len -= n;
-        shrink(&mut self.buckets[b]);
-        n
+        self.remove_where(set, |r| pages.contains(&r.page)).len()
     }
 
     /// Whether an entry of this set, page and tag is still indexed.
@@ -134,18 +147,22 @@ impl LogIndex {
     /// Marks the entries of (set, page, tag) hit.
     pub fn mark_hit(&mut self, set: u32, page: u32, tag: u16) {
         let b = self.bucket(set);
-        for e in self.buckets[b].iter_mut() {
-            let r = LogRef::unpack(*e);
+        for i in 0..self.buckets[b].len() {
+            let r = self.decode(b, &self.buckets[b][i]);
             if r.set == set && r.page == page && r.tag == tag {
-                *e = LogRef { hit: true, ..r }.pack();
+                self.buckets[b][i] = self.encode(LogRef { hit: true, ..r });
             }
         }
     }
 
     /// DRAM bytes held (vectors' capacity and headers).
     pub fn bytes(&self) -> usize {
-        self.buckets.len() * std::mem::size_of::<Vec<u64>>()
-            + self.buckets.iter().map(|b| b.capacity() * 8).sum::<usize>()
+        self.buckets.len() * std::mem::size_of::<Vec<Entry>>()
+            + self
+                .buckets
+                .iter()
+                .map(|b| b.capacity() * std::mem::size_of::<Entry>())
+                .sum::<usize>()
     }
 }
 
@@ -155,14 +172,17 @@ mod tests {
 
     #[test]
     fn entries_pack_and_are_found_by_set_in_write_order() {
+        // The largest set, page and tag an index of 4 buckets names.
+        let mut ix = LogIndex::new(4, 4 << 16);
         let r = LogRef {
-            set: u32::MAX,
+            set: (4 << 16) - 1,
             page: MAX_PAGES as u32 - 1,
             tag: 0x7ff,
             hit: true,
         };
-        assert_eq!(LogRef::unpack(r.pack()), r);
-        let mut ix = LogIndex::new(4);
+        ix.push(r);
+        assert_eq!(ix.take_set(r.set), [r]);
+        assert!(ix.is_empty());
         for (set, page) in [(1, 0), (5, 0), (1, 1), (2, 1), (1, 2)] {
             ix.push(LogRef {
                 set,

@@ -229,7 +229,7 @@ impl SmallStore {
 
     fn clear_dram(&mut self) {
         self.filters = SetFilters::new(self.cfg.sets, self.cfg.filter_bits);
-        self.log = LogIndex::new(self.cfg.log_pages() * 2);
+        self.log = LogIndex::new(self.cfg.log_pages() * 2, self.cfg.sets);
         self.seg_gen.iter_mut().for_each(|g| *g = 0);
         self.buffer = vec![Vec::new()];
         self.buffer_used = 0;
@@ -246,7 +246,7 @@ impl SmallStore {
             dev,
             base,
             filters: SetFilters::new(cfg.sets, cfg.filter_bits),
-            log: LogIndex::new(cfg.log_pages() * 2),
+            log: LogIndex::new(cfg.log_pages() * 2, cfg.sets),
             seg_gen: vec![0; cfg.log_segments],
             head: 0,
             buffer: vec![Vec::new()],
