@@ -149,11 +149,13 @@ def write_csv(path, rows):
 
 def start_server(devs, cg, nhc, d, k):
     """A fresh server on the wiped devices in the blkio group, with the
-    knobs PORT, MEM, SERVER_THREADS and IO_THREADS of `k`; returns it and
+    knobs PORT, MEM, SERVER_THREADS, IO_THREADS and SHARDS (if set) of `k`; returns it and
     its command line for RESULTS.md."""
     fast, cap = devs
     ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", "ext_io=pool",
            f"ext_threads={k.IO_THREADS}", f"ext_nhc={nhc}", "ext_promote=never"]
+    if getattr(k, "SHARDS", 0):
+        ext.append(f"shards={k.SHARDS}")
     cmd = fl.tiercache_cmd(k.PORT, k.MEM, k.SERVER_THREADS, ext)
     return fl.Server(f"nhc{nhc}", cmd, k.PORT, d, cgroup=cg), fl.show_cmd(cmd, d)
 
