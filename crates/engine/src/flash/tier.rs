@@ -81,6 +81,12 @@ struct Slot {
     items: u32,
     /// Latest exptime of its records (0 = some never expire).
     max_exptime: u32,
+    /// It may hold a record with the copy bit, whose key may have another
+    /// record in a segment numbered higher (`FlashTier::holds_copies`).
+    /// Set by such a write; set for every segment a restart or a crash
+    /// recovery brings back (not known without reading them); cleared
+    /// when the slot is opened anew.
+    copies: bool,
     state: SlotState,
 }
 
@@ -306,6 +312,7 @@ impl FlashTier {
                         data_len: 0,
                         items: 0,
                         max_exptime: 0,
+                        copies: false,
                         state: SlotState::Free,
                     });
                     next[dev] += 1;
@@ -557,6 +564,7 @@ impl FlashTier {
         s.seq = seq;
         s.items = 0;
         s.data_len = 0;
+        s.copies = false;
         s.state = SlotState::Open;
         st.open[stream] = Some(Open {
             slot,
@@ -671,6 +679,7 @@ impl FlashTier {
         }
         o.max_exptime = o.max_exptime.max(h.exptime);
         st.slots[slot as usize].items += 1;
+        st.slots[slot as usize].copies |= copy;
         if admitted {
             self.stats
                 .bytes_admitted

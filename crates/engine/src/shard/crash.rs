@@ -94,9 +94,8 @@ impl Shard {
         let j = f.journal();
         let mut need = on_flash
             .iter()
-            .filter_map(|&loc| f.seq_of(loc))
-            .max()
-            .filter(|&m| !f.below_floors(m));
+            .filter_map(|&loc| f.tombstone_horizon(loc))
+            .max();
         let copy = old.filter(|&loc| self.header(loc).bits & item::FLASH_COPY != 0);
         if copy.is_some() {
             need = Some(f.max_seq());

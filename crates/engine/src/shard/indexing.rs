@@ -106,14 +106,16 @@ impl Shard {
                 self.stats.evicted_unfetched += 1;
             }
             if let Some(f) = self.flash.clone() {
-                if f.seq_of(ev.loc).is_some_and(|s| !f.below_floors(s)) {
+                if f.tombstone_horizon(ev.loc).is_some() {
                     self.tombstone_class(ev.class);
                 }
                 f.release(ev.loc);
             }
         } else {
             let h = self.header(ev.loc);
-            self.report_eviction(ev.loc, &h);
+            if !h.expired(self.clock_now) {
+                self.report_eviction(ev.loc, &h);
+            }
             if h.bits & item::FLASH_COPY != 0 {
                 self.tombstone_class(ev.class);
             }

@@ -306,10 +306,11 @@ impl Shard {
     /// older records of its key in that class. A record with the copy bit
     /// (format.rs) may have an older twin on the other class, which that
     /// floor does not cover (a capacity record promoted into the fast
-    /// class, or promoted to RAM and written to the fast class again): with
-    /// both classes, dropping it asks for a tombstone, or a later change of
-    /// the key (finding no entry, so asking for none) would let the twin
-    /// come back after a crash.
+    /// class, or promoted to RAM and written to flash again), nor, with one
+    /// class, a twin in a segment numbered higher than this one (a copy can
+    /// land in an older open segment): dropping it asks for a tombstone, or
+    /// a later change of the key (finding no entry, so asking for none)
+    /// would let the twin come back after a crash.
     pub fn reclaim_flash(&mut self, hash: u64, loc: Loc, item_bytes: &[u8], reinsert: bool) {
         let Some(hit) = self.index.hit(hash, loc) else {
             return;
@@ -346,7 +347,7 @@ impl Shard {
             }
         }
         let twin = h.bits & item::FLASH_COPY != 0 && !h.expired(self.clock_now);
-        if twin && self.flash.as_ref().is_some_and(|f| f.two_classes()) {
+        if twin {
             self.tombstone(hash);
         }
         self.index.remove(hash, loc);

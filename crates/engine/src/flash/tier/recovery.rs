@@ -170,6 +170,7 @@ impl FlashTier {
             s.data_len = h.data_len;
             s.items = kept;
             s.max_exptime = h.max_exptime;
+            s.copies = true;
             s.state = SlotState::Sealed;
             let c = s.class as usize;
             st.sealed[c].push_back(slot);
@@ -190,6 +191,12 @@ impl FlashTier {
     /// key, on either class, and a change of the key needs no tombstone for
     /// them. Below one class's floor alone is not enough: an older copy of
     /// the record may be on the other class.
+    ///
+    /// That holds for records written fresh, not for a record with the copy
+    /// bit: a copy can land in an open segment numbered lower than the
+    /// record it was copied from (the short-TTL stream's segment stays open
+    /// while others roll), so a change of its key must ask for a tombstone
+    /// even below the floors when its segment [`holds_copies`](Self::holds_copies).
     pub fn below_floors(&self, seq: u64) -> bool {
         let floors = self.journal.floors();
         (0..2)

@@ -77,6 +77,7 @@ impl FlashTier {
             s.data_len = r.u32()?;
             s.items = r.u32()?;
             s.max_exptime = r.u32()?;
+            s.copies = true;
             s.state = SlotState::Free;
         }
         let order = r.list(n)?;
