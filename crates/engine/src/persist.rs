@@ -6,15 +6,17 @@
 //! deleted as soon as it has been read, before anything is served, so a
 //! later crash can never bring back this older state.
 //!
-//! File format (version 3; version 2 had the index as one table, version 1
-//! of chained buckets),
+//! File format (version 4; version 3 had no memory limit, version 2 the
+//! index as one table, version 1 chained buckets),
 //! little-endian, CRC-32C over everything before
 //! the trailer:
 //!
 //! ```text
 //! "TCSNAP01"  magic
-//! u32         version (3)
+//! u32         version (4)
 //! u64 x 4     fingerprint: RAM segment size, shards, flash segment size, flash slots
+//! u64         memory limit (-m) it was written with: a start with a lower one
+//!             recovers from the devices instead
 //! u64         CAS counter
 //! flash:      u64 next sequence; per slot: u8 state (0 free, 1 sealed), u64 seq,
 //!             u32 data length, u32 items, u32 latest exptime; u32 n + n x u32
@@ -32,7 +34,7 @@
 use std::io::{self, Read, Write};
 
 pub const MAGIC: &[u8; 8] = b"TCSNAP01";
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Writes little-endian values and keeps a running CRC-32C.
 pub struct SnapWriter<W: Write> {

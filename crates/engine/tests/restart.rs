@@ -199,3 +199,43 @@ fn damaged_or_foreign_snapshots_are_refused() {
     assert_eq!(e.stats(NOW).shard.curr_items, 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A graceful restart with a lower -m (the shard count unchanged, as the
+/// server's is for any large -m) starts, from the devices as after a crash:
+/// the snapshot's RAM may not fit the new budget (found by review: it was
+/// refused, "more RAM than -m allows"). A higher -m reads the snapshot.
+#[test]
+fn a_lower_memory_limit_starts_from_the_devices() {
+    let dir = tempdir("lower-m");
+    let snap = dir.join("flash.snapshot");
+    let cfg = |mem: usize| {
+        let mut c = config(&snap, false);
+        c.memory_limit = mem;
+        c
+    };
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(64 << 20));
+    let n = 40_000;
+    let persist = |mem: usize| {
+        let e = Engine::with_devices(cfg(mem), vec![dev.clone()]).unwrap();
+        for i in 0..n {
+            set(&e, i);
+        }
+        e.persist().unwrap();
+    };
+    persist(16 << 20);
+    {
+        let e = Engine::with_devices(cfg(8 << 20), vec![dev.clone()]).expect("a lower -m starts");
+        assert!(!snap.exists(), "the snapshot is removed");
+        let r = e.last_recovery().expect("a scan of the devices");
+        assert!(r.items > 1000, "{r:?}");
+        let back = (0..n)
+            .filter_map(|i| get(&e, i).map(|(v, ..)| assert_eq!(v, value(i), "{i}")))
+            .count();
+        assert_eq!(back as u64, r.items, "every recovered item reads back");
+    }
+    persist(8 << 20);
+    let e = Engine::with_devices(cfg(16 << 20), vec![dev]).expect("a higher -m starts");
+    assert!(e.last_recovery().is_none(), "read from the snapshot");
+    assert!(!snap.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

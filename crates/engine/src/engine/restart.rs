@@ -38,6 +38,7 @@ impl Engine {
                     "shard count",
                     "flash segment size",
                     "flash slots",
+                    "memory limit (-m, now lower)",
                 ]
                 .get(setting)
                 .copied()
@@ -176,6 +177,18 @@ impl Engine {
                 });
             }
         }
+        // A lower -m: the snapshot's RAM may not fit, and the shard count
+        // (64 for any large -m) need not change with it. Recovered from the
+        // devices as for another configuration; a higher -m reads it.
+        let limit = self.config.memory_limit as u64;
+        let was = r.u64()?;
+        if was > limit {
+            return Err(SnapshotError::OtherConfiguration {
+                setting: 4,
+                found: was,
+                expected: limit,
+            });
+        }
         Ok(r)
     }
 
@@ -231,6 +244,7 @@ impl Engine {
         for v in self.fingerprint() {
             w.u64(v)?;
         }
+        w.u64(self.config.memory_limit as u64)?;
         w.u64(self.shared.cas.load(Ordering::Relaxed))?;
         if let Some(f) = &self.flash {
             f.save(&mut w)?;
