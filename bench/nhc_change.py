@@ -21,13 +21,14 @@ and prints per nhc run: the time from the change to state 1 (classic) and to
 the load_admit it settles on (within 0.1 of the median of its last 10 s),
 and the throughputs before the change and in the last 10 s.
 
-SHARDS=16 (`-o shards=16`, against 4 by default at -m 48): each shard keeps at
-most 8192 capacity copies of promoted items, and with 4 shards (32,768) the
-copies of the first working set filled the table; a full table refuses
-promotions, nothing is written to the fast class, so nothing is reclaimed
-and the copies stay valid: classic caching never brought the new working
-set into the fast class (fast reads 0 for the 50 s after the change).
-SHARDS=0 keeps the server's default.
+SHARDS=8 (`-o shards=8`, against 4 by default at -m 48; 16 needs -m 51): each
+shard keeps at most 8192 capacity copies of promoted items, and with 4 shards
+(32,768, fewer than the 40,960 records of the fast class) the copies of the
+first working set filled the table; a full table refuses promotions, nothing
+is written to the fast class, so nothing is reclaimed and the copies stay
+valid: classic caching never brought the new working set into the fast class
+(fast reads 0 for the 50 s after the change). With 8 shards (65,536) the
+table cannot fill with valid copies. SHARDS=0 keeps the server's default.
 
     sudo python3 bench/nhc_change.py        # knobs: RUNS=3 CHANGE_AT=10 AFTER_S=50 SAMPLE_MS=200 ...
 """
@@ -43,7 +44,7 @@ import nhc_loop as nl  # noqa: E402
 TAG = "nhc_change"
 K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, FAST_MB=160, CAP_MB=1536, KEYS=150000, VALUE=4000,
              SKEW=0.99, RUNS=3, WARM_S=40, CHANGE_AT=10.0, AFTER_S=50.0, SAMPLE_MS=200, PORT=24190,
-             MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64, SHARDS=16,
+             MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64, SHARDS=8,
              OUT_DIR=os.path.join(fl.ROOT, "bench", "plots"), PLOT="nhc-loop-change.svg")
 
 
