@@ -761,13 +761,16 @@ impl FlashTier {
             free: (st.free[0].len() + st.free[1].len()) as u64,
             sealed: (st.sealed[0].len() + st.sealed[1].len()) as u64,
             queued: st.queued.len() as u64,
+            writing: 0,
             items: 0,
             failed: 0,
         };
         for s in &st.slots {
             u.items += u64::from(s.items);
-            if matches!(s.state, SlotState::Failed) {
-                u.failed += 1;
+            match s.state {
+                SlotState::Failed => u.failed += 1,
+                SlotState::Writing(_) => u.writing += 1,
+                _ => {}
             }
         }
         u
@@ -781,6 +784,9 @@ pub struct Usage {
     pub free: u64,
     pub sealed: u64,
     pub queued: u64,
+    /// Taken by the flusher, their write not finished (items in them are
+    /// still served from memory, and dropped if the write fails).
+    pub writing: u64,
     pub items: u64,
     pub failed: u64,
 }
