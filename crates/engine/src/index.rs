@@ -173,7 +173,6 @@ pub struct Index {
     prec: u32,
     /// Position bits of each table, `min(P, TABLE_PREC)`.
     tprec: u32,
-    items: usize,
     /// Bytes of every table's buckets.
     bytes: usize,
     /// The next table [`Index::next_due`] looks at.
@@ -194,7 +193,6 @@ impl Index {
         let mut idx = Index {
             prec,
             tprec: prec.min(TABLE_PREC),
-            items: tables.iter().map(|t| t.items).sum(),
             bytes: 0,
             cursor: 0,
             tables,
@@ -203,13 +201,14 @@ impl Index {
         idx
     }
 
+    /// Entries over all tables (stats: one pass over the tables).
     pub fn len(&self) -> usize {
-        self.items
+        self.tables.iter().map(|t| t.items).sum()
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.items == 0
+        self.len() == 0
     }
 
     /// Bytes of memory the index uses.
@@ -253,6 +252,7 @@ impl Index {
     }
 
     /// The table a key of `hash` is in.
+    #[cfg(test)]
     pub fn table_of(&self, hash: u64) -> usize {
         self.split(hash).0
     }
@@ -290,6 +290,7 @@ impl Index {
     /// Adds an entry (the caller has removed any previous one for the key).
     /// When there is no room, the entry `rank` ranks lowest among those of
     /// the full bucket goes (never the new one) and is returned.
+    #[cfg(test)]
     pub fn insert(
         &mut self,
         hash: u64,
@@ -297,14 +298,22 @@ impl Index {
         may_walk: bool,
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> Option<Evicted> {
+        self.insert_in_table(hash, loc, may_walk, rank).1
+    }
+
+    /// Adds an entry as [`insert`](Self::insert) does (the shard's way:
+    /// it also says which table the entry went to, the one that may want a
+    /// resize now).
+    pub fn insert_in_table(
+        &mut self,
+        hash: u64,
+        loc: Loc,
+        may_walk: bool,
+        rank: impl FnMut(Loc, bool) -> u64,
+    ) -> (usize, Option<Evicted>) {
         let (t, k) = self.split(hash);
-        match self.tables[t].insert(k, loc, may_walk, rank) {
-            Some(ev) => Some(self.in_index(t, ev)),
-            None => {
-                self.items += 1;
-                None
-            }
-        }
+        let ev = self.tables[t].insert(k, loc, may_walk, rank);
+        (t, ev.map(|ev| self.in_index(t, ev)))
     }
 
     /// Rewrites the entry for `old` to `new` and clears its hit bit; false
@@ -343,7 +352,6 @@ impl Index {
         };
         self.tables[t].update(at, |_| 0);
         self.tables[t].items -= 1;
-        self.items -= 1;
         true
     }
 
@@ -357,7 +365,6 @@ impl Index {
         for t in &mut self.tables {
             t.clear();
         }
-        self.items = 0;
     }
 
     /// The class of the entry for `loc`, if there is one.
@@ -375,7 +382,7 @@ impl Index {
     /// Load, in percent of slots in use.
     #[cfg(test)]
     pub fn load_percent(&self) -> f64 {
-        self.items as f64 * 100.0 / self.slots() as f64
+        self.len() as f64 * 100.0 / self.slots() as f64
     }
 
     /// The table of `hash` and its place there.

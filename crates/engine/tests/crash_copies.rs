@@ -57,69 +57,86 @@ fn peek_at(e: &Engine, k: &str, now: u32) -> Option<Vec<u8>> {
     e.get_blocking(k.as_bytes(), now, false, |_, item| item.value().to_vec())
 }
 
+/// Sets new keys (long TTL) to push others out of RAM and roll segments.
+#[derive(Default)]
+struct Filler(u64);
+
+impl Filler {
+    fn one(&mut self, e: &Engine, now: u32) {
+        set(e, &format!("f{}", self.0), &value("f", self.0), 0, now);
+        self.0 += 1;
+        assert!(self.0 < 400_000, "stuck");
+    }
+}
+
+/// Step 1: a short-TTL item opens the short-TTL stream's segment A;
+/// returns A's number (at most).
+fn open_short_ttl_segment(e: &Engine, fill: &mut Filler) -> u64 {
+    set(e, "z", &value("z", 0), NOW + 100, NOW);
+    while found_at(e, "z", NOW) != Some(tiercache_engine::command::Found::Flash) {
+        fill.one(e, NOW);
+    }
+    e.flash().unwrap().max_seq()
+}
+
+/// At LATER K's remaining TTL is under ext_low_ttl: a hit promotes it to
+/// RAM; leaving RAM it is written (copy bit) to the short-TTL stream,
+/// still the open segment A.
+fn promote_and_demote_k(e: &Engine, fill: &mut Filler) {
+    assert!(
+        e.get_blocking(b"K", LATER, true, |_, _| ()).is_some(),
+        "K hit"
+    );
+    assert!(e.peek_ram(b"K", LATER, |_| ()).is_some(), "K promoted");
+    while e.peek_ram(b"K", LATER, |_| ()).is_some() {
+        fill.one(e, LATER);
+    }
+    assert_eq!(
+        found_at(e, "K", LATER),
+        Some(tiercache_engine::command::Found::Flash)
+    );
+}
+
+/// Fills until both floors (the capacity one only with two classes) are at
+/// least `a0`.
+fn raise_floors_past(e: &Engine, fill: &mut Filler, a0: u64, two: bool) {
+    loop {
+        let s = e.flash().unwrap().stats_snapshot();
+        if s.journal_floor >= a0 && (!two || s.journal_floor_capacity >= a0) {
+            return;
+        }
+        fill.one(e, LATER);
+    }
+}
+
 fn run(devs: Vec<Arc<dyn BlockDevice>>, classes: Vec<DeviceClass>) {
     use tiercache_engine::command::Found;
-    let mut filler = 0u64;
-    let mut fill = |e: &Engine, now: u32| {
-        set(e, &format!("f{filler}"), &value("f", filler), 0, now);
-        filler += 1;
-        if filler.is_multiple_of(5000) {
-            let s = e.flash().unwrap().stats_snapshot();
-            eprintln!(
-                "filler {filler}: max_seq {} floors {} {}",
-                e.flash().unwrap().max_seq(),
-                s.journal_floor,
-                s.journal_floor_capacity
-            );
-        }
-        assert!(filler < 400_000, "stuck");
-    };
+    let mut fill = Filler::default();
     {
         let e = Engine::with_devices(config(classes.clone()), devs.clone()).expect("engine");
         let f = e.flash().unwrap().clone();
         f.pin_nhc(Some((false, 1.0)));
         // 1. A short-TTL item opens the short-TTL stream's segment A.
-        set(&e, "z", &value("z", 0), NOW + 100, NOW);
-        while found_at(&e, "z", NOW) != Some(Found::Flash) {
-            fill(&e, NOW);
-        }
-        let a0 = f.max_seq();
+        let a0 = open_short_ttl_segment(&e, &mut fill);
         eprintln!("z on flash, a0 {a0}");
         // 2. The long-TTL stream rolls over a few times, then K is set
         //    (long TTL at NOW) and demoted into a segment B numbered > A.
         while f.max_seq() < a0 + 4 {
-            fill(&e, NOW);
+            fill.one(&e, NOW);
         }
         set(&e, "K", b"old value of K", NOW + 4_000, NOW);
         while found_at(&e, "K", NOW) != Some(Found::Flash) {
-            fill(&e, NOW);
+            fill.one(&e, NOW);
         }
         eprintln!("K on flash, max_seq {}", f.max_seq());
-        // 3. At LATER its remaining TTL is under ext_low_ttl: a hit
-        //    promotes it to RAM; leaving RAM it is written (copy bit) to
-        //    the short-TTL stream, still the open segment A (seq <= a0).
-        assert!(
-            e.get_blocking(b"K", LATER, true, |_, _| ()).is_some(),
-            "K hit"
-        );
-        assert!(e.peek_ram(b"K", LATER, |_| ()).is_some(), "K promoted");
-        while e.peek_ram(b"K", LATER, |_| ()).is_some() {
-            fill(&e, LATER);
-        }
-        assert_eq!(found_at(&e, "K", LATER), Some(Found::Flash));
+        // 3. Promoted to RAM and written again, as a copy, into A.
+        promote_and_demote_k(&e, &mut fill);
         eprintln!("K demoted again, max_seq {}", f.max_seq());
         // 4. Reclaims raise the floor(s) over A's number, not over B's.
-        let floors = |f: &tiercache_engine::flash::FlashTier| {
-            let s = f.stats_snapshot();
-            (s.journal_floor, s.journal_floor_capacity)
-        };
-        let want = |fl: (u64, u64)| fl.0 >= a0 && (classes.len() < 2 || fl.1 >= a0);
-        while !want(floors(&f)) {
-            fill(&e, LATER);
-        }
+        raise_floors_past(&e, &mut fill, a0, classes.len() > 1);
         eprintln!(
-            "a0 {a0}, floors {:?}, max_seq {}, K on flash: {:?}",
-            floors(&f),
+            "a0 {a0}, fast floor {}, max_seq {}, K on flash: {:?}",
+            f.stats_snapshot().journal_floor,
             f.max_seq(),
             found_at(&e, "K", LATER)
         );
@@ -173,32 +190,23 @@ fn two_classes_deleted_key_does_not_come_back() {
     use tiercache_engine::command::Found;
     let classes = vec![DeviceClass::Fast, DeviceClass::Capacity];
     let devs = vec![dev(16), dev(24)];
-    let mut filler = 0u64;
-    let mut fill = |e: &Engine, now: u32| {
-        set(e, &format!("f{filler}"), &value("f", filler), 0, now);
-        filler += 1;
-        assert!(filler < 400_000, "stuck");
-    };
+    let mut fill = Filler::default();
     let stats = |e: &Engine| e.flash().unwrap().stats_snapshot();
     {
         let e = Engine::with_devices(config(classes.clone()), devs.clone()).expect("engine");
         let f = e.flash().unwrap().clone();
         f.pin_nhc(Some((false, 1.0)));
-        set(&e, "z", &value("z", 0), NOW + 100, NOW);
-        while found_at(&e, "z", NOW) != Some(Found::Flash) {
-            fill(&e, NOW);
-        }
-        let a0 = f.max_seq();
+        let a0 = open_short_ttl_segment(&e, &mut fill);
         // Some capacity segments first, so that K's is not the oldest.
         while stats(&e).classes[1].bytes_written < 3 << 20 {
-            fill(&e, NOW);
+            fill.one(&e, NOW);
         }
         set(&e, "K", b"old value of K", NOW + 4_000, NOW);
         let moves = stats(&e).moves;
         // K leaves RAM for fast, then the fast class moves it (unhit) to capacity.
         loop {
             for _ in 0..200 {
-                fill(&e, NOW);
+                fill.one(&e, NOW);
             }
             let reads = stats(&e).classes[1].reads;
             let at = found_at(&e, "K", NOW);
@@ -216,18 +224,8 @@ fn two_classes_deleted_key_does_not_come_back() {
             s.journal_floor_capacity,
             f.max_seq()
         );
-        assert!(e.get_blocking(b"K", LATER, true, |_, _| ()).is_some());
-        assert!(e.peek_ram(b"K", LATER, |_| ()).is_some(), "K promoted");
-        while e.peek_ram(b"K", LATER, |_| ()).is_some() {
-            fill(&e, LATER);
-        }
-        assert_eq!(found_at(&e, "K", LATER), Some(Found::Flash));
-        while {
-            let s = stats(&e);
-            s.journal_floor < a0 || s.journal_floor_capacity < a0
-        } {
-            fill(&e, LATER);
-        }
+        promote_and_demote_k(&e, &mut fill);
+        raise_floors_past(&e, &mut fill, a0, true);
         let s = stats(&e);
         eprintln!(
             "floors {} {}; max_seq {}; K {:?}",

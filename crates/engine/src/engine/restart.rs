@@ -24,15 +24,15 @@ impl Engine {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let r = match self.open_snapshot(path) {
+        // Another -m, -t or shard count, or another build's snapshot format,
+        // is routine: the flash devices do not depend on it, so recover from
+        // them as after a crash (RAM items are not kept).
+        let other = match self.open_snapshot(path) {
             Err(SnapshotError::OtherConfiguration {
                 setting,
                 found,
                 expected,
             }) => {
-                // Another -m, -t or shard count is routine: the flash
-                // devices do not depend on it, so recover from them as after
-                // a crash (RAM items are not kept).
                 let what = [
                     "RAM segment size",
                     "shard count",
@@ -43,33 +43,37 @@ impl Engine {
                 .get(setting)
                 .copied()
                 .unwrap_or("geometry");
-                tracing::warn!(
-                    path = %path.display(),
-                    setting = what,
-                    snapshot = found,
-                    now = expected,
-                    "the shutdown snapshot was written with another configuration; \
-                     recovering the flash items from the devices instead (RAM items are not kept)"
-                );
-                std::fs::remove_file(path).map_err(|e| refuse(SnapshotError::Remove(e)))?;
-                self.recover_after_crash();
-                return Ok(());
+                format!("another configuration ({what}: {found}, now {expected})")
             }
             Err(SnapshotError::OtherVersion { found, expected }) => {
-                // A snapshot of another build (an upgrade) is not read,
-                // but the devices are: recover from them as after a crash.
-                tracing::warn!(
-                    path = %path.display(),
-                    snapshot_version = found,
-                    this_build = expected,
-                    "the shutdown snapshot has another format version; \
-                     recovering the flash items from the devices instead (RAM items are not kept)"
-                );
-                std::fs::remove_file(path).map_err(|e| refuse(SnapshotError::Remove(e)))?;
-                self.recover_after_crash();
-                return Ok(());
+                format!("another format version ({found}, this build reads {expected})")
             }
-            r => r.map_err(refuse)?,
+            r => {
+                let r = r.map_err(refuse)?;
+                return self.restore_from(path, r, started);
+            }
+        };
+        tracing::warn!(
+            path = %path.display(),
+            "the shutdown snapshot was written with {other}; \
+             recovering the flash items from the devices instead (RAM items are not kept)"
+        );
+        std::fs::remove_file(path).map_err(|e| refuse(SnapshotError::Remove(e)))?;
+        self.recover_after_crash();
+        Ok(())
+    }
+
+    /// Reads the rest of the snapshot at `path` that
+    /// [`open_snapshot`](Self::open_snapshot) opened as `r`, then deletes it.
+    fn restore_from(
+        &self,
+        path: &std::path::Path,
+        r: SnapFile,
+        started: std::time::Instant,
+    ) -> Result<(), ConfigError> {
+        let refuse = |error: SnapshotError| ConfigError::Snapshot {
+            path: path.to_path_buf(),
+            error,
         };
         if let Some(f) = &self.flash {
             // The snapshot's index is exact: the journal's facts are not needed.

@@ -82,7 +82,7 @@ struct Slot {
     /// Latest exptime of its records (0 = some never expire).
     max_exptime: u32,
     /// It may hold a record with the copy bit, whose key may have another
-    /// record in a segment numbered higher (`FlashTier::holds_copies`).
+    /// record in a segment numbered higher (`FlashTier::tombstone_horizon`).
     /// Set by such a write; set for every segment a restart or a crash
     /// recovery brings back (not known without reading them); cleared
     /// when the slot is opened anew.

@@ -16,7 +16,7 @@ impl Index {
     ) -> std::io::Result<()> {
         w.u32(self.prec)?;
         w.u32(self.tables.len() as u32)?;
-        w.u64(self.items as u64)?;
+        w.u64(self.len() as u64)?;
         let mut buf = Vec::with_capacity(RUN * 64);
         for t in &self.tables {
             w.u64(t.buckets.len() as u64)?;
@@ -56,7 +56,7 @@ impl Index {
             tables.push(Table::from_buckets(tprec, buckets, held));
         }
         let idx = Index::from_tables(prec, tables);
-        if idx.items != items {
+        if idx.len() != items {
             return Err(bad("index entries in snapshot"));
         }
         Ok(idx)

@@ -120,18 +120,9 @@ impl Index {
         buckets: usize,
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> Vec<Evicted> {
-        let (out, lost, bytes) = {
-            let table = &mut self.tables[t];
-            let before = (table.items, table.memory_bytes());
-            let out = table.resize(buckets, rank);
-            (
-                out,
-                before.0 - table.items,
-                (before.1, table.memory_bytes()),
-            )
-        };
-        self.items -= lost;
-        self.bytes = self.bytes + bytes.1 - bytes.0;
+        let before = self.tables[t].memory_bytes();
+        let out = self.tables[t].resize(buckets, rank);
+        self.bytes = self.bytes + self.tables[t].memory_bytes() - before;
         out.into_iter().map(|ev| self.in_index(t, ev)).collect()
     }
 

@@ -33,15 +33,14 @@ impl Shard {
     pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
         let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
         let flash = self.flash.clone();
-        let evicted = self
+        let (t, evicted) = self
             .index
-            .insert(hash, loc, may_grow, |l, hit| rank(flash.as_deref(), l, hit));
+            .insert_in_table(hash, loc, may_grow, |l, hit| rank(flash.as_deref(), l, hit));
         if let Some(ev) = evicted {
             self.index_evicted(ev);
         }
-        let t = self.index.table_of(hash);
         if let Some(want) = self.index.wants_resize(t) {
-            self.resize_table(t, want);
+            let _ = self.resize_table(t, want);
         }
         self.account_index();
     }
@@ -57,8 +56,8 @@ impl Shard {
             let Some((t, want)) = self.index.next_due(&mut look) else {
                 break;
             };
-            rebuilt += self.index.table_buckets(t) + want;
-            self.resize_table(t, want);
+            // A table its floor or the budget keeps as it is costs nothing.
+            rebuilt += self.resize_table(t, want).max(1);
         }
         self.account_index();
     }
@@ -67,8 +66,9 @@ impl Shard {
     /// past its grow load, shrunk when emptier than its shrink load),
     /// within the index budget (`Shared::index_cap`) and not below its
     /// share of the floor. The memory budget follows: a bigger index
-    /// leaves room for fewer RAM segments.
-    fn resize_table(&mut self, t: usize, mut want: usize) {
+    /// leaves room for fewer RAM segments. Returns the buckets rebuilt (old
+    /// and new; 0 when it stays as it is).
+    fn resize_table(&mut self, t: usize, mut want: usize) -> usize {
         let now = self.index.table_buckets(t);
         let floor = self.index_floor.div_ceil(self.index.tables());
         want = want.max(floor.min(now));
@@ -88,7 +88,9 @@ impl Shard {
             for ev in evicted {
                 self.index_evicted(ev);
             }
+            return now + want;
         }
+        0
     }
 
     /// An entry the index dropped for room: its item is gone from the

@@ -119,39 +119,36 @@ impl FlashTier {
         }
     }
 
-    /// The sequence number of the segment `loc` points into, while it holds
-    /// data (a fetched record is only good if the segment was not reused).
-    /// Whether the segment of `loc` may hold a record with the copy bit
-    /// (true when not known).
-    pub fn holds_copies(&self, loc: Loc) -> bool {
-        let st = self.state.lock();
-        st.slots
-            .get((loc.seg - FLASH_SEG_BASE) as usize)
-            .is_none_or(|s| s.copies)
-    }
-
     /// The whether-to-tombstone test for a change or eviction of a key whose
     /// entry points at `loc`: the sequence number a tombstone must cover
     /// (the record's, or every record so far when the record may be a copy
     /// whose twin is numbered higher), None when none is needed (a fresh
     /// record below the floors of every class).
     pub fn tombstone_horizon(&self, loc: Loc) -> Option<u64> {
-        let seq = self.seq_of(loc)?;
+        // One look at the slot: its number and whether it may hold copies.
+        let (seq, copies) = self.live_slot(loc, |s| (s.seq, s.copies))?;
         if !self.below_floors(seq) {
             Some(seq)
-        } else if self.holds_copies(loc) {
+        } else if copies {
             Some(self.max_seq())
         } else {
             None
         }
     }
 
+    /// The sequence number of the segment `loc` points into, while it holds
+    /// data (a fetched record is only good if the segment was not reused).
     pub fn seq_of(&self, loc: Loc) -> Option<u64> {
+        self.live_slot(loc, |s| s.seq)
+    }
+
+    /// `f` of the slot `loc` points into, while it holds data.
+    fn live_slot<T>(&self, loc: Loc, f: impl FnOnce(&Slot) -> T) -> Option<T> {
         let st = self.state.lock();
         let slot = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
         match slot.state {
             SlotState::Free | SlotState::Failed => None,
-            _ => Some(slot.seq),
+            _ => Some(f(slot)),
         }
     }
 }

@@ -196,7 +196,8 @@ impl FlashTier {
     /// bit: a copy can land in an open segment numbered lower than the
     /// record it was copied from (the short-TTL stream's segment stays open
     /// while others roll), so a change of its key must ask for a tombstone
-    /// even below the floors when its segment [`holds_copies`](Self::holds_copies).
+    /// even below the floors when its segment may hold copies
+    /// ([`tombstone_horizon`](Self::tombstone_horizon)).
     pub fn below_floors(&self, seq: u64) -> bool {
         let floors = self.journal.floors();
         (0..2)
