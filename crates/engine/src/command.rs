@@ -96,10 +96,22 @@ impl Engine {
         Ok(false)
     }
 
-    /// `touch`: a new exptime for the key's item (in RAM: a request that
-    /// changes an item has it promoted from flash first). True if found.
-    pub fn touch(&self, key: &[u8], exptime: u32, now: u32) -> Result<bool, Wait> {
-        self.touch_with(key, exptime, now, |_| ())
+    /// `touch`: a new exptime for the key's item, copied back to RAM from
+    /// its record in `fetched` when it is on flash. True if found. The
+    /// commands below that work on the item in RAM take `fetched` and
+    /// `may_read` as [`delete`](Self::delete) does: a key whose flash
+    /// records were not all read is [`Wait::Reads`] while `may_read`, else
+    /// its unread entries are dropped (they are covered by the change's
+    /// tombstone) and the key is a miss.
+    pub fn touch(
+        &self,
+        key: &[u8],
+        exptime: u32,
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<bool, Wait> {
+        self.touch_with(key, exptime, now, fetched, may_read, |_| ())
             .map(|found| found.is_some())
     }
 
@@ -110,11 +122,17 @@ impl Engine {
         key: &[u8],
         exptime: u32,
         now: u32,
+        fetched: &Fetched,
+        may_read: bool,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
+        let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
+        if found.is_none() {
+            s.drop_unreached(key, hash, fetched, &ok);
+        }
         let Some(loc) = crate::ops::touch(&mut s, key, hash, exptime, now, &ok) else {
             return Ok(None);
         };
@@ -124,19 +142,30 @@ impl Engine {
 
     /// `md`: deletes the key, or with `invalidate` marks it stale (with the
     /// new exptime given, if any). `compare_cas`: only if the item's CAS is
-    /// this one.
+    /// this one. `fetched`, `may_read`: as for [`touch`](Self::touch).
     pub fn meta_delete(
         &self,
         key: &[u8],
         now: u32,
         compare_cas: Option<u64>,
         invalidate: Option<Option<u32>>,
+        fetched: &Fetched,
+        may_read: bool,
     ) -> Result<MetaDeleted, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
+        let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
-        let Some(loc) = s.find(key, hash, now) else {
-            return Ok(MetaDeleted::NotFound);
+        let Some(loc) = found else {
+            s.drop_unreached(key, hash, fetched, &ok);
+            // The gate may have found the key (and dropped its record) in
+            // the small-object store when RAM had no room for it.
+            return Ok(
+                match ok.small_found && compare_cas.is_none() && invalidate.is_none() {
+                    true => MetaDeleted::Deleted,
+                    false => MetaDeleted::NotFound,
+                },
+            );
         };
         if compare_cas.is_some_and(|c| c != s.header(loc).cas) {
             return Ok(MetaDeleted::Exists);

@@ -40,7 +40,7 @@ fn set(e: &Engine, key: &[u8], data: &[u8]) -> StoreResult {
 }
 
 fn arith(e: &Engine, key: &[u8], incr: bool, delta: u64) -> ArithResult {
-    e.arith(key, NOW, incr, delta)
+    e.arith(key, NOW, incr, delta, &Fetched::default(), false)
         .expect("no flash tier to wait for")
 }
 

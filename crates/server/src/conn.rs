@@ -55,8 +55,10 @@ use multiget::{get_chunk, is_get_line};
 use reads::read_op;
 pub use reads::{split_token, token_base};
 
-/// Reads a delete may ask for again when its key moved to flash meanwhile.
-const MAX_DELETE_REREADS: u8 = 3;
+/// Reads a command other than a get may ask for again when its key moved
+/// on flash meanwhile (after them, the key's unread records are dropped
+/// and it is a miss).
+const MAX_CHANGE_REREADS: u8 = 3;
 
 const READ_CHUNK: usize = 64 * 1024;
 /// Keys of a multiget run at once with a flash tier: their flash reads go to
@@ -513,8 +515,8 @@ impl Conn {
             _ => None,
         };
         let max_runs = match request {
-            Request::Delete { .. } => MAX_DELETE_REREADS,
-            _ => 1,
+            Request::Get(_) => 1,
+            _ => MAX_CHANGE_REREADS,
         };
         let head = self.pos;
         let mut request = Some(request);
@@ -551,10 +553,6 @@ impl Conn {
                             }
                             drop(r);
                             self.read_ahead(rbuf, ctx, limits, self.rpos + consumed);
-                            return None;
-                        }
-                        Prep::Busy => {
-                            self.busy = true;
                             return None;
                         }
                     }

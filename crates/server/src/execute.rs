@@ -126,17 +126,21 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             key,
             delta,
             noreply,
-        } => return arith(incr, key, delta, noreply, out, ctx),
+        } => return arith(incr, key, delta, noreply, out, ctx, at),
         Request::Touch {
             key,
             exptime,
             noreply,
         } => {
             let size = |item: ItemView<'_>| item.value().len();
-            let found = match ctx
-                .engine()
-                .touch_with(key, ctx.exptime(exptime), ctx.now, size)
-            {
+            let found = match ctx.engine().touch_with(
+                key,
+                ctx.exptime(exptime),
+                ctx.now,
+                at.fetched,
+                at.may_read,
+                size,
+            ) {
                 Ok(found) => found,
                 Err(w) => return Outcome::Wait(w),
             };
@@ -190,14 +194,14 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
                 }
             }
         }
-        Request::MetaGet { key, flags } => return meta::get(&key, &flags, out, ctx),
+        Request::MetaGet { key, flags } => return meta::get(&key, &flags, out, ctx, at),
         Request::MetaSet { key, data, flags } => {
             return meta::set(&key, data, &flags, out, ctx, at)
         }
-        Request::MetaDelete { key, flags } => return meta::delete(&key, &flags, out, ctx),
-        Request::MetaArith { key, flags } => return meta::arith(&key, &flags, out, ctx),
+        Request::MetaDelete { key, flags } => return meta::delete(&key, &flags, out, ctx, at),
+        Request::MetaArith { key, flags } => return meta::arith(&key, &flags, out, ctx, at),
         Request::MetaNoop => Reply::meta(MetaCode::Mn, &[]).encode(out),
-        Request::MetaDebug { key } => meta::debug(&key, out, ctx),
+        Request::MetaDebug { key } => return meta::debug(&key, out, ctx, at),
         Request::StoreRefused {
             key,
             classic,
@@ -273,7 +277,8 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outco
                     value_reply(out, key, &item, g.return_cas);
                     item.value().len()
                 };
-                ctx.engine().touch_with(key, e, ctx.now, reply)
+                ctx.engine()
+                    .touch_with(key, e, ctx.now, at.fetched, at.may_read, reply)
             }
             None => {
                 let reply = |_, item: ItemView<'_>| {
@@ -432,8 +437,12 @@ fn arith(
     noreply: bool,
     out: &mut Vec<u8>,
     ctx: &Ctx<'_>,
+    at: &Attempt<'_>,
 ) -> Outcome {
-    let r = match ctx.engine().arith(key, ctx.now, incr, delta) {
+    let r = match ctx
+        .engine()
+        .arith(key, ctx.now, incr, delta, at.fetched, at.may_read)
+    {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };

@@ -2,9 +2,10 @@
 //! are on flash are probed; records still in write buffers are copied at
 //! once, others are read (all of a multiget's reads go out together) while
 //! the request waits at the head of its connection's input, so replies stay
-//! in order. A request that changes an item gets the item copied back to RAM
-//! first (promotion) and then runs exactly as it would on a RAM item; plain
-//! gets are served straight from the verified records.
+//! in order. Plain gets are served straight from the verified records; a
+//! command that works on the item in RAM (a change, `mg`) copies it back
+//! from them itself, in the same shard lock hold as its work, so nothing
+//! can push it back to flash in between.
 
 use crate::execute::Ctx;
 use std::borrow::Cow;
@@ -17,17 +18,13 @@ pub enum Prep {
     Ready,
     /// Reads were added to the list: run it when they complete.
     Wait,
-    /// The flash tier is behind (promotion needs RAM): retry later.
-    Busy,
 }
 
 /// What a request needs of its keys' flash records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Need {
-    /// Read them (gets, delete).
+    /// Read them.
     Read,
-    /// Read them and copy the key's item back to RAM (changes).
-    Promote,
     /// A plain set: its first run stores at once, unless its key has
     /// entries under its tag on flash and reading them has been paying (the
     /// engine's store says [`Wait::Reads`](tiercache_engine::command::Wait));
@@ -54,16 +51,29 @@ fn plain_set_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {
 }
 
 /// Whether a request may ask for its keys' flash records when it runs
-/// (`Wait::Reads`): a get, a plain set, a delete. Only those are kept to
-/// run again.
+/// (`Wait::Reads`): every command on keys (a record can move between its
+/// probe and its run). Only those are kept to run again.
 pub fn asks_for_reads(req: &Request<'_>) -> bool {
-    matches!(req, Request::Get(_) | Request::Delete { .. }) || plain_set_key(req).is_some()
+    matches!(
+        req,
+        Request::Get(_)
+            | Request::Store(_)
+            | Request::Delete { .. }
+            | Request::Arith { .. }
+            | Request::Touch { .. }
+            | Request::MetaGet { .. }
+            | Request::MetaSet { .. }
+            | Request::MetaDelete { .. }
+            | Request::MetaArith { .. }
+            | Request::MetaDebug { .. }
+    )
 }
 
 /// The keys a request touches and what it needs of them. Plain gets and
 /// plain sets run first (`first_run`) and are probed only when the run asks
 /// for it (a get missed in RAM, a set found its tag on flash), so requests
-/// on keys that are not on flash cost nothing extra.
+/// on keys that are not on flash cost nothing extra; the others are probed
+/// before their first run.
 fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> (Vec<Cow<'a, [u8]>>, Need) {
     if let Some(key) = plain_set_key(req) {
         let keys = if first_run {
@@ -75,24 +85,16 @@ fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> (Vec<Cow<'a, [u8]>>, Ne
     }
     match req {
         Request::Get(g) if g.touch.is_none() && first_run => (Vec::new(), Need::Read),
-        Request::Get(g) => (
-            g.keys().map(Cow::Borrowed).collect(),
-            if g.touch.is_some() {
-                Need::Promote
-            } else {
-                Need::Read
-            },
-        ),
-        Request::Store(s) => (vec![Cow::Borrowed(s.key)], Need::Promote),
-        Request::Delete { key, .. } => (vec![Cow::Borrowed(*key)], Need::Read),
-        Request::Arith { key, .. } | Request::Touch { key, .. } => {
-            (vec![Cow::Borrowed(*key)], Need::Promote)
+        Request::Get(g) => (g.keys().map(Cow::Borrowed).collect(), Need::Read),
+        Request::Store(s) => (vec![Cow::Borrowed(s.key)], Need::Read),
+        Request::Delete { key, .. } | Request::Arith { key, .. } | Request::Touch { key, .. } => {
+            (vec![Cow::Borrowed(*key)], Need::Read)
         }
         Request::MetaSet { key, .. }
         | Request::MetaGet { key, .. }
         | Request::MetaDelete { key, .. }
         | Request::MetaArith { key, .. }
-        | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], Need::Promote),
+        | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], Need::Read),
         _ => (Vec::new(), Need::Read),
     }
 }
@@ -117,16 +119,7 @@ pub fn prepare(
         return Prep::Ready;
     }
     for key in &keys {
-        if need == Need::Promote {
-            if engine
-                .probe_to_change(key, ctx.now, fetched, reads)
-                .is_err()
-            {
-                return Prep::Busy;
-            }
-        } else {
-            engine.probe(key, ctx.now, fetched, reads);
-        }
+        engine.probe(key, ctx.now, fetched, reads);
     }
     if reads.is_empty() {
         Prep::Ready

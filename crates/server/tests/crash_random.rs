@@ -15,8 +15,8 @@
 //! two tiers as their value sizes change; and with a small fast device and
 //! a capacity device (docs/CLASSES.md, default 4 cycles), so items move to
 //! the capacity class, capacity hits are promoted keeping their capacity
-//! copy, and each class's crash floor is tested. The third is ignored in
-//! CI for now: it finds a known bug (see its doc comment).
+//! copy, and each class's crash floor is tested. A violation prints the
+//! key's last changes and restarts, with the cycle and the time of each.
 //!
 //! Cost: about 90-180 s on 2 cores for all three (`TC_CRASH_CYCLES`
 //! overrides the kill cycles of each, `TC_CRASH_SECS`, default 4 s of load
@@ -70,6 +70,20 @@ struct Val {
 struct KeyState {
     acked: Option<Val>,
     in_flight: Option<Option<Val>>,
+    /// The key's last changes and restarts, printed with a violation.
+    history: Vec<String>,
+}
+
+impl KeyState {
+    fn log(&mut self, sh: &Shared, what: String) {
+        if self.history.len() == 12 {
+            self.history.remove(0);
+        }
+        let cycle = sh.cycle.load(Ordering::Relaxed);
+        let ms = sh.start.elapsed().as_millis();
+        self.history
+            .push(format!("[cycle {cycle} +{ms} ms] {what}"));
+    }
 }
 
 fn key(i: usize) -> String {
@@ -194,6 +208,19 @@ struct Shared {
     model: Vec<Mutex<KeyState>>,
     violations: Mutex<Vec<String>>,
     stop: AtomicBool,
+    cycle: std::sync::atomic::AtomicU64,
+    start: Instant,
+}
+
+impl Shared {
+    fn violation(&self, st: &KeyState, v: String) {
+        let mut v = v;
+        for h in &st.history {
+            v.push_str("\n    ");
+            v.push_str(h);
+        }
+        self.violations.lock().unwrap().push(v);
+    }
 }
 
 /// One connection's random requests over its own keys (`k % THREADS ==
@@ -220,7 +247,7 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
                 };
                 let st = sh.model[k].lock().unwrap().clone();
                 if let Some(v) = check(k, &st, &got, Instant::now()) {
-                    sh.violations.lock().unwrap().push(format!("live: {v}"));
+                    sh.violation(&st, format!("live: {v}"));
                 }
                 return Ok(());
             }
@@ -251,6 +278,14 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
                 };
                 let mut st = sh.model[k].lock().unwrap();
                 st.in_flight = None;
+                let v = versions[k];
+                st.log(
+                    sh,
+                    format!(
+                        "set v{v} ttl {ttl}: {}",
+                        if ok { "stored" } else { "not stored" }
+                    ),
+                );
                 if ok {
                     st.acked = Some(new);
                 }
@@ -272,6 +307,7 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
                 let mut st = sh.model[k].lock().unwrap();
                 st.in_flight = None;
                 st.acked = None;
+                st.log(sh, format!("delete: {l}"));
                 return Ok(());
             }
             if r < 92 {
@@ -301,13 +337,17 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
                             ..st
                         };
                         if let Some(x) = check(k, &st, &Some(v), Instant::now()) {
-                            sh.violations.lock().unwrap().push(format!("live gat: {x}"));
+                            sh.violation(&st, format!("live gat: {x}"));
                         }
                         true
                     }
                 };
                 let mut st = sh.model[k].lock().unwrap();
                 st.in_flight = None;
+                st.log(
+                    sh,
+                    format!("touch ttl {ttl}: {}", if hit { "hit" } else { "miss" }),
+                );
                 if hit {
                     st.acked = after;
                 }
@@ -396,11 +436,13 @@ fn verify_all(sh: &Shared, port: u16, cycle: u64) -> usize {
         let now = Instant::now();
         let mut st = sh.model[k].lock().unwrap();
         if let Some(v) = check(k, &st, &got.as_ref().map(|g| g.0.clone()), now) {
-            sh.violations
-                .lock()
-                .unwrap()
-                .push(format!("after kill {cycle}: {v}"));
+            sh.violation(&st, format!("after kill {cycle}: {v}"));
         }
+        let found = match &got {
+            Some((d, _)) => String::from_utf8_lossy(&d[..d.len().min(12)]).into_owned(),
+            None => "absent".into(),
+        };
+        st.log(sh, format!("after the restart: {found}"));
         if got.is_some() {
             back += 1;
         }
@@ -432,14 +474,11 @@ fn random_changes_across_kill_9_never_come_back_stale_with_the_small_store() {
 /// class is recovered by its own floor, with the copies of promoted items
 /// that the fast class dropped tombstoned.
 ///
-/// Ignored in CI: it finds a bug not fixed yet. Deleted or flushed values
-/// come back after a kill, 1-7 per run (seed 1795541292884109653 on
-/// 2026-11-24: 3 and 7 before 6a6bc75, 2 after it), so there is a path
-/// besides the one crash_copies.rs covers. docs/CLASSES.md lists it as a
-/// known limit. Run it with `cargo test -p tiercache-server --test
-/// crash_random -- --ignored`.
+/// It found 1-7 deleted values per run before 2026-11-24's fix. The race
+/// was live, not in recovery: an `md` found no item when the item had been
+/// pushed back to flash after its promotion, so it answered `NF` and left
+/// the value (engine test changes_on_flash.rs).
 #[test]
-#[ignore = "finds deleted values back after a crash with two classes: a known bug, docs/CLASSES.md"]
 fn random_changes_across_kill_9_never_come_back_stale_with_two_classes() {
     crash_cycles(
         "classes",
@@ -472,11 +511,14 @@ fn crash_cycles(name: &str, devices: &[&str], extra: &[&str], default_cycles: u6
         model: (0..KEYS).map(|_| Mutex::new(KeyState::default())).collect(),
         violations: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
+        cycle: Default::default(),
+        start: Instant::now(),
     });
     let mut rng = Rng(seed | 1);
     let mut versions: Vec<Vec<u64>> = vec![vec![0; KEYS]; THREADS];
     let mut child = spawn(port, &devices, extra);
     for cycle in 0..cycles {
+        sh.cycle.store(cycle, Ordering::Relaxed);
         // Load for a while, then kill at a random moment.
         sh.stop.store(false, Ordering::Relaxed);
         let run_for = Duration::from_millis(secs * 500 + rng.below(secs * 1000));
@@ -513,6 +555,7 @@ fn crash_cycles(name: &str, devices: &[&str], extra: &[&str], default_cycles: u6
                 let mut st = m.lock().unwrap();
                 st.in_flight = None;
                 st.acked = None;
+                st.log(&sh, "flush_all".into());
             }
             std::thread::sleep(Duration::from_millis(rng.below(500)));
             kill(child);

@@ -5,6 +5,7 @@
 //! journal's gate, the win/stale/token-sent bits, the access record.
 
 use super::{ItemView, Wait};
+use crate::flash::Fetched;
 use crate::index::Loc;
 use crate::item;
 use crate::ops::{self, ArithResult};
@@ -121,22 +122,30 @@ impl MetaItem<'_> {
 
 impl Engine {
     /// `mg`: `f` with the key's item (created when `vivify` says so), its
-    /// access recorded afterwards unless `no_update`. None on a miss.
+    /// access recorded afterwards unless `no_update`. None on a miss. An
+    /// item on flash is copied back to RAM from its record in `fetched`;
+    /// `may_read` as for [`touch`](Engine::touch).
     pub fn meta_get<R>(
         &self,
         key: &[u8],
         now: u32,
         opts: &MetaGet,
+        fetched: &Fetched,
+        may_read: bool,
         f: impl FnOnce(&mut MetaItem<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
+        let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = match opts.ttl {
             true => Some(s.journal_gate(key, hash).ok_or(Wait::Busy)?),
             false => None,
         };
+        if let (None, Some(ok)) = (found, &ok) {
+            s.drop_unreached(key, hash, fetched, ok);
+        }
         let mut created = false;
-        let loc = match (s.find(key, hash, now), opts.vivify) {
+        let loc = match (found, opts.vivify) {
             (Some(loc), _) => loc,
             (None, Some(exptime)) => {
                 let new = NewItem {
@@ -171,15 +180,19 @@ impl Engine {
 
     /// `ma`: applies the arithmetic (or creates the item), then `f` with the
     /// new value and the item, which it may give an exptime.
+    /// `fetched`, `may_read`: as for [`touch`](Engine::touch).
     pub fn meta_arith<R>(
         &self,
         key: &[u8],
         now: u32,
         a: &MetaArith,
+        fetched: &Fetched,
+        may_read: bool,
         f: impl FnOnce(u64, &mut MetaItem<'_>) -> R,
     ) -> Result<Result<R, ArithFailed>, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
+        s.settle_for_change(key, hash, now, fetched, may_read)?;
         let r = ops::arith(&mut s, key, hash, a.incr, a.delta, a.compare_cas, now);
         let (value, loc, created) = match r {
             ArithResult::Busy => return Err(Wait::Busy),

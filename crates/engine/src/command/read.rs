@@ -7,7 +7,7 @@
 
 use super::{Found, ItemView, Wait};
 use crate::flash::{Fetched, ReadReq};
-use crate::shard::{InsertError, Probe, SmallFound};
+use crate::shard::SmallFound;
 use crate::Engine;
 
 /// Rounds of reads a blocking get does before it calls the key a miss (a
@@ -85,36 +85,6 @@ impl Engine {
     pub fn probe(&self, key: &[u8], now: u32, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
         let hash = Engine::hash(key);
         self.lock(hash, now).probe(key, hash, now, fetched, reads);
-    }
-
-    /// [`probe`](Self::probe) for a command that changes the key: once its
-    /// record is in `fetched`, the item is copied back to RAM (promoted), so
-    /// the change runs on a RAM item. [`Wait::Busy`] when RAM for it must
-    /// wait for the flash tier to write.
-    pub fn probe_to_change(
-        &self,
-        key: &[u8],
-        now: u32,
-        fetched: &mut Fetched,
-        reads: &mut Vec<ReadReq>,
-    ) -> Result<(), Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
-        match s.probe(key, hash, now, fetched, reads) {
-            Probe::Flash(loc) => {
-                let item = fetched.item(loc).expect("probed");
-                if s.promote(hash, loc, item) == Err(InsertError::Busy) {
-                    return Err(Wait::Busy);
-                }
-            }
-            Probe::Small(item) => {
-                if s.copy_in(hash, &item) == Err(InsertError::Busy) {
-                    return Err(Wait::Busy);
-                }
-            }
-            Probe::Ram | Probe::Absent | Probe::Need => {}
-        }
-        Ok(())
     }
 
     /// The item of `key` in RAM, without recording an access (`me`).

@@ -59,8 +59,13 @@ impl Engine {
             binary_key: st.binary_key,
         };
         let mut s = self.lock(a.hash, now);
-        if may_read && st.is_plain_set() && fetched.is_empty() && s.worth_verifying(a.hash) {
-            return Err(Wait::Reads);
+        if st.is_plain_set() {
+            if may_read && fetched.is_empty() && s.worth_verifying(a.hash) {
+                return Err(Wait::Reads);
+            }
+        } else {
+            // The modes that look at the old item see it in RAM.
+            s.settle_for_change(a.key, a.hash, now, fetched, may_read)?;
         }
         let keep = s.other_keys_on_flash(a.key, a.hash, fetched);
         match ops::store_keeping(&mut s, &a, now, &keep) {
@@ -69,10 +74,20 @@ impl Engine {
         }
     }
 
-    /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0.
-    pub fn arith(&self, key: &[u8], now: u32, incr: bool, delta: u64) -> Result<ArithResult, Wait> {
+    /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0. `fetched`,
+    /// `may_read`: as for [`touch`](Self::touch).
+    pub fn arith(
+        &self,
+        key: &[u8],
+        now: u32,
+        incr: bool,
+        delta: u64,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<ArithResult, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
+        s.settle_for_change(key, hash, now, fetched, may_read)?;
         match ops::arith(&mut s, key, hash, incr, delta, 0, now) {
             ArithResult::Busy => Err(Wait::Busy),
             r => Ok(r),

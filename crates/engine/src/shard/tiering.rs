@@ -3,6 +3,7 @@
 //! flash reclaim hands back.
 
 use super::*;
+use crate::command::Wait;
 
 /// The flash tier's side of a shard.
 impl Shard {
@@ -138,6 +139,100 @@ impl Shard {
         } else {
             Probe::Absent
         }
+    }
+
+    /// The key's item in RAM, for a command that works on it there (every
+    /// change but a plain set, and `mg`): found in RAM, or copied back now,
+    /// in the command's own lock hold, from its verified record in
+    /// `fetched` (the log tier's or the small store's). Promoting in the
+    /// same hold matters: an item promoted earlier, while the request's
+    /// reads were probed, can be pushed back to flash by other connections
+    /// before the command runs, and a command that then saw no item (an
+    /// `md` answering `NF`) left the value to be served afterwards.
+    ///
+    /// [`Wait::Reads`] while `may_read` when the key has records not read
+    /// yet; [`Wait::Busy`] when RAM for the copy waits for the writer. None
+    /// otherwise: the key is not cached, or its records could not be
+    /// reached ([`drop_unreached`](Self::drop_unreached) drops them once
+    /// the command holds the journal's gate).
+    pub(crate) fn ram_item(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<Option<Loc>, Wait> {
+        if let Some(loc) = self.find(key, hash, now) {
+            return Ok(Some(loc));
+        }
+        if let Some(on_flash) = self.flash_lookup(key, hash, now, fetched) {
+            let item = fetched.item(on_flash).expect("looked up");
+            match self.promote(hash, on_flash, item) {
+                Ok(loc) => return Ok(Some(loc)),
+                Err(InsertError::Busy) => return Err(Wait::Busy),
+                // No room: it stays on flash, unreached.
+                Err(_) => {}
+            }
+        }
+        match self.small_lookup(key, now, fetched) {
+            SmallFound::Hit(item) => match self.copy_in(hash, &item) {
+                Ok(loc) => return Ok(Some(loc)),
+                Err(InsertError::Busy) => return Err(Wait::Busy),
+                // The gate drops the store's copy.
+                Err(_) => {}
+            },
+            SmallFound::Need if may_read => return Err(Wait::Reads),
+            _ => {}
+        }
+        if may_read && self.needs_fetch(hash, fetched) {
+            return Err(Wait::Reads);
+        }
+        Ok(None)
+    }
+
+    /// After [`ram_item`](Self::ram_item) found no item for a change: drops
+    /// the key's flash entries it could not reach (not read, or no room to
+    /// copy), so that the key is a miss for every later command, not only
+    /// for this one. Entries whose records were read and are other keys'
+    /// stay. `ok`: the change passed the journal gate, whose tombstone
+    /// covers them.
+    pub(crate) fn drop_unreached(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        fetched: &Fetched,
+        ok: &Allowed,
+    ) {
+        debug_assert_eq!(ok.hash, hash, "allowed for another key");
+        for loc in self.flash_candidates(hash) {
+            if fetched
+                .item(loc)
+                .is_none_or(|item| item::key_of(item) == key)
+            {
+                self.drop_flash_entry(hash, loc);
+            }
+        }
+    }
+
+    /// [`ram_item`](Self::ram_item) for a change that finds the item itself
+    /// afterwards: when there is none, the records it could not reach are
+    /// dropped under the journal's gate (a `replace` or `incr` that finds
+    /// no item must not leave a value behind it).
+    pub(crate) fn settle_for_change(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<Option<Loc>, Wait> {
+        let found = self.ram_item(key, hash, now, fetched, may_read)?;
+        if found.is_none() {
+            let ok = self.journal_gate(key, hash).ok_or(Wait::Busy)?;
+            self.drop_unreached(key, hash, fetched, &ok);
+        }
+        Ok(found)
     }
 
     /// The flash item for `key` among records already fetched (read-only

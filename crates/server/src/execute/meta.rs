@@ -2,7 +2,7 @@
 //! and hands back the item; the return flags are written here in the
 //! client's order, as memcached writes them.
 
-use super::{meta_deleted, run_store, Ctx, Outcome};
+use super::{meta_deleted, run_store, Attempt, Ctx, Outcome};
 use crate::stats::bump;
 use tiercache_engine::command::{ArithFailed, MetaArith, MetaGet, MetaItem, Mode};
 use tiercache_engine::command::{Store as StoreCmd, StoreResult};
@@ -43,7 +43,13 @@ fn error(out: &mut Vec<u8>, e: ErrorReply) {
 }
 
 /// `mg`.
-pub(super) fn get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>) -> Outcome {
+pub(super) fn get(
+    key: &[u8],
+    flags: &MetaFlags<'_>,
+    out: &mut Vec<u8>,
+    ctx: &Ctx<'_>,
+    at: &Attempt<'_>,
+) -> Outcome {
     let now = ctx.now;
     let opts = MetaGet {
         ttl: flags.order.iter().any(|t| t[0] == b'T'),
@@ -96,7 +102,10 @@ pub(super) fn get(key: &[u8], flags: &MetaFlags<'_>, out: &mut Vec<u8>, ctx: &Ct
         }
         vlen
     };
-    let r = match ctx.engine().meta_get(key, now, &opts, reply) {
+    let r = match ctx
+        .engine()
+        .meta_get(key, now, &opts, at.fetched, at.may_read, reply)
+    {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };
@@ -186,12 +195,17 @@ pub(super) fn delete(
     flags: &MetaFlags<'_>,
     out: &mut Vec<u8>,
     ctx: &Ctx<'_>,
+    at: &Attempt<'_>,
 ) -> Outcome {
     let invalidate = flags.invalidate.then(|| flags.ttl.map(|t| ctx.exptime(t)));
-    let r = match ctx
-        .engine()
-        .meta_delete(key, ctx.now, flags.compare_cas, invalidate)
-    {
+    let r = match ctx.engine().meta_delete(
+        key,
+        ctx.now,
+        flags.compare_cas,
+        invalidate,
+        at.fetched,
+        at.may_read,
+    ) {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };
@@ -220,6 +234,7 @@ pub(super) fn arith(
     flags: &MetaFlags<'_>,
     out: &mut Vec<u8>,
     ctx: &Ctx<'_>,
+    at: &Attempt<'_>,
 ) -> Outcome {
     let now = ctx.now;
     let a = MetaArith {
@@ -264,7 +279,10 @@ pub(super) fn arith(
         }
         item.created()
     };
-    let r = match ctx.engine().meta_arith(key, now, &a, reply) {
+    let r = match ctx
+        .engine()
+        .meta_arith(key, now, &a, at.fetched, at.may_read, reply)
+    {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };
@@ -303,27 +321,40 @@ pub(super) fn arith(
 }
 
 /// `me`.
-pub(super) fn debug(key: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
-    bump(&ctx.stats.cmd_meta);
+pub(super) fn debug(key: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
     let now = ctx.now;
-    let found = ctx.engine().peek_ram(key, now, |item| {
-        let exp = match item.exptime() {
-            0 => -1,
-            e => i64::from(now) - i64::from(e),
-        };
-        let d = MetaDebug {
-            key,
-            binary: item.binary_key(),
-            exp,
-            la: u64::from(item.idle_seconds(now)),
-            cas: item.cas(),
-            fetch: item.fetched(),
-            cls: 1,
-            size: item.stored_size() as u64,
-        };
-        meta_debug(out, &d);
-    });
+    // A look that records nothing (`u`); an item on flash is copied back.
+    let opts = MetaGet {
+        no_update: true,
+        ..MetaGet::default()
+    };
+    let found = ctx
+        .engine()
+        .meta_get(key, now, &opts, at.fetched, at.may_read, |m| {
+            let item = m.view();
+            let exp = match item.exptime() {
+                0 => -1,
+                e => i64::from(now) - i64::from(e),
+            };
+            let d = MetaDebug {
+                key,
+                binary: item.binary_key(),
+                exp,
+                la: u64::from(item.idle_seconds(now)),
+                cas: item.cas(),
+                fetch: item.fetched(),
+                cls: 1,
+                size: item.stored_size() as u64,
+            };
+            meta_debug(out, &d);
+        });
+    let found = match found {
+        Ok(found) => found,
+        Err(w) => return Outcome::Wait(w),
+    };
+    bump(&ctx.stats.cmd_meta);
     if found.is_none() {
         Reply::meta(MetaCode::En, &[]).encode(out);
     }
+    Outcome::Continue
 }
