@@ -1,5 +1,6 @@
 //! Randomized crash test, end to end: four connections run a random mix of
-//! set, ms, delete, md, get, mg, gat, touch and incr over keys larger in
+//! set, ms, delete, md, get, mg, gat, touch, incr, and (since 2026-11-24)
+//! add, replace, append, prepend, gets/cas, mg with T, decr and ma over keys larger in
 //! total than RAM (so items go to flash, are promoted back and demoted
 //! again), the server is killed with SIGKILL at random points (sometimes
 //! again while it recovers), restarted on the same flash file, and every
@@ -251,6 +252,9 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
                 }
                 return Ok(());
             }
+            if (56..70).contains(&r) {
+                return other_change(&mut c, sh, k, &mut rng, versions);
+            }
             if r < 70 || (k < COUNTERS && r < 80) {
                 // set / ms, sometimes with a short TTL.
                 versions[k] += 1;
@@ -399,6 +403,223 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
             return; // the server died: whatever was in flight stays so
         }
     }
+}
+
+/// The other changes, each checked against the model: on strings `add`,
+/// `replace`, `append`/`prepend`, `gets` then `cas`, and `mg` with `T`; on
+/// counters `decr` and `ma` (incr or decr). A change that reports the key
+/// absent leaves the model as it was (the item may have been evicted, or
+/// may come back after a crash), but one that finds an item the model says
+/// is deleted, or misses one the model says is there with no way to lose
+/// it, is a violation.
+fn other_change(
+    c: &mut Conn,
+    sh: &Shared,
+    k: usize,
+    rng: &mut Rng,
+    versions: &mut [u64],
+) -> Io<()> {
+    let ks = key(k);
+    let before = sh.model[k].lock().unwrap().acked.clone();
+    let violation = |what: String| {
+        let st = sh.model[k].lock().unwrap();
+        sh.violation(&st, format!("live {what}"));
+    };
+    let settle = |after: Option<Option<Val>>, what: String| {
+        let mut st = sh.model[k].lock().unwrap();
+        st.in_flight = None;
+        st.log(sh, what);
+        if let Some(a) = after {
+            st.acked = a;
+        }
+    };
+    if k < COUNTERS {
+        // decr, or ma in either direction (memcached pads a shorter
+        // result with spaces in place; ma does too).
+        let meta = rng.below(2) == 0;
+        let incr = meta && rng.below(2) == 0;
+        let after = before.clone().and_then(|v| {
+            let n: u64 = String::from_utf8_lossy(&v.data).trim().parse().ok()?;
+            let m = if incr { n + 1 } else { n.saturating_sub(1) };
+            let mut d = m.to_string().into_bytes();
+            if d.len() < v.data.len() {
+                d.resize(v.data.len(), b' ');
+            }
+            Some(Val { data: d, ..v })
+        });
+        sh.model[k].lock().unwrap().in_flight = Some(after.clone());
+        let got = if meta {
+            let mode = if incr { "" } else { " MD" };
+            c.send(format!("ma {ks} v{mode}\r\n").as_bytes())?;
+            let l = c.line()?;
+            match l.strip_prefix("VA ") {
+                Some(n) => {
+                    let v = c.data(n.parse().unwrap())?;
+                    Some(String::from_utf8_lossy(&v).into_owned())
+                }
+                None => {
+                    assert_eq!(l, "NF", "ma reply");
+                    None
+                }
+            }
+        } else {
+            c.send(format!("decr {ks} 1\r\n").as_bytes())?;
+            let l = c.line()?;
+            (l != "NOT_FOUND").then_some(l)
+        };
+        let Some(got) = got else {
+            settle(None, "decr/ma: not found".into());
+            return Ok(());
+        };
+        let expect = after
+            .as_ref()
+            .map(|a| String::from_utf8_lossy(&a.data).trim().to_string());
+        if expect.as_deref() != Some(got.trim()) {
+            violation(format!("arith: {ks} returned {got}, model {expect:?}"));
+            let resync = Val {
+                data: got.into_bytes(),
+                deadline: None,
+            };
+            settle(Some(Some(resync)), "decr/ma: resynchronised".into());
+            return Ok(());
+        }
+        settle(Some(after), format!("decr/ma: {got}"));
+        return Ok(());
+    }
+    let ttl = if rng.below(8) == 0 {
+        2 + rng.below(4)
+    } else {
+        0
+    };
+    match rng.below(5) {
+        0 | 1 => {
+            // add (stores only when absent) or replace (only when there).
+            let add = rng.below(2) == 0;
+            versions[k] += 1;
+            let data = value_for(k, versions[k], rng);
+            let new = Val {
+                data: data.clone(),
+                deadline: deadline_of(ttl),
+            };
+            sh.model[k].lock().unwrap().in_flight = Some(Some(new.clone()));
+            let cmd = if add { "add" } else { "replace" };
+            c.send(format!("{cmd} {ks} 0 {ttl} {}\r\n", data.len()).as_bytes())?;
+            c.send(&data)?;
+            c.send(b"\r\n")?;
+            let l = c.line()?;
+            let v = versions[k];
+            match l.as_str() {
+                "STORED" => {
+                    if !add && before.is_none() {
+                        violation(format!("replace: {ks}: stored over a deleted key"));
+                    }
+                    settle(Some(Some(new)), format!("{cmd} v{v} ttl {ttl}: stored"));
+                }
+                "NOT_STORED" => {
+                    if add && before.is_none() {
+                        violation(format!("add: {ks}: refused for a deleted key"));
+                    }
+                    settle(None, format!("{cmd} v{v}: not stored"));
+                }
+                _ => panic!("{cmd} reply {l:?}"),
+            }
+        }
+        2 => {
+            // append or prepend: the old item's TTL stays.
+            let append = rng.below(2) == 0;
+            let part = format!("<{}>", rng.below(1000)).into_bytes();
+            let after = before.clone().map(|v| {
+                let data = match append {
+                    true => [v.data.as_slice(), &part].concat(),
+                    false => [part.as_slice(), &v.data].concat(),
+                };
+                Val { data, ..v }
+            });
+            sh.model[k].lock().unwrap().in_flight = Some(after.clone());
+            let cmd = if append { "append" } else { "prepend" };
+            c.send(format!("{cmd} {ks} 0 0 {}\r\n", part.len()).as_bytes())?;
+            c.send(&part)?;
+            c.send(b"\r\n")?;
+            let l = c.line()?;
+            match l.as_str() {
+                "STORED" => {
+                    if after.is_none() {
+                        violation(format!("{cmd}: {ks}: stored onto a deleted key"));
+                    }
+                    settle(Some(after), format!("{cmd}: stored"));
+                }
+                "NOT_STORED" => settle(None, format!("{cmd}: not stored")),
+                _ => panic!("{cmd} reply {l:?}"),
+            }
+        }
+        3 => {
+            // gets, then cas with the unique it gave: no other client
+            // changes this key, so the cas must not find it changed.
+            c.send(format!("gets {ks}\r\n").as_bytes())?;
+            let l = c.line()?;
+            if l == "END" {
+                return Ok(());
+            }
+            let parts: Vec<&str> = l.split(' ').collect();
+            let n: usize = parts[3].parse().unwrap();
+            let unique: u64 = parts[4].parse().unwrap();
+            let got = c.data(n)?;
+            assert_eq!(c.line()?, "END");
+            {
+                let st = sh.model[k].lock().unwrap().clone();
+                if let Some(v) = check(k, &st, &Some(got), Instant::now()) {
+                    sh.violation(&st, format!("live gets: {v}"));
+                }
+            }
+            versions[k] += 1;
+            let data = value_for(k, versions[k], rng);
+            let new = Val {
+                data: data.clone(),
+                deadline: deadline_of(ttl),
+            };
+            sh.model[k].lock().unwrap().in_flight = Some(Some(new.clone()));
+            c.send(format!("cas {ks} 0 {ttl} {} {unique}\r\n", data.len()).as_bytes())?;
+            c.send(&data)?;
+            c.send(b"\r\n")?;
+            let l = c.line()?;
+            let v = versions[k];
+            match l.as_str() {
+                "STORED" => settle(Some(Some(new)), format!("cas v{v}: stored")),
+                "NOT_FOUND" => settle(None, format!("cas v{v}: not found")),
+                "EXISTS" => {
+                    violation(format!("cas: {ks}: EXISTS with no change since its gets"));
+                    settle(None, format!("cas v{v}: exists"));
+                }
+                _ => panic!("cas reply {l:?}"),
+            }
+        }
+        _ => {
+            // mg with T: a new TTL, and the value as it was.
+            let t = if rng.below(2) == 0 { 2 } else { 0 };
+            let after = before.clone().map(|v| Val {
+                deadline: deadline_of(t),
+                ..v
+            });
+            sh.model[k].lock().unwrap().in_flight = Some(after.clone());
+            c.send(format!("mg {ks} v T{t}\r\n").as_bytes())?;
+            let l = c.line()?;
+            if l == "EN" {
+                settle(None, format!("mg T{t}: miss"));
+                return Ok(());
+            }
+            let n: usize = l.split(' ').nth(1).unwrap().parse().unwrap();
+            let got = c.data(n)?;
+            let st = KeyState {
+                in_flight: None,
+                ..sh.model[k].lock().unwrap().clone()
+            };
+            if let Some(v) = check(k, &st, &Some(got), Instant::now()) {
+                sh.violation(&st, format!("live mg T: {v}"));
+            }
+            settle(Some(after), format!("mg T{t}: hit"));
+        }
+    }
+    Ok(())
 }
 
 /// `devices`: `-o ext_path=` values (path, size, class).
