@@ -133,9 +133,10 @@ impl Engine {
         if found.is_none() {
             s.drop_unreached(key, hash, fetched, &ok);
         }
-        let Some(loc) = crate::ops::touch(&mut s, key, hash, exptime, now, &ok) else {
+        let Some(loc) = found else {
             return Ok(None);
         };
+        s.set_exptime(loc, exptime, &ok);
         let loc = s.hit(hash, loc, now);
         Ok(Some(f(ItemView::new(s.header(loc), s.value(loc)))))
     }

@@ -1,10 +1,10 @@
 //! memcached's command semantics on top of a shard's primitives: the storage
 //! modes (set/add/replace/append/prepend/cas, with meta's stale-setting CAS),
-//! incr/decr with memcached's wrap and padding rules, touch and delete.
+//! incr/decr with memcached's wrap and padding rules.
 
 use crate::index::Loc;
 use crate::item;
-use crate::shard::{Allowed, InsertError, NewItem, Shard};
+use crate::shard::{InsertError, NewItem, Shard};
 use tiercache_proto::number::parse_u64;
 
 /// Which storage command.
@@ -144,16 +144,19 @@ pub enum ArithResult {
 
 /// incr/decr: incr wraps at 2^64, decr stops at 0. As memcached does, a result
 /// no longer than the old value is written in place, padded with spaces.
+/// `found`: the key's item in RAM ([`Shard::ram_item`]).
+#[allow(clippy::too_many_arguments)]
 pub fn arith(
     shard: &mut Shard,
     key: &[u8],
     hash: u64,
+    found: Option<Loc>,
     incr: bool,
     delta: u64,
     compare_cas: u64,
     now: u32,
 ) -> ArithResult {
-    let Some(loc) = shard.find(key, hash, now) else {
+    let Some(loc) = found else {
         return ArithResult::NotFound;
     };
     if shard.journal_gate(key, hash).is_none() {
@@ -196,18 +199,4 @@ pub fn arith(
 
 fn itoa_buf(v: u64) -> Vec<u8> {
     v.to_string().into_bytes()
-}
-
-/// touch: sets a new exptime; returns the item's location if it exists.
-pub fn touch(
-    shard: &mut Shard,
-    key: &[u8],
-    hash: u64,
-    exptime: u32,
-    now: u32,
-    ok: &Allowed,
-) -> Option<Loc> {
-    let loc = shard.find(key, hash, now)?;
-    shard.set_exptime(loc, exptime, ok);
-    Some(loc)
 }

@@ -192,8 +192,17 @@ impl Engine {
     ) -> Result<Result<R, ArithFailed>, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        s.settle_for_change(key, hash, now, fetched, may_read)?;
-        let r = ops::arith(&mut s, key, hash, a.incr, a.delta, a.compare_cas, now);
+        let found = s.settle_for_change(key, hash, now, fetched, may_read)?;
+        let r = ops::arith(
+            &mut s,
+            key,
+            hash,
+            found,
+            a.incr,
+            a.delta,
+            a.compare_cas,
+            now,
+        );
         let (value, loc, created) = match r {
             ArithResult::Busy => return Err(Wait::Busy),
             ArithResult::Ok { value, loc, .. } => (value, loc, false),

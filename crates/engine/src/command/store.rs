@@ -87,8 +87,8 @@ impl Engine {
     ) -> Result<ArithResult, Wait> {
         let hash = Engine::hash(key);
         let mut s = self.lock(hash, now);
-        s.settle_for_change(key, hash, now, fetched, may_read)?;
-        match ops::arith(&mut s, key, hash, incr, delta, 0, now) {
+        let found = s.settle_for_change(key, hash, now, fetched, may_read)?;
+        match ops::arith(&mut s, key, hash, found, incr, delta, 0, now) {
             ArithResult::Busy => Err(Wait::Busy),
             r => Ok(r),
         }
