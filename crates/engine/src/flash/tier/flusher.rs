@@ -175,7 +175,7 @@ impl FlashTier {
         scratch: &mut AlignedBuf,
         owner: &dyn RecordOwner,
     ) {
-        let (dev, off, len, seq, class) = {
+        let (dev, off, len, seq, class, copies) = {
             let st = self.state.lock();
             let s = &st.slots[slot as usize];
             (
@@ -184,6 +184,7 @@ impl FlashTier {
                 round_up(BLOCK + s.data_len as usize, BLOCK),
                 s.seq,
                 s.class,
+                s.copies,
             )
         };
         let journal = !expired && self.params.crash_journal;
@@ -222,8 +223,17 @@ impl FlashTier {
             // Entries of records that could not be read stay in the index
             // until they are found stale, and a change of their key then
             // asks for no tombstone: an older copy of one on the other
-            // class must be covered too.
-            self.wait_floor(self.journal.raise_floor(seq));
+            // class must be covered too. A record with the copy bit among
+            // them was not seen, so its drop asked for no tombstone
+            // (Shard::reclaim_flash), and its twin may be in a segment
+            // numbered higher than this one (a copy lands in whichever
+            // segment its stream has open: the short-TTL one can be far
+            // older): when the slot may hold copies, the floors cover
+            // every record so far, as tombstone_horizon's tombstone would
+            // (classes_crash_paths.rs: an overwritten value came back
+            // after a crash from the twin when the floors rose to `seq`).
+            let floor = if copies { self.max_seq().max(seq) } else { seq };
+            self.wait_floor(self.journal.raise_floor(floor));
         }
         let mut st = self.state.lock();
         let s = &mut st.slots[slot as usize];
