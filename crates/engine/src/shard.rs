@@ -172,6 +172,8 @@ pub struct Shard {
     promote_credit: Credit,
     /// Capacity copies of items promoted into the fast class (`copies.rs`).
     copies: std::collections::HashMap<u64, copies::CopyOf>,
+    /// The copy table's DRAM as charged to the memory limit.
+    copies_bytes_reported: usize,
     pub stats: ShardStats,
     /// RAM items the last flush_all dropped, until the next sweep.
     flushed: crate::flushed::Flushed,
@@ -220,6 +222,7 @@ impl Shard {
             verify_credit: Credit::default(),
             promote_credit: Credit::default(),
             copies: std::collections::HashMap::new(),
+            copies_bytes_reported: 0,
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
             index_floor: buckets,

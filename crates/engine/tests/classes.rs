@@ -172,6 +172,11 @@ fn capacity_hits_are_promoted_keeping_a_copy_and_either_copy_serves() {
     }
     let s = fstats(&e);
     assert!(s.promotions > 1_000, "promotions {}", s.promotions);
+    // The copy tables' DRAM is charged to the memory limit with the index
+    // and the write buffers (at least 24 bytes per remembered copy).
+    let es = e.stats(common::NOW);
+    let charged = es.index_bytes - es.index_table_bytes - f.buffer_bytes() as u64;
+    assert!(charged >= 24 * 1_000, "copy tables charged {charged} bytes");
     // data_admit off, load_admit 0: every hit on a dual-copy item is read
     // from the capacity copy; 1: from the fast record.
     f.pin_nhc(Some((false, 0.0)));

@@ -43,7 +43,8 @@ impl Shard {
         .then_some(c)
     }
 
-    /// Forgets copies whose records moved or went.
+    /// Forgets copies whose records moved or went; a table at most a
+    /// quarter full gives half its room back.
     pub(super) fn prune_copies(&mut self) {
         let keys: Vec<u64> = self.copies.keys().copied().collect();
         for hash in keys {
@@ -51,6 +52,10 @@ impl Shard {
             if self.copy_of(hash, primary).is_none() {
                 self.copies.remove(&hash);
             }
+        }
+        if self.copies.len() * 4 <= self.copies.capacity() {
+            self.copies.shrink_to(self.copies.len() * 2);
+            self.account_copies();
         }
     }
 
@@ -108,6 +113,19 @@ impl Shard {
                 copy_seq,
             },
         );
+        self.account_copies();
+    }
+
+    /// Charges the copy table's DRAM to `-m` as it grows and shrinks, as
+    /// the index is charged: the hash map's buckets, each an entry and one
+    /// control byte (at most about 656 KiB a shard, for [`MAX_COPIES`]).
+    pub(super) fn account_copies(&mut self) {
+        let now = self.copies.capacity() * (std::mem::size_of::<(u64, CopyOf)>() + 1);
+        if now != self.copies_bytes_reported {
+            let delta = now as isize - self.copies_bytes_reported as isize;
+            self.shared.pool.add_index_bytes(delta);
+            self.copies_bytes_reported = now;
+        }
     }
 
     /// A fast record being reclaimed whose capacity copy is still there: the
