@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The interop suite: memccapable (ASCII), pymemcache round trips, the
-# byte-level differential test against memcached, twemproxy, TLS/auth/unix
+# byte-level differential test against memcached, a randomized differential
+# with the flash tier in play (flash_fuzz.py), twemproxy, TLS/auth/unix
 # socket (access_test.py) and the Debian package.
 #
 #   bash tests/interop/run.sh [path-to-tiercache-binary]
@@ -132,6 +133,23 @@ summary="$(grep -E '^differential:' "$LOGDIR/differential.log" | tail -n 1)"
 [ -n "$summary" ] || summary="differential: no summary (exit $rc)"
 record differential $rc "$summary"
 
+# --- randomized differential with the flash tier in play (about 30 s) ------
+# tiercache with -m 32 and most keys on flash, memcached with RAM for all;
+# once per flash configuration (docs in flash_fuzz.py).
+if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
+    record flash_fuzz 0 "flash_fuzz: skipped for memcached (the test starts tiercache)"
+else
+    rc=0
+    : >"$LOGDIR/flash_fuzz.log"
+    for flash in log small classes; do
+        say "flash_fuzz.py --tiercache $BIN --flash $flash"
+        timeout 300 python3 "$HERE/flash_fuzz.py" --tiercache "$BIN" --flash "$flash" 2>&1 | tee -a "$LOGDIR/flash_fuzz.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    done
+    summary="flash_fuzz: $(grep -c 'PASS' "$LOGDIR/flash_fuzz.log") of 3 configurations passed"
+    record flash_fuzz $rc "$summary"
+fi
+
 # --- scale-out behind twemproxy (starts its own servers) --------------------
 if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
     record twemproxy 0 "twemproxy: skipped for memcached (the test starts tiercache)"
@@ -167,7 +185,7 @@ fi
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential twemproxy access package; do
+for part in memccapable pymemcache differential flash_fuzz twemproxy access package; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"
