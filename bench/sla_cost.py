@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What recording each request's latency costs (the SLA view, issue 18):
 user-space instructions per request of the server's worker thread, counted
-by callgrind, for two builds (BEFORE and AFTER), three workloads:
+by callgrind, for two builds (BEFORE and AFTER), on these workloads:
 
   get       one `get` per round trip (hits, 32-byte values)
   get x16   16 pipelined gets per round trip (the least work per request,
@@ -19,7 +19,13 @@ sla_record_cost.rs for the clock read's time).
 
   BEFORE=path/to/tiercache AFTER=path/to/tiercache python3 bench/sla_cost.py
 
-Environment: BEFORE, AFTER (binaries, required), N=20000 requests per run.
+  mg        one `mg key v` per round trip
+  touch     one `touch` per round trip
+  incr      one `incr` per round trip (of a 1-digit counter)
+  md+set    an `md` and the `set` that restores the key, per round trip
+
+Environment: BEFORE, AFTER (binaries, required), N=20000 requests per run,
+WORKLOADS (comma-separated names; default "get,get x16,set").
 Prints a markdown table; writes nothing else. Needs valgrind.
 """
 
@@ -82,6 +88,23 @@ def workload(s, name):
         for i in range(N):
             s.sendall(b"set key:%d 0 0 32\r\n%s\r\n" % (i % KEYS, b"v" * 32))
             recv_until(s, 1, b"STORED\r\n")
+    elif name == "mg":
+        for i in range(N):
+            s.sendall(b"mg key:%d v\r\n" % (i % KEYS))
+            recv_until(s, 1, b"v\r\n")
+    elif name == "touch":
+        for i in range(N):
+            s.sendall(b"touch key:%d 0\r\n" % (i % KEYS))
+            recv_until(s, 1, b"TOUCHED\r\n")
+    elif name == "incr":
+        for i in range(N):
+            s.sendall(b"incr num:%d 1\r\n" % (i % KEYS))
+            recv_until(s, 1, b"\r\n")
+    elif name == "md+set":
+        # A pair per request: the delete, then the set that restores it.
+        for i in range(N):
+            s.sendall(b"md key:%d\r\nset key:%d 0 0 32\r\n%s\r\n" % (i % KEYS, i % KEYS, b"v" * 32))
+            recv_until(s, 1, b"STORED\r\n")
 
 
 def measure(binary, name):
@@ -92,6 +115,8 @@ def measure(binary, name):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i in range(KEYS):
             s.sendall(b"set key:%d 0 0 32\r\n%s\r\n" % (i, b"v" * 32))
+            recv_until(s, 1, b"STORED\r\n")
+            s.sendall(b"set num:%d 0 0 1\r\n1\r\n" % i)
             recv_until(s, 1, b"STORED\r\n")
         subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True,
                        stdout=subprocess.DEVNULL)
@@ -121,7 +146,8 @@ def main():
     print(f"instructions per request, worker thread (callgrind, N={N})\n")
     print("| workload | before | after | after - before |")
     print("| --- | ---: | ---: | ---: |")
-    for name in ["get", "get x16", "set"]:
+    names = os.environ.get("WORKLOADS", "get,get x16,set").split(",")
+    for name in names:
         b, a = measure(before, name), measure(after, name)
         print(f"| {name} | {b:,.0f} | {a:,.0f} | {a - b:+,.0f} |", flush=True)
 

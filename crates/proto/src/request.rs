@@ -176,6 +176,8 @@ pub mod watch {
     pub const MUTATIONS: u8 = 1 << 1;
     /// `eviction` lines: every item evicted from RAM for room.
     pub const EVICTIONS: u8 = 1 << 2;
+    /// `conn_new` and `conn_close` lines: every client connection.
+    pub const CONNEVENTS: u8 = 1 << 3;
 
     /// The bit of a kind's name; None for a name memcached does not know
     /// (`ERROR`), Some(0) for a kind memcached has and tiercache does not
@@ -185,8 +187,8 @@ pub mod watch {
             b"fetchers" => Some(FETCHERS),
             b"mutations" => Some(MUTATIONS),
             b"evictions" => Some(EVICTIONS),
-            b"rawcmds" | b"sysevents" | b"connevents" | b"proxyreqs" | b"proxyevents"
-            | b"proxyuser" => Some(0),
+            b"connevents" => Some(CONNEVENTS),
+            b"rawcmds" | b"sysevents" | b"proxyreqs" | b"proxyevents" | b"proxyuser" => Some(0),
             _ => None,
         }
     }

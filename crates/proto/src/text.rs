@@ -263,7 +263,7 @@ fn http_hangup(cmd: &[u8], last: &[u8]) -> bool {
 
 /// `watch` and the kinds it names (fetchers when none): memcached answers
 /// `ERROR` to a name it does not know; a kind it has and tiercache does not
-/// produce (`evictions`, `rawcmds`, `connevents`, ...) is refused by name.
+/// produce (`rawcmds`, `sysevents`, the proxy's) is refused by name.
 fn parse_watch<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
     use crate::request::watch;
     if tokens.len == 1 {
@@ -280,7 +280,7 @@ fn parse_watch<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
             Some(0) => {
                 return error(
                     ErrorReply::Client(
-                        "CLIENT_ERROR watch: only fetchers, mutations and evictions are served",
+                        "CLIENT_ERROR watch: only fetchers, mutations, evictions and connevents are served",
                     ),
                     false,
                     consumed,

@@ -118,6 +118,10 @@ pub struct Conn {
     get_at: usize,
     /// Close once output is flushed.
     pub closing: bool,
+    /// Why it closed, as `watch connevents` says it: `normal` (the client
+    /// closed or quit, or a request made the server hang up) unless the
+    /// socket failed (`error`).
+    pub close_reason: &'static str,
     /// The last parse found no complete request in the input (it is empty,
     /// or holds the start of one): at EOF nothing more will run.
     input_done: bool,
@@ -171,6 +175,7 @@ impl Conn {
             stalled: false,
             get_at: 0,
             closing: false,
+            close_reason: "normal",
             input_done: true,
             pos: 0,
             flights: Flights::default(),
@@ -220,7 +225,10 @@ impl Conn {
             if !self.eof && !self.closing && !self.drained && self.may_produce(max_pending) {
                 match self.fill(ctx) {
                     Ok(n) => progress |= n > 0,
-                    Err(_) => return State::Closed,
+                    Err(_) => {
+                        self.close_reason = "error";
+                        return State::Closed;
+                    }
                 }
             }
             match self.process(ctx, limits, max_pending) {
@@ -237,7 +245,10 @@ impl Conn {
                     add(&ctx.stats.bytes_written, n as u64);
                     progress |= n > 0;
                 }
-                Err(_) => return State::Closed,
+                Err(_) => {
+                    self.close_reason = "error";
+                    return State::Closed;
+                }
             }
             let p = self.pending_output();
             if p >= max_pending && !self.stalled {

@@ -1,16 +1,19 @@
 //! `watch`: memcached 1.6's log streams. A connection that sends `watch
-//! [fetchers] [mutations] [evictions]` gets `OK` and from then on one line per event of
+//! [fetchers] [mutations] [evictions] [connevents]` gets `OK` and from then on one line per event of
 //! the kinds it asked for, in memcached's format:
 //!
 //! ```text
 //! ts=<sec>.<usec> gid=<n> type=item_get key=<uri> status=found|not_found clsid=<n> cfd=<fd> size=<n>
 //! ts=<sec>.<usec> gid=<n> type=item_store key=<uri> status=stored|not_stored|exists|not_found|too_large|no_memory cmd=<set|add|...> ttl=<n> clsid=<n> cfd=<fd> size=<n>
 //! ts=<sec>.<usec> gid=<n> type=eviction key=<uri> fetch=yes|no ttl=<secs left, -1: none> la=<secs since last access> clsid=1 size=<n>
+//! ts=<sec>.<usec> gid=<n> type=conn_new rip=<ip|unix> rport=<port|0> transport=tcp|local cfd=<fd>
+//! ts=<sec>.<usec> gid=<n> type=conn_close rip=<ip|unix> rport=<port|0> transport=tcp|local reason=normal|error|idle_timeout|shutdown cfd=<fd>
 //! ```
 //!
 //! Evictions are the engine's RAM evictions (`tiercache_engine::evictions`:
 //! an item dropped from flash is counted, not logged: its key is on the
-//! device). memcached's other kinds are refused by name.
+//! device). memcached's other kinds (rawcmds, sysevents, the proxy's) are
+//! refused by name.
 //!
 //! It sends no commands any more (its input is read and dropped, to see it
 //! close), as in memcached. The worker hands its socket to the watch thread
@@ -26,14 +29,14 @@
 //! its next line, as memcached's do (`stats` `log_watcher_skipped`).
 
 use crate::shared::Shared;
-use crate::transport::Stream;
+use crate::transport::{Endpoint, Stream};
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tiercache_engine::evictions::{Eviction, EvictionSink};
-pub use tiercache_proto::request::watch::{EVICTIONS, FETCHERS, MUTATIONS};
+pub use tiercache_proto::request::watch::{CONNEVENTS, EVICTIONS, FETCHERS, MUTATIONS};
 
 /// memcached's limit on watchers at once.
 pub const MAX_WATCHERS: usize = 20;
@@ -153,6 +156,13 @@ impl Watch {
 
     /// `ts=... gid=... type=<kind> `: the start of every line.
     fn head(&self, kind: &str) -> (u64, Vec<u8>) {
+        let (gid, mut line) = self.head_of(kind);
+        line.extend_from_slice(b"key=");
+        (gid, line)
+    }
+
+    /// [`head`](Self::head) without the `key=` that item lines go on with.
+    fn head_of(&self, kind: &str) -> (u64, Vec<u8>) {
         let gid = self.gid.fetch_add(1, Relaxed) + 1;
         let t = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -161,7 +171,7 @@ impl Watch {
         // memcached prints the microseconds with %d: not zero-padded.
         let _ = write!(
             line,
-            "ts={}.{} gid={gid} type={kind} key=",
+            "ts={}.{} gid={gid} type={kind} ",
             t.as_secs(),
             t.subsec_micros()
         );
@@ -209,6 +219,37 @@ impl Watch {
         if self.on(MUTATIONS) {
             self.item_store(key, status, cmd, ttl, size);
         }
+    }
+
+    /// `watch connevents`: a client connection opened (`close` None) or
+    /// closed, for the reason memcached gives (`normal`: the client closed
+    /// or quit; `error`: the socket failed, e.g. reset with a reply unread;
+    /// `idle_timeout`; `shutdown`).
+    #[inline]
+    pub fn conn_event(&self, peer: &Endpoint, fd: i32, close: Option<&str>) {
+        if self.on(CONNEVENTS) {
+            self.conn_line(peer, fd, close);
+        }
+    }
+
+    #[cold]
+    fn conn_line(&self, peer: &Endpoint, fd: i32, close: Option<&str>) {
+        let kind = if close.is_some() {
+            "conn_close"
+        } else {
+            "conn_new"
+        };
+        let (gid, mut line) = self.head_of(kind);
+        // As memcached: a unix socket's client is `rip=unix rport=0`.
+        let _ = match peer {
+            Endpoint::Tcp(a) => write!(line, "rip={} rport={} transport=tcp", a.ip(), a.port()),
+            _ => write!(line, "rip=unix rport=0 transport=local"),
+        };
+        if let Some(reason) = close {
+            let _ = write!(line, " reason={reason}");
+        }
+        let _ = writeln!(line, " cfd={fd}");
+        self.deliver(CONNEVENTS, gid, &line);
     }
 
     #[cold]

@@ -313,7 +313,7 @@ fn kick_idle(poll: &Poll, conns: &mut Conns, shared: &Shared, mailbox: &Mailbox,
             tracing::debug!(peer = %i.peer, idle = i.idle_secs(now), "closing an idle connection (idle_timeout)");
         }
         bump(&shared.conns.idle_kicks);
-        close(poll, conns, key, shared, mailbox);
+        close(poll, conns, key, shared, mailbox, "idle_timeout");
     }
 }
 
@@ -393,7 +393,10 @@ fn drive(
     CURRENT_FD.with(|c| c.set(None));
     match state {
         State::Open => {}
-        State::Closed => close(poll, conns, key, shared, mailbox),
+        State::Closed => {
+            let reason = conns.slab.get(key).map_or("normal", |c| c.close_reason);
+            close(poll, conns, key, shared, mailbox, reason);
+        }
         State::Watch => hand_to_watch(poll, conns, key, shared, mailbox),
         State::Shutdown => {
             tracing::info!("shutdown command received");
@@ -492,12 +495,21 @@ fn adopt(
         conns.info.resize(key + 1, None);
     }
     shared.registry.add(conns.me, key, info.clone());
+    shared.watch.conn_event(&info.peer, info.fd, None);
     conns.info[key] = Some(info);
 }
 
-fn close(poll: &Poll, conns: &mut Conns, key: usize, shared: &Shared, mailbox: &Mailbox) {
-    if let Some(slot) = conns.info.get_mut(key) {
-        *slot = None;
+/// Closes a client connection; `reason` as `watch connevents` gives it.
+fn close(
+    poll: &Poll,
+    conns: &mut Conns,
+    key: usize,
+    shared: &Shared,
+    mailbox: &Mailbox,
+    reason: &str,
+) {
+    if let Some(info) = conns.info.get_mut(key).and_then(Option::take) {
+        shared.watch.conn_event(&info.peer, info.fd, Some(reason));
     }
     shared.registry.remove(conns.me, key);
     let mut conn = conns.slab.remove(key);

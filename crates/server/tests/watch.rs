@@ -5,6 +5,10 @@
 //!   is fetchers only; a watch pipelined behind another command, an unknown
 //!   kind and a kind tiercache does not produce are refused as memcached
 //!   refuses them; `stats` counts watchers and lines.
+//! - `connevents`: a client's `conn_new` and `conn_close` with memcached's
+//!   fields (its address and port, the transport, the reason: `normal` for
+//!   a client that quits or closes, `idle_timeout` for one `-o
+//!   idle_timeout` closed), and none for the watcher itself. About 3 s.
 //! - a watcher that does not read: the server answers at full speed, its
 //!   lines beyond the buffer are dropped, counted, and announced with
 //!   `skipped=N` once it reads again, and every line is accounted for.
@@ -155,8 +159,8 @@ fn refusals_are_memcacheds() {
     );
     assert_eq!(tx_mn(&mut s, b"watch bogus\r\n"), "ERROR\r\n");
     assert_eq!(
-        tx_mn(&mut s, b"watch fetchers connevents\r\n"),
-        "CLIENT_ERROR watch: only fetchers, mutations and evictions are served\r\n"
+        tx_mn(&mut s, b"watch fetchers rawcmds\r\n"),
+        "CLIENT_ERROR watch: only fetchers, mutations, evictions and connevents are served\r\n"
     );
     // memcached's limit: 20 watchers.
     let addr = h.addr.to_string();
@@ -342,4 +346,69 @@ fn a_watcher_hears_of_each_eviction() {
         .find(|l| l.contains(" type=eviction "))
         .expect("memcached evicted");
     assert_eq!(names(line), ours, "memcached: {line}");
+}
+
+#[test]
+fn connevents_give_each_clients_open_and_close_with_the_reason() {
+    let h = server_with(|c| c.server.idle_timeout = 1);
+    let addr = h.addr.to_string();
+    let mut w = watcher(&addr, "connevents");
+    // A client that quits, and one that closes after reading its reply.
+    let mut quits = TcpStream::connect(&addr).unwrap();
+    let quits_port = quits.local_addr().unwrap().port();
+    quits.write_all(b"quit\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = quits.read_to_end(&mut rest);
+    let mut closes = TcpStream::connect(&addr).unwrap();
+    let closes_port = closes.local_addr().unwrap().port();
+    assert_eq!(
+        tx_mn(&mut closes, b"version\r\n").split(' ').next(),
+        Some("VERSION")
+    );
+    drop(closes);
+    // One that says nothing: closed for idle_timeout (1 s, checked each second).
+    let idle = TcpStream::connect(&addr).unwrap();
+    let idle_port = idle.local_addr().unwrap().port();
+    let got = lines(&mut w, 6, Duration::from_secs(8));
+    let of = |port: u16, kind: &str| -> Option<BTreeMap<String, String>> {
+        got.iter()
+            .map(|l| fields(l))
+            .find(|f| f["type"] == kind && f["rport"] == port.to_string())
+    };
+    for (port, reason) in [
+        (quits_port, "normal"),
+        (closes_port, "normal"),
+        (idle_port, "idle_timeout"),
+    ] {
+        let new = of(port, "conn_new").unwrap_or_else(|| panic!("no conn_new for {port}: {got:?}"));
+        assert_eq!(new["rip"], "127.0.0.1");
+        assert_eq!(new["transport"], "tcp");
+        assert!(new["cfd"].parse::<i32>().unwrap() > 2);
+        let close =
+            of(port, "conn_close").unwrap_or_else(|| panic!("no conn_close for {port}: {got:?}"));
+        assert_eq!(close["reason"], reason, "{port}: {got:?}");
+        assert_eq!(close["cfd"], new["cfd"]);
+    }
+    assert_eq!(got.len(), 6, "one line each, none for the watcher: {got:?}");
+    // memcached's field order.
+    let close = got.iter().find(|l| l.contains("type=conn_close")).unwrap();
+    let names: Vec<&str> = close
+        .split(' ')
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ts",
+            "gid",
+            "type",
+            "rip",
+            "rport",
+            "transport",
+            "reason",
+            "cfd"
+        ]
+    );
+    drop(idle);
 }
