@@ -407,6 +407,7 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "badcrc_from_extstore", f.verify_failures);
     stat(out, "miss_from_extstore", f.tag_misses);
     stat(out, "flash_segments_written", f.segments_written);
+    stat(out, "flash_segment_checkpoints", f.checkpoints);
     stat(out, "flash_bytes_admitted", f.bytes_admitted);
     stat(
         out,

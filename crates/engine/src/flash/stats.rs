@@ -23,6 +23,8 @@ pub struct FlashStats {
     pub segments_queued: u64,
     pub segments_failed: u64,
     pub segments_written: u64,
+    /// Idle open buffers written without being sealed (`checkpoint`).
+    pub checkpoints: u64,
     pub segments_reclaimed: u64,
     pub objects_written: u64,
     pub objects_read: u64,
@@ -117,6 +119,7 @@ impl FlashTier {
             segments_queued: u.queued,
             segments_failed: u.failed,
             segments_written: l(&st.segments_written),
+            checkpoints: l(&st.checkpoints),
             segments_reclaimed: l(&st.segments_reclaimed),
             objects_written: l(&st.objects_written),
             objects_read: l(&st.objects_read),

@@ -90,6 +90,16 @@ struct Slot {
     state: SlotState,
 }
 
+/// A checkpoint of an open buffer to write: its changed blocks, then its
+/// header block (`FlashTier::checkpoint`).
+struct Checkpoint {
+    dev: usize,
+    at: u64,
+    head: AlignedBuf,
+    data_at: u64,
+    data: AlignedBuf,
+}
+
 struct Open {
     slot: u32,
     buf: AlignedBuf,
@@ -102,6 +112,10 @@ struct Open {
     /// as (start, length): smaller records are put there (first fit), so
     /// that a record never crosses a block and little of a block is padding.
     gaps: Vec<(u32, u32)>,
+    /// Records already on the device through a checkpoint (`checkpoint`),
+    /// and the lowest offset changed since.
+    checkpointed: u32,
+    dirty_from: usize,
 }
 
 /// Gaps an open buffer remembers (the oldest is forgotten first).
@@ -199,6 +213,8 @@ pub struct TierStats {
     pub tag_misses: AtomicU64,
     pub write_errors: AtomicU64,
     pub segments_written: AtomicU64,
+    /// Idle open buffers written so far without being sealed.
+    pub checkpoints: AtomicU64,
     pub segments_reclaimed: AtomicU64,
     /// Segments reclaimed early because every record in them had expired.
     pub segments_expired: AtomicU64,
@@ -574,8 +590,67 @@ impl FlashTier {
             max_exptime: 0,
             never_expires: false,
             gaps: Vec::new(),
+            checkpointed: 0,
+            dirty_from: BLOCK,
         });
         true
+    }
+
+    /// The segment header of an open buffer as it stands.
+    fn header_of(&self, st: &State, o: &Open) -> SegmentHeader {
+        let slot = &st.slots[o.slot as usize];
+        SegmentHeader {
+            seq: slot.seq,
+            slot: o.slot,
+            data_len: (o.write - BLOCK) as u32,
+            records: o.records,
+            max_exptime: if o.never_expires { 0 } else { o.max_exptime },
+            journal_counter: self.journal.counter(),
+            class: slot.class,
+        }
+    }
+
+    /// An idle open buffer less than half full: what reached it since its
+    /// last checkpoint goes to the device, with a header for what it holds
+    /// so far, and the buffer stays open for more (sealing it would leave
+    /// most of its slot empty: a slow stream of evictions, sealed every
+    /// 200 ms, wrote segments a quarter full and reclaim then dropped live
+    /// items while most of the device was free). None when nothing new
+    /// reached it. The data blocks are written before the header, so a
+    /// crash between them leaves the previous header, whose records are all
+    /// on the device; a torn write loses records, never misreads one (each
+    /// is checked against its segment's sequence number and CRC).
+    fn checkpoint(&self, st: &mut State, stream: usize) -> Option<Checkpoint> {
+        let header = {
+            let o = st.open[stream].as_ref()?;
+            if o.records == o.checkpointed {
+                return None;
+            }
+            self.header_of(st, o)
+        };
+        let (dev, dev_off) = {
+            let o = st.open[stream].as_ref().expect("checked");
+            let s = &st.slots[o.slot as usize];
+            (s.dev, s.dev_off)
+        };
+        let o = st.open[stream].as_mut().expect("checked");
+        let end = round_up(o.write, BLOCK);
+        o.buf.as_mut_slice()[o.write..end].fill(0);
+        let from = o.dirty_from / BLOCK * BLOCK;
+        let mut data = AlignedBuf::new(end - from);
+        data.as_mut_slice()
+            .copy_from_slice(&o.buf.as_slice()[from..end]);
+        let mut head = AlignedBuf::new(BLOCK);
+        header.write(head.as_mut_slice());
+        o.checkpointed = o.records;
+        o.dirty_from = o.write;
+        Some(Checkpoint {
+            dev,
+            at: dev_off,
+            head,
+            data_at: dev_off + from as u64,
+            data,
+        })
     }
 
     /// Hands the open buffer to the flusher.
@@ -591,19 +666,10 @@ impl FlashTier {
             st.spare.push(o.buf);
             return;
         }
-        let slot = &mut st.slots[o.slot as usize];
         let end = round_up(o.write, BLOCK);
         o.buf.as_mut_slice()[o.write..end].fill(0);
-        SegmentHeader {
-            seq: slot.seq,
-            slot: o.slot,
-            data_len: (o.write - BLOCK) as u32,
-            records: o.records,
-            max_exptime: if o.never_expires { 0 } else { o.max_exptime },
-            journal_counter: self.journal.counter(),
-            class: slot.class,
-        }
-        .write(o.buf.as_mut_slice());
+        self.header_of(st, &o).write(o.buf.as_mut_slice());
+        let slot = &mut st.slots[o.slot as usize];
         slot.data_len = (o.write - BLOCK) as u32;
         slot.max_exptime = if o.never_expires { 0 } else { o.max_exptime };
         slot.state = SlotState::Queued(Arc::new(o.buf));
@@ -671,6 +737,7 @@ impl FlashTier {
             }
         }
         let at = o.place(size);
+        o.dirty_from = o.dirty_from.min(at);
         let slot = o.slot;
         format::write_record(&mut o.buf.as_mut_slice()[at..at + size], item, seq, copy);
         o.records += 1;

@@ -14,6 +14,7 @@ pub trait RecordOwner: Send + Sync {
 
 enum Job {
     Write(u32, Arc<AlignedBuf>),
+    Checkpoint(Checkpoint),
     /// A slot to reclaim, and whether all its records have expired.
     Reclaim(u32, bool),
     /// The journal failed and its record is not written yet: try again.
@@ -55,16 +56,31 @@ impl FlashTier {
                         break Job::Reclaim(slot, false);
                     }
                     self.nhc_tick();
-                    // Idle flush: an open buffer that stopped growing goes out.
+                    // Idle flush: an open buffer that stopped growing goes
+                    // out, sealed when at least half full or when write
+                    // buffers run short (an open buffer holds one), else
+                    // written as a checkpoint and kept open
+                    // (`FlashTier::checkpoint`).
                     let written = self.stats.objects_written.load(Ordering::Relaxed);
                     if written != last_append.0 {
                         last_append = (written, Instant::now());
                     } else if last_append.1.elapsed() >= idle {
-                        if let Some(class) = (0..STREAMS)
-                            .find(|&c| st.open[c].as_ref().is_some_and(|o| o.records > 0))
-                        {
-                            self.seal(&mut st, class);
-                            continue;
+                        let half = self.params.segment_size / 2;
+                        let short = st.spare.len() <= st.reserved + 1;
+                        let seal = |o: &Open| o.records > 0 && (short || o.write >= half);
+                        let due = (0..STREAMS).find(|&c| {
+                            st.open[c]
+                                .as_ref()
+                                .is_some_and(|o| seal(o) || o.records > o.checkpointed)
+                        });
+                        if let Some(class) = due {
+                            if st.open[class].as_ref().is_some_and(seal) {
+                                self.seal(&mut st, class);
+                                continue;
+                            }
+                            if let Some(c) = self.checkpoint(&mut st, class) {
+                                break Job::Checkpoint(c);
+                            }
                         }
                     }
                     // Expiry frees whole segments: once a segment's latest
@@ -99,6 +115,7 @@ impl FlashTier {
                 }
             };
             match job {
+                Job::Checkpoint(c) => self.write_checkpoint(c),
                 Job::RecordFailure => {
                     self.record_journal_failure(true);
                 }
@@ -113,6 +130,29 @@ impl FlashTier {
                 }
             }
             self.wake_all();
+        }
+    }
+
+    /// Writes a checkpoint: the changed blocks, then the header. A failure
+    /// is logged and counted; the buffer's seal writes it all again.
+    fn write_checkpoint(&self, c: Checkpoint) {
+        let r = self.devices[c.dev]
+            .write_at(c.data.as_slice(), c.data_at)
+            .and_then(|()| self.devices[c.dev].write_at(c.head.as_slice(), c.at));
+        match r {
+            Ok(()) => {
+                let n = (c.data.as_slice().len() + BLOCK) as u64;
+                self.stats.devs[c.dev]
+                    .bytes_written
+                    .fetch_add(n, Ordering::Relaxed);
+                self.stats.bytes_written.fetch_add(n, Ordering::Relaxed);
+                self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(device = self.devices[c.dev].name(), error = %e,
+                    "writing an idle flash buffer's checkpoint failed; its seal writes it again");
+            }
         }
     }
 

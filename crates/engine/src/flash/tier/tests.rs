@@ -11,6 +11,8 @@ fn open() -> Open {
         max_exptime: 0,
         never_expires: false,
         gaps: Vec::new(),
+        checkpointed: 0,
+        dirty_from: BLOCK,
     }
 }
 
