@@ -186,15 +186,21 @@ fn a_shrunk_index_keeps_its_keys_and_recovers_from_a_crash_and_a_restart() {
     let crashed = mem.image();
 
     // (b) A graceful restart of the same index: everything comes back, in
-    // an index of the same size.
+    // an index of the same size. Compared with the engine as it stopped:
+    // the stop seals the open buffers, and the flusher may reclaim a segment
+    // of expired items before it ends (it looks every second), which drops
+    // their entries (CI saw 34,499 items persisted against 37,994 counted
+    // before the stop).
     let (items, _) = e.persist().unwrap();
-    assert_eq!(items, shrunk.shard.curr_items);
+    let stopped = e.stats(LATER);
+    assert_eq!(items, stopped.shard.curr_items);
+    assert!(stopped.shard.curr_items >= kept.len() as u64);
     drop(e);
     let e = Engine::with_devices(config(Some(&snap)), vec![dev]).unwrap();
     assert!(e.last_recovery().is_none(), "restarted from the snapshot");
     assert_eq!(
         index(&e, LATER),
-        (shrunk.index_buckets, shrunk.index_entries)
+        (stopped.index_buckets, stopped.index_entries)
     );
     assert_eq!(check(&e, &kept, true, "restart"), kept.len());
     drop(e);
