@@ -123,20 +123,6 @@ pub enum InsertError {
     Busy,
 }
 
-/// What a key is, as far as the flash tier is concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
-    /// In RAM, or not cached at all: run the request as is.
-    Ram,
-    Absent,
-    /// On flash; its verified record is in the [`Fetched`] list.
-    Flash(Loc),
-    /// In the small-object store: the item (RAM layout), read and verified.
-    Small(Vec<u8>),
-    /// Records must be read first (their reads were added).
-    Need,
-}
-
 const MAX_EVICT_PASSES: usize = 32;
 
 pub struct Shard {

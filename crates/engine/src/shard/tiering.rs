@@ -44,9 +44,12 @@ impl Shard {
         }
     }
 
-    /// Where `key` is, reading flash records into `fetched` as needed:
-    /// records still in write buffers are copied at once, others get a read
-    /// pushed to `reads`. Stale and corrupt entries are dropped on the way.
+    /// Reads `key`'s flash records into `fetched` as needed: records still
+    /// in write buffers are copied at once, others get a read pushed to
+    /// `reads` (the small-object store's blocks only when the log tier has
+    /// no verified record of the key). Stale and corrupt entries are
+    /// dropped on the way. The command that runs afterwards finds the key
+    /// in RAM or among the records ([`ram_item`](Self::ram_item)).
     pub fn probe(
         &mut self,
         key: &[u8],
@@ -54,12 +57,12 @@ impl Shard {
         now: u32,
         fetched: &mut Fetched,
         reads: &mut Vec<ReadReq>,
-    ) -> Probe {
+    ) {
         if self.find(key, hash, now).is_some() {
-            return Probe::Ram;
+            return;
         }
         let Some(flash) = self.flash.clone() else {
-            return Probe::Absent;
+            return;
         };
         let mut need = false;
         let mut best: Option<(Loc, u64)> = None;
@@ -124,20 +127,8 @@ impl Shard {
                 Some(FetchState::Block(_)) | None => {}
             }
         }
-        if let Some((loc, _)) = best {
-            return Probe::Flash(loc);
-        }
-        if !need {
-            match self.small_find(key, now, fetched, reads) {
-                SmallFound::Hit(item) => return Probe::Small(item),
-                SmallFound::Need => return Probe::Need,
-                SmallFound::Absent => {}
-            }
-        }
-        if need {
-            Probe::Need
-        } else {
-            Probe::Absent
+        if best.is_none() && !need {
+            self.small_find(key, now, fetched, reads);
         }
     }
 
