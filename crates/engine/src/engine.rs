@@ -166,7 +166,7 @@ impl RecordOwner for Shards {
 
 pub struct Engine {
     shards: Arc<Shards>,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     config: EngineConfig,
     flash: Option<Arc<FlashTier>>,
     /// The reader chosen at start; None without a flash tier.
@@ -299,6 +299,7 @@ impl Engine {
             nshards: config.shards,
             index_cap: std::sync::atomic::AtomicUsize::new(index_cap(&config)),
             evictions: std::sync::OnceLock::new(),
+            item_size_max: std::sync::atomic::AtomicUsize::new(0),
         });
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
@@ -452,9 +453,18 @@ impl Engine {
         Some(Box::new(pool.reader(notify)))
     }
     /// Whether an item with a key of `klen` bytes and a value of `vlen`
-    /// fits (memcached's item size limit and the segment size).
+    /// (no client flags) fits: the key length, half the memory limit, and
+    /// the item size limit when one is set.
     pub fn fits(&self, klen: usize, vlen: usize) -> bool {
-        self.shards.of(0).lock().fits(klen, vlen)
+        self.shards.of(0).lock().fits(klen, vlen, 0)
+    }
+
+    /// memcached's item size limit (`-I`, counted as memcached counts an
+    /// item: see `tiercache_proto::text::Limits::too_large`); an append or
+    /// prepend whose result is over it is not stored. 0: only half the
+    /// memory limit bounds an item.
+    pub fn set_item_size_max(&self, bytes: usize) {
+        self.shared.item_size_max.store(bytes, Ordering::Relaxed);
     }
 
     /// The memory limit now (`-m`, or the last `cache_memlimit`), bytes.

@@ -56,6 +56,6 @@ pub mod small;
 pub use engine::index_dram_bytes;
 pub use engine::{Engine, EngineConfig, EngineStats, FlashConfig};
 pub use error::{ConfigError, SnapshotError};
-pub use index::Loc;
+pub use index::{Loc, MAX_SEGMENT_BYTES};
 /// Bytes of header each item carries in RAM (the stats' DRAM-per-item figure).
 pub use item::HEADER as ITEM_HEADER;

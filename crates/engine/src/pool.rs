@@ -1,6 +1,10 @@
 //! The memory budget: segment buffers are handed out from one pool shared by
 //! all shards, so memory moves to whichever shard needs it, and the total of
 //! segment bytes plus index bytes never exceeds the configured limit.
+//!
+//! A *jumbo* buffer holds one item larger than a segment (`-I` above the
+//! segment size): it is allocated to the item's size and charged as the
+//! whole segments it spans; it is never kept for reuse.
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,6 +49,63 @@ impl SegmentPool {
         self.limit()
             .saturating_sub(self.index_bytes.load(Ordering::Relaxed))
             / self.seg_size
+    }
+
+    /// Segments' worth of budget a buffer of `len` bytes is charged.
+    pub fn units(&self, len: usize) -> usize {
+        len.div_ceil(self.seg_size).max(1)
+    }
+
+    /// Whether a buffer is a jumbo one (larger than a segment).
+    pub fn is_jumbo(&self, buf: &[u8]) -> bool {
+        buf.len() > self.seg_size
+    }
+
+    /// A jumbo buffer of exactly `len` bytes, if the budget has its units
+    /// (free segments are let go first to make them).
+    pub fn take_jumbo(&self, len: usize) -> Option<Box<[u8]>> {
+        let need = self.units(len);
+        let mut cur = self.allocated.load(Ordering::Relaxed);
+        loop {
+            if cur + need > self.max_segments() {
+                // Free buffers count as allocated: drop one and look again.
+                let freed = self.free.lock().pop()?;
+                drop(freed);
+                cur = self.allocated.fetch_sub(1, Ordering::Relaxed) - 1;
+                continue;
+            }
+            match self.allocated.compare_exchange_weak(
+                cur,
+                cur + need,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(c) => cur = c,
+            }
+        }
+        Some(vec![0u8; len].into_boxed_slice())
+    }
+
+    /// Whether [`take_jumbo`](Self::take_jumbo) of `len` bytes would get
+    /// its units now (free segments count as room).
+    pub fn has_room_for(&self, len: usize) -> bool {
+        let free = self.free.lock().len();
+        self.allocated() - free + self.units(len) <= self.max_segments()
+    }
+
+    /// A jumbo buffer of `len` bytes even over the budget (a snapshot's
+    /// jumbo item: see [`take_over_budget`](Self::take_over_budget)).
+    pub fn take_jumbo_over_budget(&self, len: usize) -> Box<[u8]> {
+        self.allocated.fetch_add(self.units(len), Ordering::Relaxed);
+        vec![0u8; len].into_boxed_slice()
+    }
+
+    /// Frees a buffer and its units of the budget (not kept for reuse).
+    pub fn release(&self, buf: Box<[u8]>) {
+        self.allocated
+            .fetch_sub(self.units(buf.len()), Ordering::Relaxed);
+        drop(buf);
     }
 
     pub fn allocated(&self) -> usize {
@@ -110,9 +171,8 @@ impl SegmentPool {
 
     /// Returns a buffer for reuse, or frees it when over budget.
     pub fn give(&self, buf: Box<[u8]>) {
-        if self.over_budget() {
-            self.allocated.fetch_sub(1, Ordering::Relaxed);
-            drop(buf);
+        if self.over_budget() || self.is_jumbo(&buf) {
+            self.release(buf);
         } else {
             self.free.lock().push(buf);
         }
@@ -135,6 +195,27 @@ mod tests {
         }
         assert_eq!(p.allocated(), 2);
         assert!(!p.over_budget());
+    }
+
+    #[test]
+    fn jumbo_buffers_are_charged_whole_segments_and_freed() {
+        let p = SegmentPool::new(1024, 8192);
+        let a = p.take().unwrap();
+        let b = p.take().unwrap();
+        p.give(b);
+        assert_eq!(p.allocated(), 2, "one in use, one free");
+        // 7 segments' worth: the free one is let go to make room.
+        let j = p.take_jumbo(6145).unwrap();
+        assert_eq!(j.len(), 6145);
+        assert_eq!(p.allocated(), 8);
+        assert!(p.take_jumbo(1025).is_none(), "over the budget");
+        assert!(p.take().is_none());
+        p.give(j);
+        assert_eq!(p.allocated(), 1, "a jumbo buffer is freed, not kept");
+        assert!(p.has_room_for(7 * 1024));
+        assert!(!p.has_room_for(7 * 1024 + 1));
+        p.release(a);
+        assert_eq!(p.allocated(), 0);
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct Shared {
     pub index_cap: std::sync::atomic::AtomicUsize,
     /// Where evictions are reported (`watch evictions`), once set.
     pub evictions: std::sync::OnceLock<std::sync::Arc<dyn crate::evictions::EvictionSink>>,
+    /// memcached's item size limit (see [`crate::Engine::set_item_size_max`]).
+    pub item_size_max: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -428,7 +430,12 @@ impl Shard {
         if action == HitAction::MoveToHead {
             let q = self.seg(loc.seg).queue;
             let is_head = self.queues[q as usize].back() == Some(&loc.seg);
-            if !is_head {
+            if !is_head && self.is_jumbo(loc.seg) {
+                // Its own segment moves, not the item.
+                let id = loc.seg;
+                self.queues[q as usize].retain(|&x| x != id);
+                self.queue_behind_head(q, id);
+            } else if !is_head {
                 let size = h.size();
                 let copy = self.bytes_at(loc)[..size].to_vec();
                 if let Ok(new) = self.alloc(q, size) {
@@ -496,9 +503,20 @@ impl Shard {
         }
     }
 
-    /// Whether an item of this key and value length fits in a segment.
-    pub fn fits(&self, klen: usize, vlen: usize) -> bool {
-        klen <= 255 && item::stored_size(klen, vlen) <= self.shared.pool.seg_size()
+    /// Whether an item of this key, value length and client flags can be
+    /// stored: in a segment, or larger, in a jumbo segment of its own of at
+    /// most half the memory limit (memcached's bound on `-I`); and within
+    /// the item size limit if one is set.
+    pub fn fits(&self, klen: usize, vlen: usize, flags: u32) -> bool {
+        let size = item::stored_size(klen, vlen);
+        let max = self.shared.item_size_max.load(Ordering::Relaxed);
+        let limits = tiercache_proto::text::Limits {
+            item_size_max: max,
+            ..Default::default()
+        };
+        klen <= 255
+            && (size <= self.shared.pool.seg_size() || size <= self.shared.pool.limit() / 2)
+            && (max == 0 || !limits.too_large(klen, flags, vlen))
     }
 
     /// Stores a new item (value given in parts, concatenated), replacing any
@@ -526,7 +544,7 @@ impl Shard {
         keep: &[Loc],
     ) -> Result<Loc, InsertError> {
         let vlen: usize = parts.iter().map(|p| p.len()).sum();
-        if !self.fits(key.len(), vlen) {
+        if !self.fits(key.len(), vlen, new.flags) {
             return Err(InsertError::TooLarge);
         }
         let size = item::stored_size(key.len(), vlen);

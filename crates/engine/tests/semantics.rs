@@ -206,8 +206,23 @@ fn s3fifo_keeps_hot_items_through_a_scan() {
 #[test]
 fn too_large_and_bad_config() {
     let e = engine(16, "s3fifo");
+    // Above a segment: a jumbo item, up to half the memory limit.
     let big = vec![0u8; 2 << 20];
+    assert!(matches!(set(&e, b"big", &big), StoreResult::Stored { .. }));
+    let huge = vec![0u8; 8 << 20];
+    assert_eq!(set(&e, b"huge", &huge), StoreResult::TooLarge);
+    // With memcached's -I (1 MiB, counted as memcached counts an item:
+    // 56 + key + 1 + value + 2, and 4 for non-zero flags).
+    e.set_item_size_max(1 << 20);
     assert_eq!(set(&e, b"big", &big), StoreResult::TooLarge);
+    assert!(matches!(
+        set(&e, b"max", &vec![0u8; (1 << 20) - 66]),
+        StoreResult::Stored { .. }
+    ));
+    assert_eq!(
+        set(&e, b"max", &vec![0u8; (1 << 20) - 65]),
+        StoreResult::TooLarge
+    );
     assert!(Engine::new(EngineConfig {
         memory_limit: 1 << 20,
         ..Default::default()

@@ -338,6 +338,12 @@ impl Default for FlashSection {
     }
 }
 
+/// The largest RAM segment (an index entry addresses 8 MiB), and with a
+/// flash tier (a flash segment of at most 8 MiB holds two). Items larger
+/// than the segment size (`-I` above it) get a jumbo segment each.
+pub const MAX_SEGMENT: usize = tiercache_engine::MAX_SEGMENT_BYTES;
+pub const MAX_SEGMENT_WITH_FLASH: usize = 3 << 20;
+
 /// The flash file the binary uses when nothing else is configured.
 pub const DEFAULT_FLASH: &str = "tiercache.flash:1G";
 /// The largest `ext_small_max`: one object (20 bytes of header) in a 4 KiB
@@ -472,14 +478,28 @@ impl Config {
         if self.server.max_connections < 2 {
             bail!("-c must be at least 2");
         }
-        if self.cache.max_item_size < 1024 || self.cache.max_item_size > 8 << 20 {
+        if self.cache.max_item_size < 1024 || self.cache.max_item_size > 1 << 30 {
             bail!(
-                "-I must be between 1k and 8m (got {} bytes)",
+                "-I must be between 1k and 1g (got {} bytes)",
                 self.cache.max_item_size
             );
         }
         if self.cache.memory_mb == 0 {
             bail!("-m must be at least 1");
+        }
+        if self.cache.segment_size > MAX_SEGMENT {
+            bail!(
+                "-o segment_size must be at most 8m (got {} bytes)",
+                self.cache.segment_size
+            );
+        }
+        if self.cache.max_item_size > (self.cache.memory_mb << 20) / 2 {
+            bail!(
+                "-I {} is more than half of -m {} (memcached's bound too): raise -m to at least {} or lower -I",
+                self.cache.max_item_size,
+                self.cache.memory_mb,
+                (self.cache.max_item_size * 2).div_ceil(1 << 20)
+            );
         }
         self.listen_addrs()?;
         self.validate_access()?;
@@ -490,8 +510,8 @@ impl Config {
             let page = self.flash_page_size();
             if page > 8 << 20 {
                 bail!(
-                    "with a flash tier, segments hold at most 8 MiB and a flash segment must hold two RAM segments: lower -I to at most 3m (now {} bytes)",
-                    self.cache.max_item_size
+                    "with a flash tier, flash segments hold at most 8 MiB and must hold two RAM segments: lower -o segment_size to at most 3m (now {} bytes)",
+                    self.effective_segment_size()
                 );
             }
             if Promote::parse(&self.flash.promote).is_none() {
@@ -573,9 +593,16 @@ impl Config {
             .map_err(|e: String| anyhow::anyhow!("-o {e}"))
     }
 
-    /// Segment size actually used: large enough for the biggest item.
+    /// Segment size actually used: large enough for the biggest item up to
+    /// [`MAX_SEGMENT`] (3 MiB with a flash tier, whose segments must hold
+    /// two); a larger item gets a jumbo segment of its own, kept in RAM.
     pub fn effective_segment_size(&self) -> usize {
-        let min = self.cache.max_item_size.max(1 << 20);
+        let cap = if self.flash.paths.is_empty() {
+            MAX_SEGMENT
+        } else {
+            MAX_SEGMENT_WITH_FLASH
+        };
+        let min = self.cache.max_item_size.clamp(1 << 20, cap);
         if self.cache.segment_size == 0 {
             min
         } else {

@@ -141,7 +141,10 @@ pub fn fit_default_flash(cfg: &mut Config) {
 
 /// Builds the engine from the configuration.
 pub fn build_engine(cfg: &Config) -> Result<Engine> {
-    Engine::new(engine_config(cfg)?).map_err(|e| anyhow::anyhow!("{e}"))
+    let engine = Engine::new(engine_config(cfg)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // An append past -I is not stored, as in memcached.
+    engine.set_item_size_max(cfg.cache.max_item_size);
+    Ok(engine)
 }
 
 /// The engine's configuration for `cfg`.

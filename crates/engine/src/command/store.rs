@@ -46,6 +46,48 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<StoreResult, Wait> {
+        let r = self.store_once(st, now, fetched, may_read);
+        let size = crate::item::stored_size(st.key.len(), st.data.len());
+        if matches!(r, Ok(StoreResult::NoMemory)) && size > self.shared.pool.seg_size() {
+            // A jumbo item needs more memory than its shard had to give:
+            // the other shards give back their oldest segments, then once
+            // more (an append's item is larger than its data: not retried).
+            if self.free_ram_for(size, now) {
+                return self.store_once(st, now, fetched, may_read);
+            }
+        }
+        r
+    }
+
+    /// Has the shards give back their oldest segments, one each per round,
+    /// until the pool has room for a jumbo buffer of `len` bytes or they
+    /// have nothing more to give. True if the room is there.
+    pub(crate) fn free_ram_for(&self, len: usize, now: u32) -> bool {
+        let pool = &self.shared.pool;
+        loop {
+            let mut gave = false;
+            for i in 0.. {
+                if pool.has_room_for(len) {
+                    return true;
+                }
+                let Some(mut s) = self.lock_nth(i, now) else {
+                    break;
+                };
+                gave |= s.give_back_segment().unwrap_or(false);
+            }
+            if !gave {
+                return pool.has_room_for(len);
+            }
+        }
+    }
+
+    fn store_once(
+        &self,
+        st: &Store<'_>,
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
         let a = StoreArgs {
             mode: st.mode,
             key: st.key,

@@ -11,6 +11,9 @@ impl Shard {
         if let Some(loc) = self.bump(q, size) {
             return Ok(loc);
         }
+        if size > self.shared.pool.seg_size() {
+            return self.alloc_jumbo(q, size);
+        }
         let buf = match self.shared.pool.take() {
             Some(b) => b,
             None => self.reclaim()?,
@@ -38,8 +41,13 @@ impl Shard {
     }
 
     pub(super) fn open_segment(&mut self, q: Queue, buf: Box<[u8]>) {
-        let seg = Segment::new(buf, q);
-        let id = match self.free_ids.pop() {
+        let id = self.new_segment(Segment::new(buf, q));
+        self.queues[q as usize].push_back(id);
+    }
+
+    fn new_segment(&mut self, seg: Segment) -> u32 {
+        self.stats.segments += 1;
+        match self.free_ids.pop() {
             Some(id) => {
                 self.segs[id as usize] = Some(seg);
                 id
@@ -48,9 +56,88 @@ impl Shard {
                 self.segs.push(Some(seg));
                 (self.segs.len() - 1) as u32
             }
-        };
-        self.queues[q as usize].push_back(id);
-        self.stats.segments += 1;
+        }
+    }
+
+    /// Room for an item larger than a segment (`-I` above the segment
+    /// size): a jumbo segment of exactly its size, full from the start, so
+    /// nothing else is ever bumped into it (offsets past a segment could not
+    /// be indexed). It is queued just behind the head of `q`, which stays
+    /// open for other items. The memory comes from the pool, else from this
+    /// shard's oldest segments; when the shard has too few, `NoMemory`
+    /// ([`Engine::store`](crate::Engine::store) then has the other shards
+    /// give some back and tries once more).
+    fn alloc_jumbo(&mut self, q: Queue, size: usize) -> Result<Loc, InsertError> {
+        debug_assert!(size.is_multiple_of(item::ALIGN));
+        for _ in 0..self.shared.pool.units(size) + MAX_EVICT_PASSES {
+            if let Some(buf) = self.shared.pool.take_jumbo(size) {
+                let mut seg = Segment::new(buf, q);
+                seg.write = size;
+                let id = self.new_segment(seg);
+                self.queue_behind_head(q, id);
+                if self.spare.is_none() {
+                    self.spare = self.shared.pool.take();
+                }
+                return Ok(Loc { seg: id, off: 0 });
+            }
+            if !self.give_back_segment()? {
+                break;
+            }
+        }
+        Err(InsertError::NoMemory)
+    }
+
+    /// Frees this shard's oldest segment (its items evicted, demoted or
+    /// reinserted as for any reclaim) and lets its memory go to the pool.
+    /// False when the shard has no segment to give.
+    pub(crate) fn give_back_segment(&mut self) -> Result<bool, InsertError> {
+        if self.queues.iter().all(|q| q.is_empty()) {
+            return Ok(false);
+        }
+        let buf = self.reclaim()?;
+        self.shared.pool.release(buf);
+        Ok(true)
+    }
+
+    /// Puts segment `id` in queue `q` just behind its head (the segment
+    /// items are bumped into), or as the head of an empty queue.
+    pub(super) fn queue_behind_head(&mut self, q: Queue, id: u32) {
+        let queue = &mut self.queues[q as usize];
+        let at = queue.len().saturating_sub(1);
+        queue.insert(at, id);
+        self.seg_mut(id).queue = q;
+    }
+
+    /// Whether segment `id` holds one item larger than a segment.
+    pub(super) fn is_jumbo(&self, id: u32) -> bool {
+        self.shared.pool.is_jumbo(&self.seg(id).data)
+    }
+
+    /// A jumbo segment at the tail of queue `q`: the policy decides for its
+    /// item as for any other; kept means the segment itself moves to the
+    /// queue the policy names (no copy). False: its item is to be evicted.
+    fn keep_jumbo(&mut self, id: u32, q: Queue, force: bool) -> bool {
+        let loc = Loc { seg: id, off: 0 };
+        let h = self.header(loc);
+        if force || h.bits & item::DEAD != 0 || h.expired(self.clock_now) {
+            return false;
+        }
+        let hash = hash_key(self.key(loc));
+        if !self.index.contains(hash, loc) {
+            return false;
+        }
+        if h.bits & item::FLASH_COPY != 0 {
+            self.score_promotion(&h);
+        }
+        match self.policy.on_tail(q, hash, h.bits & item::FREQ_MASK) {
+            (TailAction::Evict, _) => false,
+            (TailAction::Reinsert(to), freq) => {
+                self.update_bits(loc, freq, item::FREQ_MASK);
+                self.queue_behind_head(to, id);
+                self.stats.reinserted += 1;
+                true
+            }
+        }
     }
 
     pub(super) fn close_segment(&mut self, id: u32) -> Box<[u8]> {
@@ -81,6 +168,22 @@ impl Shard {
                 // the pool has one.
                 return self.spare.take().ok_or(InsertError::NoMemory);
             };
+            if self.is_jumbo(victim) {
+                // One item, never demoted (larger than a flash record may
+                // be): kept by moving its segment, or evicted and its memory
+                // taken back as a segment.
+                self.queues[q as usize].pop_front();
+                let force = pass + 1 == MAX_EVICT_PASSES;
+                if !self.keep_jumbo(victim, q, force) {
+                    self.evacuate(victim, q, true);
+                    let buf = self.close_segment(victim);
+                    self.shared.pool.release(buf);
+                    if let Some(b) = self.shared.pool.take() {
+                        return Ok(b);
+                    }
+                }
+                continue;
+            }
             if let Some(f) = &self.flash {
                 let seg = self.seg(victim);
                 // Worst case: every record pads out a block.

@@ -57,21 +57,33 @@ impl Shard {
             };
             let write = r.u32()? as usize;
             let live_items = r.u32()?;
-            if write > seg_size {
-                return Err(invalid("segment larger than the segment size"));
+            // A segment larger than the segment size is a jumbo segment:
+            // one item, its buffer exactly its size (`Shard::alloc_jumbo`).
+            let jumbo = write > seg_size;
+            let pool = &self.shared.pool;
+            if jumbo && (write > pool.limit() || !write.is_multiple_of(crate::item::ALIGN)) {
+                return Err(invalid("a segment larger than the memory limit"));
             }
             // Over the budget when the index or the small-object store now
             // take more of -m than when the snapshot was written (the store's
             // log index is rebuilt by its scan): kept, and given back as the
             // cache evicts, rather than refusing to start.
-            let pool = &self.shared.pool;
-            let mut data = match pool.take() {
+            let taken = if jumbo {
+                pool.take_jumbo(write)
+            } else {
+                pool.take()
+            };
+            let mut data = match taken {
                 Some(d) => d,
                 // A quarter over at most: a damaged count is refused before
                 // its memory is (the checksum is only known at the end).
                 None if pool.allocated() < pool.max_segments() * 5 / 4 + 4 => {
                     over += 1;
-                    pool.take_over_budget()
+                    if jumbo {
+                        pool.take_jumbo_over_budget(write)
+                    } else {
+                        pool.take_over_budget()
+                    }
                 }
                 None => return Err(invalid("the snapshot holds more RAM than -m allows")),
             };

@@ -9,6 +9,12 @@ use crate::command::Wait;
 impl Shard {
     /// Moves an item leaving RAM to flash; false when it is not admitted.
     pub(super) fn demote(&mut self, hash: u64, loc: Loc, h: &Header) -> bool {
+        if h.size() > self.shared.pool.seg_size() {
+            // A jumbo item stays in RAM: a flash record holds at most a
+            // segment (see `Shard::alloc_jumbo`).
+            self.stats.not_demoted += 1;
+            return false;
+        }
         if let Some(admitted) = self.demote_small(hash, loc, h) {
             return admitted;
         }

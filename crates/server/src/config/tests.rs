@@ -238,3 +238,32 @@ fn small_store_options_are_checked() {
         assert!(e.contains(says), "{opt}: {e}");
     }
 }
+
+#[test]
+fn item_size_limit_up_to_a_gigabyte_as_memcached() {
+    // Items above the segment size get a jumbo segment each: -I goes to 1g.
+    let c = load(&["-m", "2048", "-I", "1g", "-o", "ext_path=none"]).unwrap();
+    assert_eq!(c.cache.max_item_size, 1 << 30);
+    assert_eq!(c.effective_segment_size(), MAX_SEGMENT);
+    let e = load(&["-m", "4096", "-I", "2g"]).unwrap_err().to_string();
+    assert!(e.contains("between 1k and 1g"), "{e}");
+    let e = load(&["-I", "512"]).unwrap_err().to_string();
+    assert!(e.contains("between 1k and 1g"), "{e}");
+    // memcached: "Cannot set item size limit higher than 1/2 of memory max."
+    let e = load(&["-m", "16", "-I", "16m", "-o", "ext_path=none"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("more than half of -m 16") && e.contains("at least 32"),
+        "{e}"
+    );
+    // With a flash tier, RAM segments stay at most 3 MiB (a flash segment
+    // holds two): larger items are kept in RAM only.
+    let c = load(&["-m", "64", "-I", "16m"]).unwrap();
+    assert_eq!(c.effective_segment_size(), MAX_SEGMENT_WITH_FLASH);
+    assert_eq!(c.flash_page_size(), 8 << 20);
+    let c = load(&["-m", "64", "-I", "2m"]).unwrap();
+    assert_eq!(c.effective_segment_size(), 2 << 20, "as before");
+    let e = load(&["-o", "segment_size=16m"]).unwrap_err().to_string();
+    assert!(e.contains("segment_size must be at most 8m"), "{e}");
+}
