@@ -96,12 +96,14 @@ impl Conn {
             if self.wbuf.capacity() > 1 << 20 {
                 self.wbuf.shrink_to(64 * 1024);
             }
-        } else if self.wpos > 0 {
+        } else if self.wpos > 0 && self.wpos >= self.wbuf.len() - self.wpos {
             // The socket is full: move what is left to the front (or a
             // client that keeps taking part of it would grow the buffer
             // while what is pending stays small), and give back what the
             // buffer grew to beyond twice that (a client that does not read
-            // would keep it).
+            // would keep it). Only once what was sent is at least what is
+            // left, so that a large value is moved a bounded number of
+            // times, not once per write the socket takes.
             self.wbuf.drain(..self.wpos);
             self.due = self.due.saturating_sub(self.wpos);
             self.wpos = 0;
