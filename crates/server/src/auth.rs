@@ -42,6 +42,10 @@ impl AuthFile {
     pub fn load(path: &Path) -> Result<AuthFile> {
         let data = std::fs::read(path)
             .with_context(|| format!("Could not open authfile [{}] for reading", path.display()))?;
+        AuthFile::parse(path, &data)
+    }
+
+    fn parse(path: &Path, data: &[u8]) -> Result<AuthFile> {
         let mut users = Vec::new();
         for line in data.split(|&b| b == b'\n') {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -86,6 +90,8 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct Auth {
     path: std::path::PathBuf,
     file: RwLock<AuthFile>,
+    /// The file's bytes as last read (see [`Auth::check_current`]).
+    read: std::sync::Mutex<Vec<u8>>,
     /// Attempts (`auth_cmds`) and failures (`auth_errors`).
     cmds: AtomicU64,
     errors: AtomicU64,
@@ -96,6 +102,7 @@ impl Auth {
         Ok(Auth {
             path: path.to_path_buf(),
             file: RwLock::new(AuthFile::load(path)?),
+            read: std::sync::Mutex::new(std::fs::read(path).unwrap_or_default()),
             cmds: AtomicU64::new(0),
             errors: AtomicU64::new(0),
         })
@@ -120,6 +127,32 @@ impl Auth {
                 tracing::warn!(error = %format!("{e:#}"), "auth file not reloaded; the users loaded before stay")
             }
         }
+    }
+
+    /// [`check`](Self::check) against the file as it is now. memcached's
+    /// SASL password database is read on every authentication (its
+    /// `sasl_server_userdb_checkpass` opens the file each time), so users
+    /// added or removed count at once, with no SIGHUP: the file is read
+    /// here too (a few hundred bytes, once per connection), and parsed
+    /// again when its bytes changed. A file that cannot be read or parsed
+    /// keeps the users read before, as a failed SIGHUP reload does.
+    pub(crate) fn check_current(&self, user: &[u8], pass: &[u8]) -> bool {
+        if let Ok(now) = std::fs::read(&self.path) {
+            let mut read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
+            if *read != now {
+                match AuthFile::parse(&self.path, &now) {
+                    Ok(f) => {
+                        tracing::info!(users = f.len(), file = %self.path.display(), "password file changed: read again");
+                        *self.file.write().unwrap_or_else(PoisonError::into_inner) = f;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "password file changed but not read; the users read before stay")
+                    }
+                }
+                *read = now;
+            }
+        }
+        self.check(user, pass)
     }
 
     /// Whether `user` with `pass` is in the file, counted as an attempt
@@ -236,6 +269,7 @@ mod tests {
             file: RwLock::new(AuthFile {
                 users: vec![(b"alice".to_vec(), b"secret".to_vec())],
             }),
+            read: Default::default(),
             cmds: AtomicU64::new(0),
             errors: AtomicU64::new(0),
         }

@@ -14,7 +14,9 @@
 //! request without the 0x80 magic closes the connection, unanswered, once
 //! a header's 24 bytes are in. `auth_cmds` and `auth_errors` count the
 //! attempts and failures. memcached needs libsasl for this; tiercache
-//! checks the file itself.
+//! checks the file itself, and as memcached's password database it is
+//! read at every authentication, so a user added or removed counts from
+//! the next one without a SIGHUP.
 
 use crate::auth::Auth;
 use crate::binary::Step;
@@ -121,7 +123,7 @@ fn plain(token: &[u8], auth: &Auth) -> bool {
     let mut parts = token.splitn(3, |&b| b == 0);
     match (parts.next(), parts.next(), parts.next()) {
         (Some(authz), Some(user), Some(pass)) if authz.is_empty() || authz == user => {
-            auth.check(user, pass)
+            auth.check_current(user, pass)
         }
         _ => {
             auth.failed();

@@ -335,3 +335,32 @@ print("ok")
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// As memcached's password database (`sasl_server_userdb_checkpass` opens
+/// it on every check), a change to the file counts from the next
+/// authentication, with no SIGHUP.
+#[test]
+fn a_changed_password_file_counts_at_the_next_authentication() {
+    let dir = common::tempdir("sasl-change");
+    let h = tiercache(&dir);
+    let auth = |user: &str, pass: &str| {
+        let mut s = TcpStream::connect(h.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let token = format!("\0{user}\0{pass}");
+        s.write_all(&req(0x21, b"PLAIN", &[], token.as_bytes()))
+            .unwrap();
+        resp(&mut s).expect("a response").1
+    };
+    assert_eq!(auth("alice", "secret"), 0);
+    assert_eq!(auth("dave", "new"), 0x20, "not in the file yet");
+    // The same length as before, written within milliseconds.
+    std::fs::write(dir.join("pwdb"), "alice:secret\ndave:new\n").unwrap();
+    assert_eq!(auth("dave", "new"), 0, "added without a SIGHUP");
+    std::fs::write(dir.join("pwdb"), "dave:new\n").unwrap();
+    assert_eq!(auth("alice", "secret"), 0x20, "removed without a SIGHUP");
+    assert_eq!(auth("dave", "new"), 0);
+    // A file that cannot be read keeps the users read before (as a SIGHUP
+    // reload that fails does).
+    std::fs::remove_file(dir.join("pwdb")).unwrap();
+    assert_eq!(auth("dave", "new"), 0);
+}
