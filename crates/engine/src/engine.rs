@@ -559,7 +559,29 @@ impl Engine {
             g.catch_up(now);
             reclaimed += g.sweep_expired(now);
         }
+        self.give_back_over_budget(now);
         reclaimed
+    }
+
+    /// Over the memory limit (a lower `cache_memlimit`, a grown index):
+    /// free buffers go first, then each shard gives back up to
+    /// [`GIVE_BACK_PER_PASS`] of its oldest segments, one per lock hold, so
+    /// that memory comes down without waiting for sets to reclaim.
+    fn give_back_over_budget(&self, now: u32) {
+        let pool = &self.shared.pool;
+        pool.trim_free();
+        for s in &self.shards.list {
+            for _ in 0..GIVE_BACK_PER_PASS {
+                if !pool.over_budget() {
+                    return;
+                }
+                let mut g = s.lock();
+                g.catch_up(now);
+                if !g.give_back_segment().unwrap_or(false) {
+                    break;
+                }
+            }
+        }
     }
 
     /// Reports every eviction of a RAM item to `sink` from now on (memcached's
@@ -656,6 +678,10 @@ impl Engine {
 
 mod restart;
 mod sizing;
+
+/// Segments a shard gives back per maintenance pass (once a second in the
+/// server) while the pool is over its budget.
+const GIVE_BACK_PER_PASS: usize = 16;
 
 use sizing::{index_cap, index_size, min_segments, shards_for, too_small};
 pub use sizing::{index_dram_bytes, min_memory_mb};

@@ -38,8 +38,9 @@ impl SegmentPool {
     }
 
     /// A new budget. Lower: shards give segments back as they reclaim
-    /// (`over_budget`), so memory comes down as the cache evicts; higher:
-    /// `take` hands out more.
+    /// (`over_budget`), and the maintenance pass has them give back their
+    /// oldest (`Engine::maintain`), so memory comes down as the cache
+    /// evicts; higher: `take` hands out more.
     pub fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Ordering::Relaxed);
     }
@@ -167,6 +168,16 @@ impl SegmentPool {
         }
         self.allocated.fetch_add(1, Ordering::Relaxed);
         vec![0u8; self.seg_size].into_boxed_slice()
+    }
+
+    /// Frees kept buffers while the budget is exceeded.
+    pub fn trim_free(&self) {
+        while self.over_budget() {
+            let Some(b) = self.free.lock().pop() else {
+                return;
+            };
+            self.release(b);
+        }
     }
 
     /// Returns a buffer for reuse, or frees it when over budget.

@@ -234,3 +234,30 @@ fn too_large_and_bad_config() {
     })
     .is_err());
 }
+
+/// A lower memory limit is reached by the maintenance passes alone, with no
+/// set to reclaim (a cache_memlimit on an idle server); the items that
+/// stay are intact.
+#[test]
+fn a_lower_limit_is_reached_without_sets() {
+    let e = engine(32, "s3fifo");
+    let v = vec![7u8; 1000];
+    for i in 0..40_000u32 {
+        set(&e, &i.to_le_bytes(), &v);
+    }
+    let used = |e: &Engine| {
+        let st = e.stats(NOW);
+        st.segments_allocated * st.segment_size + st.index_bytes
+    };
+    assert!(used(&e) > 24 << 20, "{}", used(&e));
+    e.set_memory_limit(12 << 20).unwrap();
+    for _ in 0..4 {
+        e.maintain(NOW);
+    }
+    assert!(used(&e) <= 12 << 20, "{} bytes in use", used(&e));
+    let kept = (0..40_000u32)
+        .filter_map(|i| get(&e, &i.to_le_bytes(), NOW))
+        .inspect(|got| assert_eq!(got, &v))
+        .count();
+    assert!(kept > 5_000 && kept < 13_000, "{kept} kept");
+}
