@@ -512,6 +512,9 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         };
         let sh = shared.clone();
         let d = dispatch.clone();
+        // The watch thread writes out, at a stop, what the workers log of
+        // the connections they close: it waits for them.
+        shared.watch.worker_started();
         threads.push(
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
@@ -520,6 +523,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
                         tracing::error!(error = %e, "worker {i} failed; stopping the server");
                         sh.shutdown.store(true, Ordering::Relaxed);
                     }
+                    sh.watch.worker_stopped();
                 })?,
         );
     }

@@ -1,6 +1,6 @@
 //! `watch`: memcached 1.6's log streams. A connection that sends `watch
-//! [fetchers] [mutations] [evictions] [connevents]` gets `OK` and from then on one line per event of
-//! the kinds it asked for, in memcached's format:
+//! [fetchers] [mutations] [evictions] [connevents]` gets `OK` and from then
+//! on one line per event of the kinds it asked for, in memcached's format:
 //!
 //! ```text
 //! ts=<sec>.<usec> gid=<n> type=item_get key=<uri> status=found|not_found clsid=<n> cfd=<fd> size=<n>
@@ -14,6 +14,14 @@
 //! an item dropped from flash is counted, not logged: its key is on the
 //! device). memcached's other kinds (rawcmds, sysevents, the proxy's) are
 //! refused by name.
+//!
+//! `reason=shutdown`: at a stop (SIGTERM, SIGINT, `shutdown`) every worker
+//! logs each client connection it still has, the one that sent `shutdown`
+//! included, and the watch thread writes the watchers' lines out before it
+//! closes them. memcached 1.6.18 names the reason `shutdown` for the
+//! connection that sent `shutdown`, but its watchers never see the line
+//! (nor any other at a stop): the process exits before its logger thread
+//! writes them out, and a SIGTERM or SIGINT closes no connection first.
 //!
 //! It sends no commands any more (its input is read and dropped, to see it
 //! close), as in memcached. The worker hands its socket to the watch thread
@@ -31,10 +39,10 @@
 use crate::shared::Shared;
 use crate::transport::{Endpoint, Stream};
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tiercache_engine::evictions::{Eviction, EvictionSink};
 pub use tiercache_proto::request::watch::{CONNEVENTS, EVICTIONS, FETCHERS, MUTATIONS};
 
@@ -44,6 +52,11 @@ pub const MAX_WATCHERS: usize = 20;
 pub const DEFAULT_BUF: usize = 256 << 10;
 /// Room kept for a `skipped=N` line.
 const SKIPPED_LINE: usize = 32;
+/// At a stop: how long the watch thread waits for the workers to log the
+/// connections they close, then how long it tries to write the watchers'
+/// lines out.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+const STOP_FLUSH: Duration = Duration::from_secs(1);
 
 /// All watchers, the kinds any of them asks for, and the counters.
 pub struct Watch {
@@ -60,6 +73,9 @@ pub struct Watch {
     written: AtomicU64,
     sent: AtomicU64,
     skipped: AtomicU64,
+    /// Workers still running: at a stop, the watch thread writes out the
+    /// lines of the connections they close before it closes the watchers.
+    workers: AtomicUsize,
 }
 
 /// A watcher and its socket, on their way from a worker to the watch thread.
@@ -101,7 +117,18 @@ impl Watch {
             written: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            workers: AtomicUsize::new(0),
         }
+    }
+
+    /// A worker starts (called before its thread is spawned).
+    pub fn worker_started(&self) {
+        self.workers.fetch_add(1, Relaxed);
+    }
+
+    /// A worker has ended, every connection it closed logged.
+    pub fn worker_stopped(&self) {
+        self.workers.fetch_sub(1, Relaxed);
     }
 
     /// Whether a watcher wants lines of `kind`: the only cost of a logging
@@ -224,7 +251,7 @@ impl Watch {
     /// `watch connevents`: a client connection opened (`close` None) or
     /// closed, for the reason memcached gives (`normal`: the client closed
     /// or quit; `error`: the socket failed, e.g. reset with a reply unread;
-    /// `idle_timeout`; `shutdown`).
+    /// `idle_timeout`; `shutdown`: still open at a stop).
     #[inline]
     pub fn conn_event(&self, peer: &Endpoint, fd: i32, close: Option<&str>) {
         if self.on(CONNEVENTS) {
@@ -324,6 +351,27 @@ struct Streaming {
 }
 
 impl Streaming {
+    fn new((watcher, stream): Handed) -> Streaming {
+        Streaming {
+            watcher,
+            stream,
+            out: Vec::new(),
+            at: 0,
+        }
+    }
+
+    /// Whether it has lines not yet written.
+    fn pending(&self) -> bool {
+        self.at < self.out.len()
+            || !self
+                .watcher
+                .lines
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .data
+                .is_empty()
+    }
+
     /// Writes what it can; reads and drops the client's input to see it
     /// close. Returns bytes written, or an error when the watcher is gone.
     fn pump(&mut self) -> io::Result<usize> {
@@ -369,7 +417,9 @@ impl Streaming {
 /// The watch thread: takes watching sockets from the workers, writes their
 /// lines out every millisecond while lines come (backing off to 50 ms when
 /// none do), and closes those whose client went. Blocks on its channel
-/// while nobody watches. Ends at shutdown.
+/// while nobody watches. At shutdown it waits for the workers to log the
+/// connections they close, writes out what it can within a second, and
+/// closes the watchers.
 pub fn run(shared: Arc<Shared>) {
     let Some(rx) = shared
         .watch
@@ -389,35 +439,53 @@ pub fn run(shared: Arc<Shared>) {
             sleep
         };
         match rx.recv_timeout(wait) {
-            Ok((watcher, stream)) => streams.push(Streaming {
-                watcher,
-                stream,
-                out: Vec::new(),
-                at: 0,
-            }),
+            Ok(handed) => streams.push(Streaming::new(handed)),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        let mut moved = 0;
-        streams.retain_mut(|s| match s.pump() {
-            Ok(n) => {
-                moved += n;
-                true
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "watcher closed");
-                shared.watch.remove(&s.watcher);
-                s.stream.close();
-                shared.conns.curr_connections.fetch_sub(1, Relaxed);
-                false
-            }
-        });
+        let moved = pump_all(&mut streams, &shared);
         sleep = if moved > 0 {
             Duration::from_millis(1)
         } else {
             (sleep * 2).min(Duration::from_millis(50))
         };
     }
+    let deadline = Instant::now() + STOP_WAIT;
+    while shared.watch.workers.load(Relaxed) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    streams.extend(rx.try_iter().map(Streaming::new));
+    let deadline = Instant::now() + STOP_FLUSH;
+    while streams.iter().any(Streaming::pending) && Instant::now() < deadline {
+        if pump_all(&mut streams, &shared) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    for mut s in streams {
+        shared.watch.remove(&s.watcher);
+        s.stream.close();
+        shared.conns.curr_connections.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Writes out what each watcher has and the socket takes; closes those
+/// whose client went. Returns the bytes written.
+fn pump_all(streams: &mut Vec<Streaming>, shared: &Shared) -> usize {
+    let mut moved = 0;
+    streams.retain_mut(|s| match s.pump() {
+        Ok(n) => {
+            moved += n;
+            true
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "watcher closed");
+            shared.watch.remove(&s.watcher);
+            s.stream.close();
+            shared.conns.curr_connections.fetch_sub(1, Relaxed);
+            false
+        }
+    });
+    moved
 }
 
 /// The engine's evictions, for `watch evictions`.
@@ -428,5 +496,35 @@ impl EvictionSink for Watch {
     }
     fn evicted(&self, e: &Eviction<'_>) {
         self.eviction(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the watcher has buffered, taken.
+    fn taken(w: &Watcher) -> String {
+        let mut l = w.lines.lock().unwrap();
+        String::from_utf8(std::mem::take(&mut l.data)).unwrap()
+    }
+
+    /// At a stop the workers' closes carry memcached's `shutdown`.
+    #[test]
+    fn a_close_at_a_stop_says_shutdown() {
+        let watch = Watch::new(DEFAULT_BUF);
+        let w = watch.add(CONNEVENTS).unwrap();
+        watch.conn_event(
+            &Endpoint::Tcp(([127, 0, 0, 1], 4000).into()),
+            12,
+            Some("shutdown"),
+        );
+        let got = taken(&w);
+        assert!(
+            got.ends_with(
+                " type=conn_close rip=127.0.0.1 rport=4000 transport=tcp reason=shutdown cfd=12\n"
+            ),
+            "{got:?}"
+        );
     }
 }

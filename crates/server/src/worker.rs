@@ -290,6 +290,19 @@ pub fn run(
             kick_idle(&poll, &mut conns, &shared, &dispatch.boxes[me], ctx.now);
         }
     }
+    // A stop: the connections still open close with memcached's reason
+    // (`watch connevents`), the one that sent `shutdown` among them.
+    let open: Vec<usize> = conns.slab.iter().map(|(key, _)| key).collect();
+    for key in open {
+        close(
+            &poll,
+            &mut conns,
+            key,
+            &shared,
+            &dispatch.boxes[me],
+            "shutdown",
+        );
+    }
     Ok(())
 }
 

@@ -9,6 +9,9 @@
 //!   fields (its address and port, the transport, the reason: `normal` for
 //!   a client that quits or closes, `idle_timeout` for one `-o
 //!   idle_timeout` closed), and none for the watcher itself. About 3 s.
+//!   At a stop (the handle's, as SIGTERM's, or `shutdown`), each client
+//!   still open closes with `reason=shutdown`, the sender of `shutdown`
+//!   too, and the watcher reads them before its end of stream.
 //! - a watcher that does not read: the server answers at full speed, its
 //!   lines beyond the buffer are dropped, counted, and announced with
 //!   `skipped=N` once it reads again, and every line is accounted for.
@@ -411,4 +414,41 @@ fn connevents_give_each_clients_open_and_close_with_the_reason() {
         ]
     );
     drop(idle);
+}
+
+/// `type=conn_close` lines of `got` for client `port`.
+fn closes_of(got: &[String], port: u16) -> Vec<BTreeMap<String, String>> {
+    got.iter()
+        .map(|l| fields(l))
+        .filter(|f| f["type"] == "conn_close" && f["rport"] == port.to_string())
+        .collect()
+}
+
+#[test]
+fn a_stop_closes_each_client_with_reason_shutdown() {
+    for by_command in [false, true] {
+        let h = server_with(|c| c.server.enable_shutdown = true);
+        let addr = h.addr.to_string();
+        let mut w = watcher(&addr, "connevents");
+        let mut open = TcpStream::connect(&addr).unwrap();
+        assert!(tx_mn(&mut open, b"version\r\n").starts_with("VERSION "));
+        let open_port = open.local_addr().unwrap().port();
+        let mut sender = TcpStream::connect(&addr).unwrap();
+        let sender_port = sender.local_addr().unwrap().port();
+        assert!(tx_mn(&mut sender, b"version\r\n").starts_with("VERSION "));
+        if by_command {
+            sender.write_all(b"shutdown\r\n").unwrap();
+        } else {
+            h.shutdown();
+        }
+        // Read to the end of stream: the watcher closes once its lines are out.
+        let got = lines(&mut w, usize::MAX, Duration::from_secs(8));
+        for port in [open_port, sender_port] {
+            let closes = closes_of(&got, port);
+            assert_eq!(closes.len(), 1, "by_command {by_command}, {port}: {got:#?}");
+            assert_eq!(closes[0]["reason"], "shutdown", "{got:#?}");
+        }
+        assert_eq!(got.len(), 4, "two opens, two closes: {got:#?}");
+        h.wait();
+    }
 }
