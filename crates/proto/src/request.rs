@@ -114,7 +114,8 @@ pub enum Request<'a> {
     },
     /// `watch [fetchers|mutations ...]`: the connection becomes a
     /// log stream of the [`watch`] kinds in `flags` (fetchers when none is
-    /// named, as memcached 1.6.18).
+    /// named, as memcached 1.6.18; 0 when it names only kinds that make no
+    /// lines).
     Watch {
         flags: u8,
     },
@@ -178,17 +179,24 @@ pub mod watch {
     pub const EVICTIONS: u8 = 1 << 2;
     /// `conn_new` and `conn_close` lines: every client connection.
     pub const CONNEVENTS: u8 = 1 << 3;
+    /// memcached's system events: here `lru_crawler` lines, one per expiry
+    /// sweep.
+    pub const SYSEVENTS: u8 = 1 << 4;
 
-    /// The bit of a kind's name; None for a name memcached does not know
-    /// (`ERROR`), Some(0) for a kind memcached has and tiercache does not
-    /// produce.
+    /// The bit of a kind's name; None for a name memcached 1.6.18 does not
+    /// know (`ERROR`, `deletions` among them: it came in a later version),
+    /// Some(0) for a kind memcached 1.6.18 accepts and never writes a line
+    /// of: `rawcmds` (its only call site went before memcached's first
+    /// release with a logger) and the proxy's three (a build without the
+    /// proxy, as Debian's, accepts them and logs nothing).
     pub fn kind(word: &[u8]) -> Option<u8> {
         match word {
             b"fetchers" => Some(FETCHERS),
             b"mutations" => Some(MUTATIONS),
             b"evictions" => Some(EVICTIONS),
             b"connevents" => Some(CONNEVENTS),
-            b"rawcmds" | b"sysevents" | b"proxyreqs" | b"proxyevents" | b"proxyuser" => Some(0),
+            b"sysevents" => Some(SYSEVENTS),
+            b"rawcmds" | b"proxyreqs" | b"proxyevents" | b"proxyuser" => Some(0),
             _ => None,
         }
     }

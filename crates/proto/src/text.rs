@@ -262,8 +262,9 @@ fn http_hangup(cmd: &[u8], last: &[u8]) -> bool {
 }
 
 /// `watch` and the kinds it names (fetchers when none): memcached answers
-/// `ERROR` to a name it does not know; a kind it has and tiercache does not
-/// produce (`rawcmds`, `sysevents`, the proxy's) is refused by name.
+/// `ERROR` to a name it does not know, and takes every kind it has, even
+/// those it writes no line of (`rawcmds`, the proxy's: see
+/// [`watch::kind`](crate::request::watch::kind)).
 fn parse_watch<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
     use crate::request::watch;
     if tokens.len == 1 {
@@ -277,15 +278,6 @@ fn parse_watch<'a>(tokens: &Tokens<'a>, consumed: usize) -> Parsed<'a> {
     let mut flags = 0;
     for w in &tokens.words[1..tokens.len] {
         match watch::kind(w) {
-            Some(0) => {
-                return error(
-                    ErrorReply::Client(
-                        "CLIENT_ERROR watch: only fetchers, mutations, evictions and connevents are served",
-                    ),
-                    false,
-                    consumed,
-                )
-            }
             Some(f) => flags |= f,
             None => return error(ErrorReply::Error, tokens.noreply(), consumed),
         }
@@ -644,4 +636,50 @@ fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
 #[inline]
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
     memchr::memchr(needle, haystack)
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::*;
+    use crate::request::watch::{CONNEVENTS, FETCHERS, MUTATIONS, SYSEVENTS};
+
+    fn watch(line: &[u8]) -> Result<u8, &'static [u8]> {
+        match parse(line, &Limits::default()) {
+            Parsed::Request {
+                request: Request::Watch { flags },
+                consumed,
+            } => {
+                assert_eq!(consumed, line.len());
+                Ok(flags)
+            }
+            Parsed::Request {
+                request: Request::Error { reply, .. },
+                ..
+            } => Err(reply.line()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// memcached 1.6.18 (`process_watch_command`): `watch` alone is
+    /// fetchers; every kind it has is taken, those it writes nothing of
+    /// too; a name it does not have, `deletions` (a later version's) among
+    /// them, is `ERROR`.
+    #[test]
+    fn kinds_are_memcached_1_6_18s() {
+        assert_eq!(watch(b"watch\r\n"), Ok(FETCHERS));
+        assert_eq!(
+            watch(b"watch fetchers mutations connevents\r\n"),
+            Ok(FETCHERS | MUTATIONS | CONNEVENTS)
+        );
+        assert_eq!(watch(b"watch sysevents\r\n"), Ok(SYSEVENTS));
+        for silent in ["rawcmds", "proxyreqs", "proxyevents", "proxyuser"] {
+            assert_eq!(watch(format!("watch {silent}\r\n").as_bytes()), Ok(0));
+            assert_eq!(
+                watch(format!("watch {silent} fetchers\r\n").as_bytes()),
+                Ok(FETCHERS)
+            );
+        }
+        assert_eq!(watch(b"watch deletions\r\n"), Err(&b"ERROR"[..]));
+        assert_eq!(watch(b"watch fetchers bogus\r\n"), Err(&b"ERROR"[..]));
+    }
 }

@@ -558,6 +558,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
 /// Every 50 ms: close the SLA view's minute when it has ended.
 fn maintenance(shared: Arc<Shared>) {
     let mut last = Instant::now();
+    let mut last_sweep: Option<Instant> = None;
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
         shared.sla.tick(Instant::now());
@@ -571,11 +572,36 @@ fn maintenance(shared: Arc<Shared>) {
                 None => tracing::info!("SIGHUP: no auth file (-Y) to reload"),
             }
         }
+        let sysevents = shared.watch.on(crate::watch::SYSEVENTS);
+        let examined = if sysevents { ram_items(&shared) } else { 0 };
+        let began = Instant::now();
         let reclaimed = shared.engine.maintain(unix_now());
+        let ended = Instant::now();
         crate::stats::bump(&shared.conns.crawler_starts);
         crate::stats::add(&shared.conns.crawler_reclaimed, reclaimed);
         if reclaimed > 0 {
             tracing::debug!(reclaimed, "expired items reclaimed");
         }
+        if sysevents {
+            shared.watch.swept(&crate::watch::Sweep {
+                examined,
+                reclaimed,
+                elapsed: (ended - began).as_secs(),
+                since_run: last_sweep.map_or(0, |t| (began - t).as_secs()),
+                next_run: 1,
+            });
+        }
+        last_sweep = Some(ended);
     }
+}
+
+/// The items in RAM segments, which the expiry sweep walks (`watch
+/// sysevents`' `examined`): neither flash entries nor the small store's.
+fn ram_items(shared: &Shared) -> u64 {
+    let s = shared.engine.stats(unix_now());
+    let small = s.small.map_or(0, |s| s.objects);
+    s.shard
+        .curr_items
+        .saturating_sub(s.shard.flash_items)
+        .saturating_sub(small)
 }

@@ -1,6 +1,7 @@
 //! `watch`: memcached 1.6's log streams. A connection that sends `watch
-//! [fetchers] [mutations] [evictions] [connevents]` gets `OK` and from then
-//! on one line per event of the kinds it asked for, in memcached's format:
+//! [fetchers] [mutations] [evictions] [connevents] [sysevents]` gets `OK`
+//! and from then on one line per event of the kinds it asked for, in
+//! memcached's format:
 //!
 //! ```text
 //! ts=<sec>.<usec> gid=<n> type=item_get key=<uri> status=found|not_found clsid=<n> cfd=<fd> size=<n>
@@ -8,12 +9,12 @@
 //! ts=<sec>.<usec> gid=<n> type=eviction key=<uri> fetch=yes|no ttl=<secs left, -1: none> la=<secs since last access> clsid=1 size=<n>
 //! ts=<sec>.<usec> gid=<n> type=conn_new rip=<ip|unix> rport=<port|0> transport=tcp|local cfd=<fd>
 //! ts=<sec>.<usec> gid=<n> type=conn_close rip=<ip|unix> rport=<port|0> transport=tcp|local reason=normal|error|idle_timeout|shutdown cfd=<fd>
+//! ts=<sec>.<usec> gid=<n> type=lru_crawler crawler=1 lru=na low_mark=0 next_reclaims=0 since_run=<s> next_run=1 elapsed=<s> examined=<n> reclaimed=<n>
 //! ```
 //!
 //! Evictions are the engine's RAM evictions (`tiercache_engine::evictions`:
 //! an item dropped from flash is counted, not logged: its key is on the
-//! device). memcached's other kinds (rawcmds, sysevents, the proxy's) are
-//! refused by name.
+//! device).
 //!
 //! `reason=shutdown`: at a stop (SIGTERM, SIGINT, `shutdown`) every worker
 //! logs each client connection it still has, the one that sent `shutdown`
@@ -22,6 +23,26 @@
 //! connection that sent `shutdown`, but its watchers never see the line
 //! (nor any other at a stop): the process exits before its logger thread
 //! writes them out, and a SIGTERM or SIGINT closes no connection first.
+//!
+//! `sysevents`: memcached 1.6.18 writes `lru_crawler` lines (its LRU
+//! crawler's autocrawl finished a class and LRU and planned the next run),
+//! `slab_move` (slab automove) and, with extstore, `compact_*` (its
+//! compaction). tiercache has the first: its expiry sweep (the maintenance
+//! thread, once a second, `Engine::maintain`) walks every RAM item as the
+//! crawler does, and each sweep is one `lru_crawler` line of memcached's
+//! fields: `crawler=1` (the one class, as `clsid=1` elsewhere), `lru=na`
+//! (memcached's name for no LRU: the sweep walks both queues), `low_mark=0
+//! next_reclaims=0` (memcached's estimates that decide whether to crawl:
+//! the sweep runs whatever it expects), `since_run` and `elapsed` in whole
+//! seconds, `next_run=1`, `examined` the RAM items before the sweep,
+//! `reclaimed` those it freed. There are no slabs to move, and the flash
+//! tier reclaims whole segments without memcached's compaction.
+//!
+//! `rawcmds` and the proxy's kinds (`proxyreqs`, `proxyevents`,
+//! `proxyuser`) are taken (`OK`) and make no line, as in memcached 1.6.18:
+//! it has no call site for raw commands, and a build without the proxy
+//! (Debian's) writes none of the proxy's. `deletions` came after 1.6.18:
+//! `ERROR`, as 1.6.18 answers.
 //!
 //! It sends no commands any more (its input is read and dropped, to see it
 //! close), as in memcached. The worker hands its socket to the watch thread
@@ -44,7 +65,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tiercache_engine::evictions::{Eviction, EvictionSink};
-pub use tiercache_proto::request::watch::{CONNEVENTS, EVICTIONS, FETCHERS, MUTATIONS};
+pub use tiercache_proto::request::watch::{CONNEVENTS, EVICTIONS, FETCHERS, MUTATIONS, SYSEVENTS};
 
 /// memcached's limit on watchers at once.
 pub const MAX_WATCHERS: usize = 20;
@@ -76,6 +97,22 @@ pub struct Watch {
     /// Workers still running: at a stop, the watch thread writes out the
     /// lines of the connections they close before it closes the watchers.
     workers: AtomicUsize,
+}
+
+/// One expiry sweep, as `watch sysevents` tells it (a `type=lru_crawler`
+/// line; see the module doc for how memcached's fields map).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    /// RAM items before the sweep.
+    pub examined: u64,
+    /// Items it freed.
+    pub reclaimed: u64,
+    /// Whole seconds it took.
+    pub elapsed: u64,
+    /// Whole seconds since the previous sweep ended.
+    pub since_run: u64,
+    /// Seconds to the next one.
+    pub next_run: u64,
 }
 
 /// A watcher and its socket, on their way from a worker to the watch thread.
@@ -277,6 +314,18 @@ impl Watch {
         }
         let _ = writeln!(line, " cfd={fd}");
         self.deliver(CONNEVENTS, gid, &line);
+    }
+
+    /// `watch sysevents`: an expiry sweep ended.
+    #[cold]
+    pub fn swept(&self, s: &Sweep) {
+        let (gid, mut line) = self.head_of("lru_crawler");
+        let _ = writeln!(
+            line,
+            "crawler=1 lru=na low_mark=0 next_reclaims=0 since_run={} next_run={} elapsed={} examined={} reclaimed={}",
+            s.since_run, s.next_run, s.elapsed, s.examined, s.reclaimed
+        );
+        self.deliver(SYSEVENTS, gid, &line);
     }
 
     #[cold]
@@ -507,6 +556,65 @@ mod tests {
     fn taken(w: &Watcher) -> String {
         let mut l = w.lines.lock().unwrap();
         String::from_utf8(std::mem::take(&mut l.data)).unwrap()
+    }
+
+    fn names(line: &str) -> Vec<&str> {
+        line.trim_end()
+            .split(' ')
+            .map(|f| f.split_once('=').map_or(f, |(k, _)| k))
+            .collect()
+    }
+
+    /// memcached 1.6.18's line for a finished autocrawl (logger.c's
+    /// LOGGER_CRAWLER_STATUS), as Debian's printed it a second after start.
+    const MEMCACHED_CRAWL: &str = "ts=1795559882.899011 gid=2 type=lru_crawler crawler=1 lru=hot low_mark=1 next_reclaims=0 since_run=1 next_run=65 elapsed=0 examined=0 reclaimed=0";
+
+    #[test]
+    fn a_sweep_is_an_lru_crawler_line_of_memcacheds_fields() {
+        let watch = Watch::new(DEFAULT_BUF);
+        assert!(!watch.on(SYSEVENTS));
+        let w = watch.add(SYSEVENTS).unwrap();
+        let fetchers = watch.add(FETCHERS).unwrap();
+        assert!(watch.on(SYSEVENTS));
+        watch.swept(&Sweep {
+            examined: 10,
+            reclaimed: 3,
+            elapsed: 0,
+            since_run: 1,
+            next_run: 1,
+        });
+        let got = taken(&w);
+        let line = got.strip_prefix("OK\r\n").unwrap();
+        assert_eq!(line.matches('\n').count(), 1, "{got:?}");
+        assert!(line.ends_with('\n'));
+        assert_eq!(names(line), names(MEMCACHED_CRAWL));
+        assert!(
+            line.contains(" type=lru_crawler crawler=1 lru=na low_mark=0 next_reclaims=0 since_run=1 next_run=1 elapsed=0 examined=10 reclaimed=3\n"),
+            "{line:?}"
+        );
+        assert_eq!(taken(&fetchers), "OK\r\n", "not a fetchers' line");
+        watch.remove(&w);
+        assert!(!watch.on(SYSEVENTS));
+    }
+
+    /// `watch rawcmds` or a proxy kind: a watcher (it counts, it holds a
+    /// place of the 20) of no line, and no logging point turns on for it.
+    #[test]
+    fn a_watcher_of_kinds_without_lines_gets_none() {
+        let watch = Watch::new(DEFAULT_BUF);
+        let w = watch.add(0).unwrap();
+        for kind in [FETCHERS, MUTATIONS, EVICTIONS, CONNEVENTS, SYSEVENTS] {
+            assert!(!watch.on(kind));
+        }
+        watch.fetched(b"k", Some(1));
+        watch.stored(b"k", "stored", "set", 0, 1);
+        watch.conn_event(&Endpoint::Tcp(([127, 0, 0, 1], 5).into()), 9, None);
+        assert_eq!(taken(&w), "OK\r\n");
+        let mut stats = Vec::new();
+        watch.stats(&mut stats);
+        let stats = String::from_utf8(stats).unwrap();
+        assert!(stats.contains("STAT log_watchers 1\r\n"), "{stats}");
+        assert!(stats.contains("STAT log_worker_written 0\r\n"), "{stats}");
     }
 
     /// At a stop the workers' closes carry memcached's `shutdown`.
