@@ -72,6 +72,24 @@ class Server:
         self.log.close()
 
 
+def binaries():
+    """The flags of a side-by-side test: --tiercache BIN [--memcached BIN]."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tiercache", required=True)
+    ap.add_argument("--memcached", default="/usr/bin/memcached")
+    return ap.parse_args()
+
+
+def finish(part, passed, failed):
+    """The summary line of `part` ("PART: N checks passed" or "PART:
+    FAILED ..."), and the exit code."""
+    if failed:
+        print(f"{part}: FAILED {', '.join(failed)} ({passed} passed)")
+        return 1
+    print(f"{part}: {passed} checks passed")
+    return 0
+
+
 def message(e):
     """A pymemcache error's server message (bytes) as text."""
     m = e.args[0] if e.args else e
@@ -184,10 +202,7 @@ def unix_checks(binary, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tiercache", required=True)
-    ap.add_argument("--memcached", default="/usr/bin/memcached")
-    a = ap.parse_args()
+    a = binaries()
     tmp = tempfile.mkdtemp(prefix="tiercache-access-")
     passed = 0
     try:
@@ -229,11 +244,7 @@ def main():
                 passed += 1
             else:
                 failed.append(k)
-        if failed:
-            print(f"access: FAILED {', '.join(failed)} ({passed} passed)")
-            return 1
-        print(f"access: {passed} checks passed")
-        return 0
+        return finish("access", passed, failed)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -2,7 +2,8 @@
 # The interop suite: memccapable (ASCII), pymemcache round trips, the
 # byte-level differential test against memcached, a randomized differential
 # with the flash tier in play (flash_fuzz.py), twemproxy, TLS/auth/unix
-# socket (access_test.py) and the Debian package.
+# socket (access_test.py), watch's kinds (watch_test.py) and the Debian
+# package.
 #
 #   bash tests/interop/run.sh [path-to-tiercache-binary]
 #
@@ -97,6 +98,17 @@ record() {  # record NAME STATUS(0=pass) SUMMARY
         RESULT[$1]="FAIL  $3"; FAILED=$((FAILED + 1))
     fi
 }
+# py_part NAME SECONDS SCRIPT: a python part that starts its own servers,
+# given the binary; its summary is its last line starting "NAME:".
+py_part() {
+    local name="$1" secs="$2" script="$3" rc summary
+    say "$script --tiercache $BIN"
+    timeout "$secs" python3 "$HERE/$script" --tiercache "$BIN" 2>&1 | tee "$LOGDIR/$name.log"
+    rc=${PIPESTATUS[0]}
+    summary="$(grep -E "^$name:" "$LOGDIR/$name.log" | tail -n 1)"
+    [ -n "$summary" ] || summary="$name: no summary (exit $rc)"
+    record "$name" "$rc" "$summary"
+}
 
 # --- memccapable and pymemcache against one server -------------------------
 PORT="$(free_port)"
@@ -157,21 +169,14 @@ fi
 if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
     record twemproxy 0 "twemproxy: skipped for memcached (the test starts tiercache)"
 else
-    say "twemproxy_test.py --tiercache $BIN"
-    timeout 300 python3 "$HERE/twemproxy_test.py" --tiercache "$BIN" 2>&1 | tee "$LOGDIR/twemproxy.log"
-    rc=${PIPESTATUS[0]}
-    summary="$(grep -E '^twemproxy:' "$LOGDIR/twemproxy.log" | tail -n 1)"
-    [ -n "$summary" ] || summary="twemproxy: no summary (exit $rc)"
-    record twemproxy $rc "$summary"
+    py_part twemproxy 300 twemproxy_test.py
 fi
 
 # --- TLS, auth and the unix socket, side by side with memcached (about 1 s) --
-say "access_test.py --tiercache $BIN"
-timeout 120 python3 "$HERE/access_test.py" --tiercache "$BIN" 2>&1 | tee "$LOGDIR/access.log"
-rc=${PIPESTATUS[0]}
-summary="$(grep -E '^access:' "$LOGDIR/access.log" | tail -n 1)"
-[ -n "$summary" ] || summary="access: no summary (exit $rc)"
-record access $rc "$summary"
+py_part access 120 access_test.py
+
+# --- watch's kinds beyond the item streams, side by side with memcached (about 10 s)
+py_part watch 60 watch_test.py
 
 # --- the Debian package, installed and run as its unit does -----------------
 if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
@@ -188,7 +193,7 @@ fi
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential flash_fuzz twemproxy access package; do
+for part in memccapable pymemcache differential flash_fuzz twemproxy access watch package; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"
