@@ -332,16 +332,32 @@ impl Engine {
         }
         // The index and the write buffers come out of -m: what is left must
         // hold a working RAM tier.
-        let index_mb =
-            (shared.pool.index_bytes() - flash.as_ref().map_or(0, |f| f.buffer_bytes())) >> 20;
+        let small_bytes: usize = list.iter_mut().map(|s| s.get_mut().small_dram()).sum();
+        let index_mb = (shared.pool.index_bytes()
+            - flash.as_ref().map_or(0, |f| f.buffer_bytes())
+            - small_bytes)
+            >> 20;
         if shared.pool.max_segments() < min_segments(config.shards, flash.is_some()) {
+            let hint = config.flash.as_ref().is_some_and(|f| f.avg_item_size > 0);
             return Err(too_small(
                 &asked,
                 device_bytes,
                 format!(
-                    ": the index takes {index_mb} MiB{} and leaves room for only {} segments of {} KiB",
+                    ": the index takes {index_mb} MiB{}{}{} and leaves room for only {} segments of {} KiB",
+                    match (flash.is_some(), hint) {
+                        (true, true) => " (sized for the flash devices full of items of ext_avg_item_size; without it the index starts small and grows with the items)",
+                        _ => "",
+                    },
+                    if small_bytes > 0 {
+                        format!(
+                            ", the small-object store's filters and buffers {} MiB",
+                            small_bytes.div_ceil(1 << 20)
+                        )
+                    } else {
+                        String::new()
+                    },
                     if flash.is_some() {
-                        " (sized for the flash devices full of items of ext_avg_item_size) plus the flash write buffers; without ext_avg_item_size it starts small and grows with the items"
+                        " plus the flash write buffers"
                     } else {
                         ""
                     },
@@ -577,7 +593,8 @@ impl Engine {
                 }
                 let mut g = s.lock();
                 g.catch_up(now);
-                if !g.give_back_segment().unwrap_or(false) {
+                // A head segment per queue stays: sets keep room.
+                if !g.give_back_segment(2).unwrap_or(false) {
                     break;
                 }
             }
@@ -724,8 +741,7 @@ fn carve_small_region(
     use crate::flash::aligned::BLOCK;
     let fc = config.flash.as_ref().filter(|fc| fc.small_max > 0)?;
     let dev = devices.first()?.clone();
-    let bytes = dev.size() / 100 * fc.small_percent.clamp(1, 90);
-    let part = bytes / config.shards as u64 / BLOCK as u64 * BLOCK as u64;
+    let part = sizing::small_part_bytes(fc, config.shards, dev.size());
     let base = (dev.size() - part * config.shards as u64) / BLOCK as u64 * BLOCK as u64;
     devices[0] = Arc::new(crate::flash::truncated::Truncated::new(dev.clone(), base));
     Some(SmallRegion { dev, base, part })
@@ -739,12 +755,7 @@ fn attach_small(
 ) -> Result<(), ConfigError> {
     use crate::small::{SmallConfig, SmallStore};
     let (max, flush_duty) = (fc.small_max, fc.small_flush_duty);
-    let log_percent = if fc.small_log_percent == 0 {
-        10
-    } else {
-        fc.small_log_percent
-    };
-    let mut cfg = SmallConfig::for_region(region.part, log_percent);
+    let mut cfg = SmallConfig::for_region(region.part, sizing::small_log_percent(fc));
     if fc.small_threshold > 0 {
         cfg.move_threshold = fc.small_threshold;
     }

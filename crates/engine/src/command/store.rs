@@ -73,7 +73,7 @@ impl Engine {
                 let Some(mut s) = self.lock_nth(i, now) else {
                     break;
                 };
-                gave |= s.give_back_segment().unwrap_or(false);
+                gave |= s.give_back_segment(1).unwrap_or(false);
             }
             if !gave {
                 return pool.has_room_for(len);

@@ -80,7 +80,7 @@ impl Shard {
                 }
                 return Ok(Loc { seg: id, off: 0 });
             }
-            if !self.give_back_segment()? {
+            if !self.give_back_segment(0)? {
                 break;
             }
         }
@@ -88,10 +88,13 @@ impl Shard {
     }
 
     /// Frees this shard's oldest segment (its items evicted, demoted or
-    /// reinserted as for any reclaim) and lets its memory go to the pool.
-    /// False when the shard has no segment to give.
-    pub(crate) fn give_back_segment(&mut self) -> Result<bool, InsertError> {
-        if self.queues.iter().all(|q| q.is_empty()) {
+    /// reinserted as for any reclaim) and lets its memory go to the pool,
+    /// if the shard holds more than `keep` segments. False when it gave
+    /// none. A shard left with none takes its spare, and refuses sets once
+    /// that is gone and the pool has nothing: for another shard's sake it
+    /// keeps at least one.
+    pub(crate) fn give_back_segment(&mut self, keep: usize) -> Result<bool, InsertError> {
+        if self.queues.iter().map(|q| q.len()).sum::<usize>() <= keep {
             return Ok(false);
         }
         let buf = self.reclaim()?;
