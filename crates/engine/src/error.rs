@@ -94,6 +94,10 @@ pub struct FlashShare {
     pub device_mb: u64,
     /// The smallest -m of the same configuration without flash.
     pub ram_only_needs_mb: Option<usize>,
+    /// Whether `ext_avg_item_size` sized the index for the devices.
+    pub hinted: bool,
+    /// The small-object store's DRAM at start, MiB (0: no store).
+    pub small_mb: usize,
 }
 
 fn memory_advice(needs_mb: &Option<usize>, flash: &Option<FlashShare>) -> String {
@@ -102,9 +106,26 @@ fn memory_advice(needs_mb: &Option<usize>, flash: &Option<FlashShare>) -> String
         None => "; raise -m".to_string(),
     };
     if let Some(f) = flash {
+        let index = if f.hinted {
+            format!(
+                " and its index (sized for {} MiB of flash at ext_avg_item_size)",
+                f.device_mb
+            )
+        } else {
+            String::new()
+        };
+        let small = if f.small_mb > 0 {
+            format!(
+                " and the small-object store's filters and buffers ({} MiB)",
+                f.small_mb
+            )
+        } else {
+            String::new()
+        };
         msg.push_str(&format!(
-            " (the flash tier's write buffers and its index, sized for {} MiB of flash at ext_avg_item_size, come out of -m): raise -m, use less flash, lower ext_wbuf_count or raise ext_avg_item_size, or run RAM-only with -o ext_path=none",
-            f.device_mb
+            " (the flash tier's write buffers{index}{small} come out of -m): raise -m, use less flash, lower ext_wbuf_count{}{}, or run RAM-only with -o ext_path=none",
+            if f.hinted { ", raise ext_avg_item_size" } else { "" },
+            if f.small_mb > 0 { ", lower ext_small_share" } else { "" },
         ));
         if let Some(min) = f.ram_only_needs_mb {
             msg.push_str(&format!(", which needs at least -m {min}"));

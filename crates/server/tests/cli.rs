@@ -130,8 +130,25 @@ fn the_memory_minimum_the_error_names_is_the_real_one() {
     // The minimum is read from the first refusal (it moves with the
     // index's design), then checked: one below is refused naming the same
     // minimum, the minimum itself starts.
-    let given = ["-o", "ext_path=tiercache.flash:1G"];
-    let (code, msg) = starts(&dir, &[&["-m", "3"][..], &given[..]].concat()).unwrap_err();
+    named_minimum_is_real(&dir, "ext_path=tiercache.flash:1G");
+    // With the small-object store, its filters and buffers count too (the
+    // minimum named was once below what the store needed at start).
+    named_minimum_is_real(&dir, "ext_path=tiercache.flash:2G,ext_small_max=1024");
+    // The default flash file (no ext_path) is made to fit a small -m
+    // instead (`a_small_memory_limit_starts_with_a_fitted_default_flash_file`
+    // in ops.rs); below what RAM alone needs the error names that minimum.
+    let (code, msg) = starts(&dir, &["-m", "3"]).unwrap_err();
+    assert_eq!(code, Some(71), "{msg}");
+    assert!(msg.contains("needs at least -m 4"), "{msg}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// With the flash options `opts`, the minimum an error names for a too
+/// small `-m` is the real one: one below is refused naming the same
+/// minimum (and the file it made is removed), the minimum itself starts.
+fn named_minimum_is_real(dir: &std::path::Path, opts: &str) {
+    let given = ["-o", opts];
+    let (code, msg) = starts(dir, &[&["-m", "3"][..], &given[..]].concat()).unwrap_err();
     assert_eq!(code, Some(71), "{msg}");
     let min: usize = msg
         .split("needs at least -m ")
@@ -142,30 +159,20 @@ fn the_memory_minimum_the_error_names_is_the_real_one() {
     assert!(min > 4, "{msg}");
     let below = (min - 1).to_string();
     for m in ["3", below.as_str()] {
-        let (code, msg) = starts(&dir, &[&["-m", m][..], &given[..]].concat()).unwrap_err();
+        let (code, msg) = starts(dir, &[&["-m", m][..], &given[..]].concat()).unwrap_err();
         assert_eq!(code, Some(71), "{msg}");
         assert!(
             msg.contains(&format!("needs at least -m {min} "))
                 && msg.contains("-o ext_path=none, which needs at least -m 4"),
-            "-m {m}: {msg}"
+            "{opts} -m {m}: {msg}"
         );
         assert!(
             !dir.join("tiercache.flash").exists(),
             "refused: file removed"
         );
     }
-    starts(
-        &dir,
-        &["-m", &min.to_string(), "-o", "ext_path=tiercache.flash:1G"],
-    )
-    .expect("the named minimum with a 1 GiB flash file");
+    starts(dir, &[&["-m", &min.to_string()][..], &given[..]].concat())
+        .unwrap_or_else(|e| panic!("{opts}: the named minimum -m {min} did not start: {e:?}"));
     std::fs::remove_file(dir.join("tiercache.flash")).unwrap();
     let _ = std::fs::remove_file(dir.join("tiercache.flash.snapshot"));
-    // The default flash file (no ext_path) is made to fit a small -m
-    // instead (`a_small_memory_limit_starts_with_a_fitted_default_flash_file`
-    // in ops.rs); below what RAM alone needs the error names that minimum.
-    let (code, msg) = starts(&dir, &["-m", "3"]).unwrap_err();
-    assert_eq!(code, Some(71), "{msg}");
-    assert!(msg.contains("needs at least -m 4"), "{msg}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -86,6 +86,16 @@ pub(super) fn index_cap(config: &EngineConfig) -> usize {
         .saturating_sub(segments.max(config.memory_limit / 8))
 }
 
+/// `config` with its shard count chosen as [`Engine::with_devices`]
+/// chooses it when not configured.
+fn shards_chosen(config: &EngineConfig) -> EngineConfig {
+    let mut c = config.clone();
+    if c.shards == 0 {
+        c.shards = shards_for(c.memory_limit / c.segment_size);
+    }
+    c
+}
+
 /// Whether `config` (its `memory_limit`) passes the start-up size checks:
 /// the same sizing as [`Engine::with_devices`].
 pub(super) fn memory_fits(config: &EngineConfig, device_bytes: u64) -> bool {
@@ -94,16 +104,14 @@ pub(super) fn memory_fits(config: &EngineConfig, device_bytes: u64) -> bool {
     if segments < 4 {
         return false;
     }
-    let mut c = config.clone();
-    if c.shards == 0 {
-        c.shards = shards_for(segments);
-    }
+    let c = shards_chosen(config);
     let index =
         c.shards * crate::index::Index::bytes_for_buckets(index_size(&c, device_bytes).buckets);
     let buffers = c.flash.as_ref().map_or(0, |fc| {
         fc.params.write_buffers.max(2) * fc.params.segment_size
     });
-    let left = c.memory_limit.saturating_sub(index + buffers) / seg;
+    let small = small_start_dram(&c, device_bytes);
+    let left = c.memory_limit.saturating_sub(index + buffers + small) / seg;
     left >= min_segments(c.shards, c.flash.is_some())
 }
 
@@ -128,6 +136,8 @@ pub(super) fn too_small(config: &EngineConfig, device_bytes: u64, detail: String
         FlashShare {
             device_mb: device_bytes >> 20,
             ram_only_needs_mb: min_memory_mb(&ram_only, 0),
+            hinted: config.flash.as_ref().is_some_and(|f| f.avg_item_size > 0),
+            small_mb: small_start_dram(&shards_chosen(config), device_bytes).div_ceil(1 << 20),
         }
     });
     ConfigError::MemoryTooSmall {
@@ -136,4 +146,35 @@ pub(super) fn too_small(config: &EngineConfig, device_bytes: u64, detail: String
         needs_mb: min_memory_mb(config, device_bytes),
         flash,
     }
+}
+
+/// Bytes of each shard's part of the small-object store: `ext_small_share`
+/// percent of the first device, split over the shards, in whole blocks.
+pub(super) fn small_part_bytes(fc: &FlashConfig, shards: usize, first_device: u64) -> u64 {
+    use crate::flash::aligned::BLOCK;
+    let bytes = first_device / 100 * fc.small_percent.clamp(1, 90);
+    bytes / shards as u64 / BLOCK as u64 * BLOCK as u64
+}
+
+/// The share of a small-object store part its log takes (percent).
+pub(super) fn small_log_percent(fc: &FlashConfig) -> u64 {
+    if fc.small_log_percent == 0 {
+        10
+    } else {
+        fc.small_log_percent
+    }
+}
+
+/// DRAM the small-object store holds at start, all shards' parts (their
+/// filters, empty log indexes and buffers; see
+/// [`SmallConfig::start_dram_bytes`](crate::small::SmallConfig::start_dram_bytes)),
+/// taking `device_bytes` as the first device's size (the store's home; with
+/// several devices this counts more than it takes). It comes out of `-m`.
+pub(super) fn small_start_dram(config: &EngineConfig, device_bytes: u64) -> usize {
+    let Some(fc) = config.flash.as_ref().filter(|fc| fc.small_max > 0) else {
+        return 0;
+    };
+    let part = small_part_bytes(fc, config.shards, device_bytes);
+    crate::small::SmallConfig::for_region(part, small_log_percent(fc)).start_dram_bytes()
+        * config.shards
 }

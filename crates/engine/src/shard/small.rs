@@ -89,6 +89,11 @@ impl Shard {
     }
 
     /// Counts the store's DRAM in the pool again (its log index grows and shrinks).
+    /// DRAM the small-object store holds now, as charged to `-m`.
+    pub(crate) fn small_dram(&self) -> usize {
+        self.small.as_ref().map_or(0, |p| p.reported)
+    }
+
     pub(super) fn report_small_bytes(&mut self) {
         let Some(p) = self.small.as_mut() else {
             return;

@@ -78,6 +78,11 @@ impl SetFilters {
     pub fn bytes(&self) -> usize {
         self.blooms.len() * 8 + self.hits.len() * 8 + self.gens.len() * 2
     }
+
+    /// [`bytes`](Self::bytes) of `SetFilters::new(sets, bits)`.
+    pub fn bytes_for(sets: usize, bits: usize) -> usize {
+        sets * (bits.div_ceil(64).max(1) * 8 + 8 + 2)
+    }
 }
 
 #[cfg(test)]

@@ -47,11 +47,19 @@ impl LogIndex {
     /// An index of about `buckets` buckets for a store of `sets` sets
     /// (more buckets when needed, so that `set / buckets` fits 16 bits).
     pub fn new(buckets: usize, sets: usize) -> LogIndex {
-        let n = buckets.max(sets.div_ceil(1 << 16)).max(1);
         LogIndex {
-            buckets: vec![Vec::new(); n],
+            buckets: vec![Vec::new(); Self::bucket_count(buckets, sets)],
             len: 0,
         }
+    }
+
+    fn bucket_count(buckets: usize, sets: usize) -> usize {
+        buckets.max(sets.div_ceil(1 << 16)).max(1)
+    }
+
+    /// [`bytes`](Self::bytes) of `LogIndex::new(buckets, sets)`, empty.
+    pub fn start_bytes(buckets: usize, sets: usize) -> usize {
+        Self::bucket_count(buckets, sets) * std::mem::size_of::<Vec<Entry>>()
     }
 
     fn bucket(&self, set: u32) -> usize {

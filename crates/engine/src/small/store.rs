@@ -53,6 +53,17 @@ impl SmallConfig {
         self.log_segments * self.seg_pages
     }
 
+    /// DRAM a fresh store of this shape holds (`SmallStore::dram_bytes`
+    /// before any object): the per-set filters, the log index's empty
+    /// buckets, the log segments' generations and the segment buffer. The
+    /// log index grows with the objects in the log from there.
+    pub fn start_dram_bytes(&self) -> usize {
+        crate::small::filter::SetFilters::bytes_for(self.sets, self.filter_bits)
+            + crate::small::log::LogIndex::start_bytes(self.log_pages() * 2, self.sets)
+            + self.log_segments * 8
+            + self.seg_pages * BLOCK
+    }
+
     /// Bytes of device the store takes: its first block (the region's
     /// head), the log, the sets.
     pub fn region_bytes(&self) -> u64 {

@@ -308,3 +308,13 @@ fn a_flush_that_must_wait_refuses_admissions_until_its_turn() {
     st.set_flush_duty(0);
     assert!(st.insert(obj("again", &[1; 100])).unwrap());
 }
+
+#[test]
+fn a_fresh_store_holds_the_dram_its_config_states() {
+    // What the memory minimum (engine/sizing.rs) counts for the store.
+    for (bytes, log) in [(16u64 << 20, 10), (8 << 20, 5), (1 << 20, 30)] {
+        let c = SmallConfig::for_region(bytes, log);
+        let (_dev, s) = mem(c);
+        assert_eq!(s.dram_bytes() as usize, c.start_dram_bytes(), "{c:?}");
+    }
+}
