@@ -189,31 +189,87 @@ impl Table {
                 return None;
             }
         }
-        // `b` is one of `e`'s buckets and is full: the least valuable of
-        // its entries and `e` goes.
-        let score = |rank: &mut dyn FnMut(Loc, bool) -> u64, x: u64| {
+        // `b` is one of `e`'s buckets and is full, and so is its other one.
+        // The least valuable entry within reach goes: in either bucket, or
+        // in the other bucket of an entry there (which then moves over to
+        // make room). 9 + 9 + 162 candidates rather than the 9 of one
+        // bucket: an old entry is among them far more often, so a full
+        // index evicts close to its least valuable entries overall (with a
+        // bucket's 9, keys just written went while older ones stayed).
+        self.evict_within_reach(b, e, &mut rank, keep)
+    }
+
+    /// Makes room for the homeless entry `e` (as stored in bucket `b`) by
+    /// evicting the lowest ranked entry of its two buckets and of those
+    /// buckets' entries' other buckets (never `keep`; `e` itself when it
+    /// ranks lowest), and returns what went; None when one of those other
+    /// buckets had a free slot after all (the entry moves there).
+    fn evict_within_reach(
+        &mut self,
+        b: usize,
+        e: u64,
+        rank: &mut impl FnMut(Loc, bool) -> u64,
+        keep: Option<u64>,
+    ) -> Option<Evicted> {
+        let mut score = |x: u64| {
             if keep.is_some_and(|k| k & !ALT == x & !ALT) {
                 u64::MAX
             } else {
                 rank(Loc::unpack(x & LOC_MASK), x & HIT != 0)
             }
         };
-        let mut worst = (score(&mut rank, e), None);
-        for i in 0..SLOTS {
-            let s = score(&mut rank, self.buckets[b].get(i));
-            if s < worst.0 || worst.1.is_none() && worst.0 == u64::MAX {
-                worst = (s, Some(i));
+        // (score, where: bucket and slot of `e`'s place, and the bucket and
+        // slot of the entry that goes when it is one move further).
+        let mut best = (score(e), None::<((usize, usize), Option<(usize, usize)>)>);
+        let (b2, _) = self.other(b, e);
+        let homes = if b2 == b { vec![b] } else { vec![b, b2] };
+        for &hb in &homes {
+            for i in 0..SLOTS {
+                let x = self.buckets[hb].get(i);
+                let s = score(x);
+                if s < best.0 || best.1.is_none() && best.0 == u64::MAX {
+                    best = (s, Some(((hb, i), None)));
+                }
+                let (nb, _) = self.other(hb, x);
+                if nb == hb {
+                    continue;
+                }
+                for j in 0..SLOTS {
+                    let y = self.buckets[nb].get(j);
+                    if y == 0 {
+                        // Room one move away: `x` moves, nothing goes.
+                        let (_, moved) = self.other(hb, x);
+                        let placed = if hb == b { e } else { self.other(b, e).1 };
+                        self.buckets[nb].set(j, moved);
+                        self.buckets[hb].set(i, placed);
+                        return None;
+                    }
+                    let s = score(y);
+                    if s < best.0 {
+                        best = (s, Some(((hb, i), Some((nb, j)))));
+                    }
+                }
             }
         }
-        let out = match worst.1 {
-            Some(i) => {
-                let out = self.buckets[b].get(i);
-                self.buckets[b].set(i, e);
-                (b, out)
+        let e_in = |bb: usize| if bb == b { e } else { self.other(b, e).1 };
+        Some(match best.1 {
+            None => self.evicted(b, e),
+            Some(((hb, i), None)) => {
+                let out = self.buckets[hb].get(i);
+                let placed = e_in(hb);
+                self.buckets[hb].set(i, placed);
+                self.evicted(hb, out)
             }
-            None => (b, e),
-        };
-        Some(self.evicted(out.0, out.1))
+            Some(((hb, i), Some((nb, j)))) => {
+                let out = self.buckets[nb].get(j);
+                let x = self.buckets[hb].get(i);
+                let (_, moved) = self.other(hb, x);
+                let placed = e_in(hb);
+                self.buckets[nb].set(j, moved);
+                self.buckets[hb].set(i, placed);
+                self.evicted(nb, out)
+            }
+        })
     }
 
     /// The class of entry `e` found in bucket `b` (its position in this

@@ -433,3 +433,73 @@ fn resize_hold() {
         std::hint::black_box(&idx);
     }
 }
+
+/// A full index where a few old entries are left among new ones (a cache
+/// whose item sizes moved, bench/index_fit.py's drift): new inserts evict
+/// the old entries, not the new ones, long before the old are all gone.
+/// With a bucket's 9 candidates, 15% of new entries were evicted while
+/// old ones remained (3,214 of 21,457); within two moves' reach, 0.3%
+/// (63 of 18,267).
+#[test]
+fn a_full_index_evicts_old_entries_before_new_ones() {
+    let mut idx = Index::new(14, 1 << 11);
+    let rank = |l: Loc, _hit: bool| u64::from(l.seg);
+    let loc = |i: u64, seg: u32| Loc {
+        seg,
+        off: (i % 1000) as u32 * 8,
+    };
+    // Full of old entries (segment 0) ...
+    let mut i = 0u64;
+    while idx.insert(hash_of(i), loc(i, 0), false, rank).is_none() {
+        i += 1;
+    }
+    let old_total = i;
+    // ... of which 6% stay.
+    for j in 0..=old_total {
+        if j % 100 >= 6 {
+            idx.remove(hash_of(j), loc(j, 0));
+        }
+    }
+    let mut old = (0..=old_total)
+        .filter(|&j| idx.contains(hash_of(j), loc(j, 0)))
+        .count();
+    let (mut new_evicted, mut inserted) = (0, 0);
+    let mut k = 1 << 40;
+    while old > old_total as usize / 100 {
+        if let Some(e) = idx.insert(hash_of(k), loc(k, 1), false, rank) {
+            if e.loc.seg == 0 {
+                old -= 1;
+            } else {
+                new_evicted += 1;
+            }
+        }
+        inserted += 1;
+        k += 1;
+    }
+    eprintln!("{new_evicted} new entries of {inserted} evicted; {old_total} old at first");
+    assert!(
+        new_evicted * 100 < inserted,
+        "{new_evicted} new entries of {inserted} evicted while old ones remained"
+    );
+}
+
+/// What an insert into a full index costs (it evicts every time): `cargo
+/// test --release -p tiercache-engine --lib full_index_insert_cost --
+/// --ignored --nocapture`. A measurement, not a check.
+#[test]
+#[ignore]
+fn full_index_insert_cost() {
+    let mut idx = Index::new(20, 1 << 17);
+    let rank = |l: Loc, _hit: bool| u64::from(l.seg);
+    let mut i = 0u64;
+    while idx.insert(hash_of(i), loc_of(i), false, rank).is_none() {
+        i += 1;
+    }
+    let n = 2_000_000u64;
+    let t = std::time::Instant::now();
+    for k in 0..n {
+        std::hint::black_box(idx.insert(hash_of(k + (1 << 40)), loc_of(k + i), false, rank));
+    }
+    let ns = t.elapsed().as_nanos() as f64 / n as f64;
+    eprintln!("{ns:.0} ns per insert into a full index of {i} entries");
+}

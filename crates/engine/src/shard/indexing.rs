@@ -33,9 +33,9 @@ impl Shard {
     pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
         let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
         let flash = self.flash.clone();
-        let (t, evicted) = self
-            .index
-            .insert_in_table(hash, loc, may_grow, |l, hit| rank(flash.as_deref(), l, hit));
+        let (t, evicted) =
+            self.index
+                .insert_in_table(hash, loc, may_grow, ranking(flash.as_deref()));
         if let Some(ev) = evicted {
             self.index_evicted(ev);
         }
@@ -82,9 +82,7 @@ impl Shard {
         }
         if want != now {
             let flash = self.flash.clone();
-            let evicted = self
-                .index
-                .resize_table(t, want, |l, hit| rank(flash.as_deref(), l, hit));
+            let evicted = self.index.resize_table(t, want, ranking(flash.as_deref()));
             for ev in evicted {
                 self.index_evicted(ev);
             }
@@ -139,10 +137,20 @@ impl Shard {
 /// How much an index entry is worth keeping when its bucket is full:
 /// flash entries before RAM ones, unhit before hit, the oldest segment
 /// first (as a set-associative cache evicts within its set).
-fn rank(flash: Option<&FlashTier>, loc: Loc, hit: bool) -> u64 {
-    if !is_flash(loc) {
-        return u64::MAX - 1;
+/// The ranking of index entries for eviction (lowest goes first): flash
+/// before RAM, unhit before hit, oldest segment first. It reads the flash
+/// segments' numbers under one hold of the tier's lock, taken at the first
+/// call and let go when the ranking is dropped (the insert or resize that
+/// ranks ends): an eviction ranks up to a few hundred candidates.
+fn ranking(flash: Option<&FlashTier>) -> impl FnMut(Loc, bool) -> u64 + '_ {
+    let mut seqs = None;
+    move |loc: Loc, hit: bool| {
+        if !is_flash(loc) {
+            return u64::MAX - 1;
+        }
+        let seq = flash
+            .and_then(|f| seqs.get_or_insert_with(|| f.seqs()).of(loc))
+            .unwrap_or(0);
+        seq.min(1 << 61) | (u64::from(hit) << 62)
     }
-    let seq = flash.and_then(|f| f.seq_of(loc)).unwrap_or(0);
-    seq.min(1 << 61) | (u64::from(hit) << 62)
 }

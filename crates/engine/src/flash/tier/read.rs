@@ -144,11 +144,32 @@ impl FlashTier {
 
     /// `f` of the slot `loc` points into, while it holds data.
     fn live_slot<T>(&self, loc: Loc, f: impl FnOnce(&Slot) -> T) -> Option<T> {
-        let st = self.state.lock();
-        let slot = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
-        match slot.state {
-            SlotState::Free | SlotState::Failed => None,
-            _ => Some(f(slot)),
-        }
+        live(&self.state.lock(), loc, f)
+    }
+
+    /// [`seq_of`](Self::seq_of) for many entries under one hold of the
+    /// tier's lock (ranking an index eviction's candidates). Drop it
+    /// before calling anything else of the tier.
+    pub fn seqs(&self) -> Seqs<'_> {
+        Seqs(self.state.lock())
+    }
+}
+
+fn live<T>(st: &State, loc: Loc, f: impl FnOnce(&Slot) -> T) -> Option<T> {
+    let slot = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
+    match slot.state {
+        SlotState::Free | SlotState::Failed => None,
+        _ => Some(f(slot)),
+    }
+}
+
+/// The slots' sequence numbers, read under one hold of the tier's lock
+/// ([`FlashTier::seqs`]).
+pub struct Seqs<'a>(parking_lot::MutexGuard<'a, State>);
+
+impl Seqs<'_> {
+    /// [`FlashTier::seq_of`].
+    pub fn of(&self, loc: Loc) -> Option<u64> {
+        live(&self.0, loc, |s| s.seq)
     }
 }
