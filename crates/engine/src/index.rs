@@ -36,9 +36,11 @@
 //! There are no overflow chains. An insert takes a free slot in `b1`, else
 //! in `b2`, else kicks a random entry to its other bucket (a short random
 //! walk). When that fails (the table is full, or at its DRAM budget and not
-//! allowed to grow) the least valuable entry of the bucket goes, as in a
-//! set-associative cache: the caller ranks entries (flash before RAM,
-//! unhit before hit, oldest segment first) and is told what was evicted.
+//! allowed to grow) the least valuable entry within two moves of the key
+//! goes (its two buckets and their entries' other buckets, where a
+//! set-associative cache would look in one set): the caller ranks entries
+//! (flash before RAM, unhit before hit, oldest segment first) and is told
+//! what was evicted.
 
 mod persist;
 mod resize;
