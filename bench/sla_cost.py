@@ -23,6 +23,7 @@ sla_record_cost.rs for the clock read's time).
   touch     one `touch` per round trip
   incr      one `incr` per round trip (of a 1-digit counter)
   md+set    an `md` and the `set` that restores the key, per round trip
+  multiget  one `get` naming 100 keys per round trip (counted per command)
 
 Environment: BEFORE, AFTER (binaries, required), N=20000 requests per run,
 WORKLOADS (comma-separated names; default "get,get x16,set").
@@ -100,6 +101,10 @@ def workload(s, name):
         for i in range(N):
             s.sendall(b"incr num:%d 1\r\n" % (i % KEYS))
             recv_until(s, 1, b"\r\n")
+    elif name == "multiget":
+        for i in range(N):
+            s.sendall(b"get " + b" ".join(b"key:%d" % ((i * 100 + j) % KEYS) for j in range(100)) + b"\r\n")
+            recv_until(s, 1, b"END\r\n")
     elif name == "md+set":
         # A pair per request: the delete, then the set that restores it.
         for i in range(N):
