@@ -221,16 +221,19 @@ impl Table {
         // (score, where: bucket and slot of `e`'s place, and the bucket and
         // slot of the entry that goes when it is one move further).
         let mut best = (score(e), None::<((usize, usize), Option<(usize, usize)>)>);
-        let (b2, _) = self.other(b, e);
-        let homes = if b2 == b { vec![b] } else { vec![b, b2] };
-        for &hb in &homes {
+        // `e` as it is stored in each of its buckets.
+        let (b2, e2) = self.other(b, e);
+        let e_in = |hb: usize| if hb == b { e } else { e2 };
+        let both = [b, b2];
+        let homes = if b2 == b { &both[..1] } else { &both[..] };
+        for &hb in homes {
             for i in 0..SLOTS {
                 let x = self.buckets[hb].get(i);
                 let s = score(x);
                 if s < best.0 || best.1.is_none() && best.0 == u64::MAX {
                     best = (s, Some(((hb, i), None)));
                 }
-                let (nb, _) = self.other(hb, x);
+                let (nb, moved) = self.other(hb, x);
                 if nb == hb {
                     continue;
                 }
@@ -238,10 +241,8 @@ impl Table {
                     let y = self.buckets[nb].get(j);
                     if y == 0 {
                         // Room one move away: `x` moves, nothing goes.
-                        let (_, moved) = self.other(hb, x);
-                        let placed = if hb == b { e } else { self.other(b, e).1 };
                         self.buckets[nb].set(j, moved);
-                        self.buckets[hb].set(i, placed);
+                        self.buckets[hb].set(i, e_in(hb));
                         return None;
                     }
                     let s = score(y);
@@ -251,22 +252,19 @@ impl Table {
                 }
             }
         }
-        let e_in = |bb: usize| if bb == b { e } else { self.other(b, e).1 };
         Some(match best.1 {
             None => self.evicted(b, e),
             Some(((hb, i), None)) => {
                 let out = self.buckets[hb].get(i);
-                let placed = e_in(hb);
-                self.buckets[hb].set(i, placed);
+                self.buckets[hb].set(i, e_in(hb));
                 self.evicted(hb, out)
             }
             Some(((hb, i), Some((nb, j)))) => {
                 let out = self.buckets[nb].get(j);
                 let x = self.buckets[hb].get(i);
                 let (_, moved) = self.other(hb, x);
-                let placed = e_in(hb);
                 self.buckets[nb].set(j, moved);
-                self.buckets[hb].set(i, placed);
+                self.buckets[hb].set(i, e_in(hb));
                 self.evicted(nb, out)
             }
         })
