@@ -66,26 +66,21 @@ impl SegmentPool {
     /// (free segments are let go first to make them).
     pub fn take_jumbo(&self, len: usize) -> Option<Box<[u8]>> {
         let need = self.units(len);
-        let mut cur = self.allocated.load(Ordering::Relaxed);
-        loop {
-            if cur + need > self.max_segments() {
-                // Free buffers count as allocated: drop one and look again.
-                let freed = self.free.lock().pop()?;
-                drop(freed);
-                cur = self.allocated.fetch_sub(1, Ordering::Relaxed) - 1;
-                continue;
-            }
-            match self.allocated.compare_exchange_weak(
-                cur,
-                cur + need,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(c) => cur = c,
-            }
+        // Free buffers count as allocated: let one go until the units fit.
+        while !self.charge(need) {
+            let freed = self.free.lock().pop()?;
+            self.release(freed);
         }
         Some(vec![0u8; len].into_boxed_slice())
+    }
+
+    /// Adds `units` to what is allocated if the budget has room for them.
+    fn charge(&self, units: usize) -> bool {
+        self.allocated
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+                (cur + units <= self.max_segments()).then_some(cur + units)
+            })
+            .is_ok()
     }
 
     /// Whether [`take_jumbo`](Self::take_jumbo) of `len` bytes would get
@@ -138,20 +133,8 @@ impl SegmentPool {
         if let Some(b) = self.free.lock().pop() {
             return Some(b);
         }
-        let mut cur = self.allocated.load(Ordering::Relaxed);
-        loop {
-            if cur + 1 > self.max_segments() {
-                return None;
-            }
-            match self.allocated.compare_exchange_weak(
-                cur,
-                cur + 1,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(c) => cur = c,
-            }
+        if !self.charge(1) {
+            return None;
         }
         // Zeroed allocation: pages are mapped lazily, so RSS follows use.
         Some(vec![0u8; self.seg_size].into_boxed_slice())
