@@ -106,6 +106,15 @@ def beside(background, foreground, lead_s=1.0):
     return fg, out["bg"]
 
 
+def free_port():
+    """A port free now on 127.0.0.1."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def size_bytes(s):
     """'2G' / '512M' / '1.5GB' / '4096' as bytes."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -21,20 +21,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashlib import free_port  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIERCACHE = os.environ.get("TIERCACHE", os.path.join(ROOT, "target/release/tiercache"))
 SIZES = [int(s) for s in os.environ.get("SIZES", "1,8,64,256").split(",")]
 RUNS = int(os.environ.get("RUNS", "5"))
 MEM = os.environ.get("MEM", "1200")
 ITEM = os.environ.get("ITEM", "512m")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(cmd, port):

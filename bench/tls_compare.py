@@ -32,16 +32,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashlib import free_port  # noqa: E402
+
 KEYS = 10_000
 VALUE = 100
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def connect(port, cafile):
