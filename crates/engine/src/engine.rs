@@ -46,6 +46,10 @@ pub struct FlashConfig {
     /// log-structured tier meanwhile (0: never waits; the server uses 3).
     /// See `SmallStore::set_flush_duty`.
     pub small_flush_duty: u32,
+    /// The store's segment flushes run on background threads, their set
+    /// I/O off the shard's lock (`ext_small_background`, the server's
+    /// default); false: on the inserting thread (the simulator, tests).
+    pub small_background: bool,
     /// Log objects of one set needed to move them into it when the oldest
     /// leaves the store's log (`ext_small_threshold`; 0 = the store's
     /// default, 2). Higher: fewer set writes, more objects dropped.
@@ -175,12 +179,23 @@ pub struct Engine {
     /// whose ring cannot be created.
     read_pool: std::sync::OnceLock<ReadPool>,
     flusher: Option<JoinHandle<()>>,
+    /// The small-object store's flusher threads and how to stop them.
+    small_flushers: Vec<JoinHandle<()>>,
+    small_tx: Option<crossbeam_channel::Sender<u32>>,
     journal_writer: Option<JoinHandle<()>>,
     last_recovery: Mutex<Option<crate::flash::tier::Recovery>>,
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        if let Some(tx) = self.small_tx.take() {
+            for _ in 0..self.small_flushers.len() {
+                let _ = tx.send(SMALL_STOP);
+            }
+        }
+        for t in self.small_flushers.drain(..) {
+            let _ = t.join();
+        }
         if let Some(f) = &self.flash {
             f.stop();
         }
@@ -404,6 +419,7 @@ impl Engine {
             }
             None => None,
         };
+        let (small_tx, small_flushers) = start_small_flushers(&shards, &config)?;
         let engine = Engine {
             shards,
             shared,
@@ -412,6 +428,8 @@ impl Engine {
             io_backend,
             read_pool: std::sync::OnceLock::new(),
             flusher,
+            small_flushers,
+            small_tx,
             journal_writer,
             last_recovery: Mutex::new(None),
         };
@@ -745,6 +763,50 @@ fn carve_small_region(
     let base = (dev.size() - part * config.shards as u64) / BLOCK as u64 * BLOCK as u64;
     devices[0] = Arc::new(crate::flash::truncated::Truncated::new(dev.clone(), base));
     Some(SmallRegion { dev, base, part })
+}
+
+/// Where the stores tell of sealed jobs, and the threads that run them.
+type SmallFlushers = (Option<crossbeam_channel::Sender<u32>>, Vec<JoinHandle<()>>);
+
+/// What tells a small-object flusher thread to stop (not a shard number).
+const SMALL_STOP: u32 = u32::MAX;
+
+/// With `small_background`, threads that run the small-object store's
+/// segment flushes (one per shard, at most 4), told of each sealed job by
+/// its shard's number; the stores are told where to send it.
+fn start_small_flushers(
+    shards: &Arc<Shards>,
+    config: &EngineConfig,
+) -> Result<SmallFlushers, ConfigError> {
+    let on = config.flash.as_ref().is_some_and(|f| f.small_background)
+        && shards.list.iter().any(|s| s.lock().has_small());
+    if !on {
+        return Ok((None, Vec::new()));
+    }
+    let (tx, rx) = crossbeam_channel::unbounded::<u32>();
+    for s in &shards.list {
+        s.lock().small_background(tx.clone());
+    }
+    let mut threads = Vec::new();
+    for n in 0..shards.list.len().min(4) {
+        let (rx, shards) = (rx.clone(), shards.clone());
+        let t = std::thread::Builder::new()
+            .name(format!("small-flush-{n}"))
+            .spawn(move || {
+                while let Ok(i) = rx.recv() {
+                    let Some(shard) = shards.list.get(i as usize) else {
+                        break;
+                    };
+                    crate::small::flush::run_sealed_job(&|f| shard.lock().with_small_store(f));
+                }
+            })
+            .map_err(|error| ConfigError::Thread {
+                thread: "the small-object store's flusher",
+                error,
+            })?;
+        threads.push(t);
+    }
+    Ok((Some(tx), threads))
 }
 
 /// Opens (recovers, or formats) each shard's part of the small-object store.

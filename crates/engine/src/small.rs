@@ -5,10 +5,11 @@
 //! log to their set several at a time, and the sets need no per-object
 //! DRAM pointer: a per-set Bloom filter, hit bits and a write generation
 //! ([`filter`]). [`store`] holds the read, write and move paths, [`recover`]
-//! the start from what the device holds. Not wired into the server yet
-//! (`ext_small_max` is not a flag): the simulator and the tests drive it.
+//! the start from what the device holds, [`flush`] the segment flushes,
+//! whose device I/O can run off the shard's lock.
 
 pub mod filter;
+pub mod flush;
 pub mod format;
 pub mod log;
 pub mod recover;
@@ -50,6 +51,9 @@ pub struct SmallStats {
     /// Admissions refused because a segment flush had to wait (see
     /// [`SmallStore::set_flush_duty`]).
     pub deferred: u64,
+    /// Changes (and stops) that had to finish a segment flush under way
+    /// first: it rewrote their key's set, or was writing the key.
+    pub flush_waits: u64,
 }
 
 /// The store's figures over all its regions, for `stats`.
@@ -95,6 +99,7 @@ impl SmallStats {
         self.false_positive_reads += o.false_positive_reads;
         self.verify_failures += o.verify_failures;
         self.deferred += o.deferred;
+        self.flush_waits += o.flush_waits;
     }
 
     /// Device bytes written per key-and-value byte admitted.

@@ -302,6 +302,11 @@ pub struct FlashSection {
     /// most a quarter of a shard's time; 0: never wait, requests that need a
     /// flush wait for it instead).
     pub small_flush_duty: u32,
+    /// The small-object store's segment flushes run on background threads,
+    /// their set reads and writes off the shard's lock
+    /// (`ext_small_background`, default 1; 0: on the thread whose item
+    /// filled the segment, holding its shard's lock, as before).
+    pub small_background: bool,
     /// Log objects of one 4 KiB set the small-object store needs before it
     /// moves them into the set (`ext_small_threshold`, 1..=8, default 2;
     /// higher: less write amplification, more objects dropped). docs/SMALL.md.
@@ -332,6 +337,7 @@ impl Default for FlashSection {
             small_max: 0,
             small_share: 50,
             small_flush_duty: 3,
+            small_background: true,
             small_threshold: 2,
             small_log: 10,
         }

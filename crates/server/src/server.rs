@@ -183,6 +183,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                 small_max: cfg.flash.small_max,
                 small_percent: cfg.flash.small_share,
                 small_flush_duty: cfg.flash.small_flush_duty,
+                small_background: cfg.flash.small_background,
                 small_threshold: cfg.flash.small_threshold,
                 small_log_percent: cfg.flash.small_log,
                 snapshot: cfg.snapshot_path()?,

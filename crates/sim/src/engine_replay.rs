@@ -129,6 +129,8 @@ fn build(
         },
         // Replays are not timed: flushes never wait.
         small_flush_duty: 0,
+        // Replays are deterministic: flushes run on the replaying thread.
+        small_background: false,
         small_threshold: opts.small_threshold,
         small_log_percent: opts.small_log_percent,
         snapshot: None,

@@ -77,6 +77,26 @@ impl Shard {
         });
     }
 
+    pub(crate) fn has_small(&self) -> bool {
+        self.small.is_some()
+    }
+
+    /// The store's segment flushes run on the engine's flusher threads.
+    pub(crate) fn small_background(&mut self, tx: crossbeam_channel::Sender<u32>) {
+        if let Some(p) = self.small.as_mut() {
+            p.store.set_background(tx);
+        }
+    }
+
+    /// Runs `f` on the shard's store (a flusher thread's short phases),
+    /// then counts the store's DRAM in the pool again.
+    pub(crate) fn with_small_store(&mut self, f: &mut dyn FnMut(&mut SmallStore)) {
+        if let Some(p) = self.small.as_mut() {
+            f(&mut p.store);
+        }
+        self.report_small_bytes();
+    }
+
     /// The store's figures for this shard's region; None without one.
     pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
         let p = self.small.as_ref()?;

@@ -65,6 +65,11 @@ impl SetFilters {
         }
     }
 
+    /// The set's hit bits, one per place (bit i: the object at place i).
+    pub fn hits(&self, set: usize) -> u64 {
+        self.hits[set]
+    }
+
     pub fn was_hit(&self, set: usize, place: usize) -> bool {
         place < 64 && self.hits[set] & (1 << place) != 0
     }

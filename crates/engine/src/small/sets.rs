@@ -1,15 +1,19 @@
-//! Set rewrites, batched: the sets a log segment's objects move into (or
-//! the one set a delete rewrites) are read all at once, rebuilt in memory
-//! (the set's objects, then its log objects newest first, without the
-//! excluded key, evicting by RRIP), and written all at once. The reads and
-//! writes run in parallel on a few threads, so a segment flush costs about
-//! one device round trip per phase rather than one per set. Each set write
-//! is independent of the others; the caller's sync (before a log segment is
+//! Set rewrites, in three steps so that the device I/O can run without the
+//! store: a [`SetPlan`] per set is taken from DRAM (its log entries, its hit
+//! bits, a generation), the blocks are read and each set is rebuilt (the
+//! set's objects, then its log objects newest first, without the excluded
+//! key, evicting by RRIP) and written, off any lock ([`build_set`],
+//! [`read_many`], [`write_many`]), and DRAM then follows what was written
+//! ([`SmallStore::apply_built`]). The reads and writes of a batch run in
+//! parallel on a few threads, so a segment flush costs about one device
+//! round trip per phase rather than one per set. Each set write is
+//! independent of the others; the caller's sync (before a log segment is
 //! overwritten) or the durable write (a delete) gives the crash rules of
 //! docs/SMALL.md, whatever order the writes land in.
 
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
-use super::store::{place, SmallStore, RRIP_INSERT, RRIP_MAX};
+use super::log::LogRef;
+use super::store::{place, SmallConfig, SmallStore, RRIP_INSERT, RRIP_MAX};
 use crate::flash::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
@@ -22,77 +26,119 @@ const IO_THREADS: usize = 16;
 /// more than a few fast I/Os).
 const PARALLEL_FROM: usize = 8;
 
-impl SmallStore {
-    /// Rewrites `sets`, each with its log objects moved in (the newest
-    /// copy of each key), without `exclude`, evicting by RRIP. `pages`
-    /// holds log pages' live objects already read. Durable when `durable`.
-    /// Returns whether `exclude` was there (unexpired).
-    pub(super) fn rewrite_sets(
-        &mut self,
-        sets: &[u32],
-        exclude: Option<&[u8]>,
-        pages: &HashMap<u32, Vec<Obj>>,
-        durable: bool,
-    ) -> io::Result<bool> {
-        if sets.is_empty() {
-            return Ok(false);
-        }
+/// What rewriting one set needs from DRAM, taken under the store's owner.
+#[derive(Debug, Clone)]
+pub(super) struct SetPlan {
+    pub set: u32,
+    /// The generation the new block is written at.
+    pub gen: u64,
+    /// The set's log entries, oldest first.
+    pub refs: Vec<LogRef>,
+    /// Places of the set's objects hit since its last write.
+    pub hits: u64,
+}
+
+/// A set's new block and what DRAM must learn of it.
+pub(super) struct Built {
+    pub set: u32,
+    pub gen: u64,
+    pub block: AlignedBuf,
+    /// Hashes of the keys the new block holds (its filter).
+    pub hashes: Vec<u64>,
+    /// Objects the old block held as DRAM counted them (0 if it did not verify).
+    pub old_count: u64,
+    pub moved: u64,
+    pub evicted: u64,
+    pub verify_failures: u64,
+    /// Whether the excluded key was there (unexpired).
+    pub found: bool,
+}
+
+/// Where the region's blocks are and how they verify, without the store:
+/// what a rebuild off the store's lock needs.
+pub(super) struct Layout<'a> {
+    pub base: u64,
+    pub cfg: SmallConfig,
+    pub nonce: u64,
+    pub floor: u64,
+    pub now: u32,
+    /// The generation each log segment was written at.
+    pub seg_gen: &'a [u64],
+}
+
+/// Device offset of log page `page` of the region at `base`.
+pub(super) fn page_offset(base: u64, page: u32) -> u64 {
+    base + (1 + page as u64) * BLOCK as u64
+}
+
+/// Device offset of set `set` of the region at `base`.
+pub(super) fn set_offset(base: u64, cfg: &SmallConfig, set: u32) -> u64 {
+    base + (1 + cfg.log_pages() + set as usize) as u64 * BLOCK as u64
+}
+
+/// [`format::check`] with the region's nonce; a block at or below the
+/// floor holds nothing.
+pub(super) fn verify_block(
+    b: &[u8],
+    kind: Kind,
+    number: u32,
+    nonce: u64,
+    floor: u64,
+) -> Result<format::BlockHead, BlockError> {
+    match format::check(b, kind, number, nonce) {
+        Ok(h) if h.generation <= floor => Err(BlockError::Empty),
+        r => r,
+    }
+}
+
+impl Layout<'_> {
+    /// The blocks rebuilding `plans` reads: each set, and its log pages
+    /// not already in `pages`.
+    pub fn reads_for(&self, plans: &[SetPlan], pages: &HashMap<u32, Vec<Obj>>) -> Vec<u64> {
         let mut offs = Vec::new();
-        for &set in sets {
-            offs.push(self.set_offset(set));
-            for r in self.log.of_set(set) {
+        for p in plans {
+            offs.push(set_offset(self.base, &self.cfg, p.set));
+            for r in &p.refs {
                 if !pages.contains_key(&r.page) {
-                    offs.push(self.page_offset(r.page));
+                    offs.push(page_offset(self.base, r.page));
                 }
             }
         }
         offs.sort_unstable();
         offs.dedup();
-        let blocks = match read_many(&*self.dev, &offs) {
-            Ok(b) => b,
-            Err(e) => {
-                self.fail(&e);
-                return Err(e);
-            }
-        };
-        let mut decoded: HashMap<u32, Vec<Obj>> = HashMap::new();
-        let mut writes = Vec::with_capacity(sets.len());
-        let mut found = false;
-        for &set in sets {
-            let (b, f) = self.build_set(set, exclude, pages, &blocks, &mut decoded);
-            found |= f;
-            writes.push((self.set_offset(set), b));
-        }
-        if let Err(e) = write_many(&*self.dev, &writes, durable) {
-            self.fail(&e);
-            return Err(e);
-        }
-        self.stats.sets_written += writes.len() as u64;
-        self.stats.set_bytes_written += (writes.len() * BLOCK) as u64;
-        Ok(found)
+        offs
     }
 
     /// A set's new block from the blocks read (`blocks`, by offset) and the
-    /// log pages' objects (`pages`, then `decoded` as verified here); the
-    /// DRAM side (filter, generation, counts) is updated to it.
-    fn build_set(
-        &mut self,
-        set: u32,
+    /// log pages' objects (`pages`, then `decoded` as verified here).
+    pub fn build_set(
+        &self,
+        p: &SetPlan,
         exclude: Option<&[u8]>,
         pages: &HashMap<u32, Vec<Obj>>,
         blocks: &HashMap<u64, AlignedBuf>,
         decoded: &mut HashMap<u32, Vec<Obj>>,
-    ) -> (AlignedBuf, bool) {
-        let now = self.now;
-        let s = set as usize;
-        let cur = blocks[&self.set_offset(set)].as_slice();
-        let mut objs: Vec<Obj> = match self.verify(cur, Kind::Set, set) {
+    ) -> Built {
+        let (set, now) = (p.set, self.now);
+        let mut out = Built {
+            set,
+            gen: p.gen,
+            block: AlignedBuf::new(BLOCK),
+            hashes: Vec::new(),
+            old_count: 0,
+            moved: 0,
+            evicted: 0,
+            verify_failures: 0,
+            found: false,
+        };
+        let cur = blocks[&set_offset(self.base, &self.cfg, set)].as_slice();
+        let mut objs: Vec<Obj> = match verify_block(cur, Kind::Set, set, self.nonce, self.floor) {
             Ok(h) => {
-                self.set_objects -= (h.count as u64).min(self.set_objects);
+                out.old_count = h.count as u64;
                 format::objects(cur, &h)
                     .enumerate()
                     .map(|(i, mut o)| {
-                        if self.filters.was_hit(s, i) {
+                        if i < 64 && p.hits & (1 << i) != 0 {
                             o.set_rrip(0);
                         }
                         o
@@ -101,21 +147,20 @@ impl SmallStore {
             }
             Err(BlockError::Empty) => Vec::new(),
             Err(BlockError::Corrupt) => {
-                self.stats.verify_failures += 1;
+                out.verify_failures += 1;
                 Vec::new()
             }
         };
         // Log objects, newest first: the first copy of a key wins.
-        let refs = self.log.take_set(set);
         let mut fresh: Vec<Obj> = Vec::new();
-        for r in refs.iter().rev() {
+        for r in p.refs.iter().rev() {
             if !pages.contains_key(&r.page) && !decoded.contains_key(&r.page) {
-                let b = blocks[&self.page_offset(r.page)].as_slice();
+                let b = blocks[&page_offset(self.base, r.page)].as_slice();
                 let seg = r.page as usize / self.cfg.seg_pages;
-                let objs = match self.verify(b, Kind::Log, r.page) {
+                let objs = match verify_block(b, Kind::Log, r.page, self.nonce, self.floor) {
                     Ok(h) if h.generation == self.seg_gen[seg] => format::objects(b, &h).collect(),
                     _ => {
-                        self.stats.verify_failures += 1;
+                        out.verify_failures += 1;
                         Vec::new()
                     }
                 };
@@ -131,32 +176,111 @@ impl SmallStore {
                     let mut o = o.clone();
                     o.set_rrip(if r.hit { 0 } else { RRIP_INSERT });
                     fresh.push(o);
-                    self.stats.moved += 1;
+                    out.moved += 1;
                 }
             }
         }
         objs.retain(|o| !fresh.iter().any(|f| f.key == o.key));
         objs.extend(fresh);
-        let found = exclude.is_some_and(|k| objs.iter().any(|o| o.key == k && !o.expired(now)));
+        out.found = exclude.is_some_and(|k| objs.iter().any(|o| o.key == k && !o.expired(now)));
         objs.retain(|o| !o.expired(now) && Some(&o.key[..]) != exclude);
         // RRIP eviction: the highest value goes first; age all when none is at the top.
         while objs.iter().map(Obj::size).sum::<usize>() > BLOCK_PAYLOAD {
             match objs.iter().position(|o| o.rrip() == RRIP_MAX) {
                 Some(i) => {
                     objs.remove(i);
-                    self.stats.evicted += 1;
+                    out.evicted += 1;
                 }
                 None => objs.iter_mut().for_each(|o| o.set_rrip(o.rrip() + 1)),
             }
         }
+        format::encode(
+            out.block.as_mut_slice(),
+            Kind::Set,
+            set,
+            p.gen,
+            self.nonce,
+            &objs,
+        );
+        out.hashes = objs.iter().map(|o| xxh3_64(&o.key)).collect();
+        out
+    }
+}
+
+impl SmallStore {
+    /// What rewriting `set` needs from DRAM, with a new generation.
+    pub(super) fn plan_set(&mut self, set: u32) -> SetPlan {
         self.generation += 1;
-        let gen = self.generation;
-        let mut b = AlignedBuf::new(BLOCK);
-        format::encode(b.as_mut_slice(), Kind::Set, set, gen, self.nonce, &objs);
-        self.set_objects += objs.len() as u64;
+        SetPlan {
+            set,
+            gen: self.generation,
+            refs: self.log.of_set(set).collect(),
+            hits: self.filters.hits(set as usize),
+        }
+    }
+
+    /// The region's layout as DRAM knows it now.
+    pub(super) fn layout(&self) -> Layout<'_> {
+        Layout {
+            base: self.base,
+            cfg: self.cfg,
+            nonce: self.nonce,
+            floor: self.floor,
+            now: self.now,
+            seg_gen: &self.seg_gen,
+        }
+    }
+
+    /// DRAM follows a set block that was written: its log entries are gone
+    /// (their objects are in the set, or dropped), its filter and
+    /// generation are the new block's.
+    pub(super) fn apply_built(&mut self, b: &Built) {
+        self.log.take_set(b.set);
+        self.set_objects = self.set_objects.saturating_sub(b.old_count) + b.hashes.len() as u64;
         self.filters
-            .rebuild(s, objs.iter().map(|o| xxh3_64(&o.key)), gen);
-        (b, found)
+            .rebuild(b.set as usize, b.hashes.iter().copied(), b.gen);
+        self.stats.moved += b.moved;
+        self.stats.evicted += b.evicted;
+        self.stats.verify_failures += b.verify_failures;
+        self.stats.sets_written += 1;
+        self.stats.set_bytes_written += BLOCK as u64;
+    }
+
+    /// Rewrites `sets` on this thread, each with its log objects moved in
+    /// (the newest copy of each key), without `exclude`, evicting by RRIP.
+    /// `pages` holds log pages' live objects already read. Durable when
+    /// `durable`. Returns whether `exclude` was there (unexpired).
+    pub(super) fn rewrite_sets(
+        &mut self,
+        sets: &[u32],
+        exclude: Option<&[u8]>,
+        pages: &HashMap<u32, Vec<Obj>>,
+        durable: bool,
+    ) -> io::Result<bool> {
+        if sets.is_empty() {
+            return Ok(false);
+        }
+        let plans: Vec<SetPlan> = sets.iter().map(|&s| self.plan_set(s)).collect();
+        let layout = self.layout();
+        let offs = layout.reads_for(&plans, pages);
+        let built = read_many(&*self.dev, &offs).and_then(|blocks| {
+            let mut decoded = HashMap::new();
+            let built: Vec<Built> = plans
+                .iter()
+                .map(|p| layout.build_set(p, exclude, pages, &blocks, &mut decoded))
+                .collect();
+            write_many(&*self.dev, &layout, &built, durable)?;
+            Ok(built)
+        });
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                self.fail(&e);
+                return Err(e);
+            }
+        };
+        built.iter().for_each(|b| self.apply_built(b));
+        Ok(built.iter().any(|b| b.found))
     }
 }
 
@@ -187,7 +311,10 @@ fn parallel<T: Sync, R: Send>(
 }
 
 /// Reads 4 KiB blocks at `offs`, in parallel.
-fn read_many(dev: &dyn BlockDevice, offs: &[u64]) -> io::Result<HashMap<u64, AlignedBuf>> {
+pub(super) fn read_many(
+    dev: &dyn BlockDevice,
+    offs: &[u64],
+) -> io::Result<HashMap<u64, AlignedBuf>> {
     let bufs = parallel(offs, |&off| {
         let mut b = AlignedBuf::new(BLOCK);
         let n = dev.read_at(b.as_mut_slice(), off)?;
@@ -202,17 +329,20 @@ fn read_many(dev: &dyn BlockDevice, offs: &[u64]) -> io::Result<HashMap<u64, Ali
     Ok(bufs.into_iter().collect())
 }
 
-/// Writes the blocks, in parallel; each durably when `durable`.
-fn write_many(
+/// Writes the sets' new blocks (at their offsets in `l`'s region), in
+/// parallel; each durably when `durable`.
+pub(super) fn write_many(
     dev: &dyn BlockDevice,
-    writes: &[(u64, AlignedBuf)],
+    l: &Layout<'_>,
+    built: &[Built],
     durable: bool,
 ) -> io::Result<()> {
-    parallel(writes, |(off, b)| {
+    parallel(built, |b| {
+        let off = set_offset(l.base, &l.cfg, b.set);
         if durable {
-            dev.write_durable(b.as_slice(), *off)
+            dev.write_durable(b.block.as_slice(), off)
         } else {
-            dev.write_at(b.as_slice(), *off)
+            dev.write_at(b.block.as_slice(), off)
         }
     })
     .map(drop)

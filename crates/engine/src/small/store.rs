@@ -6,8 +6,10 @@
 //! carries several objects. docs/SMALL.md has the design and the crash rules.
 
 use super::filter::SetFilters;
+use super::flush::Job;
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
-use super::log::{tag_of, LogIndex, LogRef, MAX_PAGES};
+use super::log::{tag_of, LogIndex, MAX_PAGES};
+use super::sets::{page_offset, set_offset, verify_block};
 use super::SmallStats;
 use crate::flash::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
@@ -15,6 +17,9 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
+
+/// Sealed segments waiting for, or under, a background flush at most.
+const QUEUED_SEGMENTS: usize = 4;
 
 /// RRIP value of an object entering a set (of 0..=7; 7 is evicted first).
 pub const RRIP_INSERT: u8 = 6;
@@ -120,6 +125,12 @@ pub struct SmallStore {
     next_flush_at: Option<std::time::Instant>,
     /// The clock expiry is judged by: the latest `now` a get gave.
     pub(super) now: u32,
+    /// Segment flushes sealed and not committed yet, oldest first: the
+    /// first may be under way, the others wait for it.
+    pub(super) jobs: std::collections::VecDeque<Arc<Job>>,
+    /// Where to say that a job was sealed (the background flusher, told
+    /// this region's part number); None: flushes run on the inserting thread.
+    notify: Option<crossbeam_channel::Sender<u32>>,
     pub stats: SmallStats,
 }
 
@@ -193,16 +204,15 @@ impl SmallStore {
         kind: Kind,
         number: u32,
     ) -> Result<format::BlockHead, BlockError> {
-        match format::check(b, kind, number, self.nonce) {
-            Ok(h) if h.generation <= self.floor => Err(BlockError::Empty),
-            r => r,
-        }
+        verify_block(b, kind, number, self.nonce, self.floor)
     }
 
     /// Drops every object (flush_all): from DRAM now, and on the device by
     /// raising the floor in the region's first block, durably, before this
     /// returns (a crash must not bring a flushed object back).
     pub fn clear(&mut self) -> io::Result<()> {
+        // A job under way ends first: its writes must not land above the floor.
+        let _ = self.finish_jobs();
         self.generation += 1;
         self.floor = self.generation;
         self.clear_dram();
@@ -219,16 +229,19 @@ impl SmallStore {
 
     /// Writes the segment being filled (a graceful stop keeps its objects).
     pub fn flush_buffer(&mut self) -> io::Result<()> {
+        self.finish_jobs()?;
         if self.failed || self.buffer.iter().all(Vec::is_empty) {
             return Ok(());
         }
-        self.write_segment()
+        let job = self.seal();
+        self.run_inline(&job)
     }
 
     /// After a write failed: forgets every object, on the device too (a new
     /// nonce in the region's first block, so that no block verifies), and
     /// admits nothing more. Err when even that write fails.
     pub fn forget_all(&mut self) -> io::Result<()> {
+        let _ = self.finish_jobs();
         self.clear_dram();
         self.nonce = new_nonce(self.base, self.part);
         self.floor = 0;
@@ -273,6 +286,8 @@ impl SmallStore {
             flush_duty: 0,
             next_flush_at: None,
             now: crate::clock::unix_now(),
+            jobs: Default::default(),
+            notify: None,
             stats: SmallStats::default(),
             cfg,
         }
@@ -283,11 +298,29 @@ impl SmallStore {
     }
 
     pub(super) fn page_offset(&self, page: u32) -> u64 {
-        self.base + (1 + page as u64) * BLOCK as u64
+        page_offset(self.base, page)
     }
 
     pub(super) fn set_offset(&self, set: u32) -> u64 {
-        self.base + (1 + self.cfg.log_pages() + set as usize) as u64 * BLOCK as u64
+        set_offset(self.base, &self.cfg, set)
+    }
+
+    /// Segment flushes run on a background thread from now on: a full
+    /// buffer is sealed and `tx` told this region's part number, and the
+    /// thread runs the job ([`super::flush::run_sealed_job`]) with the
+    /// device I/O outside the store's owner.
+    pub fn set_background(&mut self, tx: crossbeam_channel::Sender<u32>) {
+        self.notify = Some(tx);
+    }
+
+    /// The objects of the buffer and of the sealed segment under way, newest first.
+    fn unwritten(&self) -> impl Iterator<Item = &(u64, Obj)> {
+        let sealed = self.jobs.iter().rev().flat_map(|j| j.sealed.iter().rev());
+        self.buffer
+            .iter()
+            .rev()
+            .chain(sealed)
+            .flat_map(|p| p.iter().rev())
     }
 
     fn read_block(&self, off: u64, len: usize) -> io::Result<AlignedBuf> {
@@ -301,9 +334,7 @@ impl SmallStore {
 
     /// Objects held: in sets, in the log index (older copies included) and in the buffer.
     pub fn objects(&self) -> u64 {
-        self.set_objects
-            + self.log.len() as u64
-            + self.buffer.iter().map(Vec::len).sum::<usize>() as u64
+        self.set_objects + self.log.len() as u64 + self.unwritten().count() as u64
     }
 
     /// DRAM the store holds: filters, log index, segment generations, the segment buffer.
@@ -355,14 +386,23 @@ impl SmallStore {
     }
 
     /// Whether admitting an object of `size` bytes ([`Obj::size`]) would
-    /// need a segment flush that must wait (the admission would be refused).
+    /// need a segment flush that must wait (the admission would be refused):
+    /// the previous flush is still under way, or the flush duty says wait.
     pub fn flush_deferred(&self, size: usize) -> bool {
         let full =
             self.buffer_used + size > BLOCK_PAYLOAD && self.buffer.len() == self.cfg.seg_pages;
-        full && self.seg_gen[self.head] != 0
-            && self
-                .next_flush_at
-                .is_some_and(|t| std::time::Instant::now() < t)
+        full && (self.jobs.len() >= self.max_jobs()
+            || self.seg_gen[self.head] != 0
+                && self
+                    .next_flush_at
+                    .is_some_and(|t| std::time::Instant::now() < t))
+    }
+
+    /// A flush's device work took `took`: the next waits `flush_duty` times it.
+    pub(super) fn flushed(&mut self, took: std::time::Duration) {
+        if self.flush_duty > 0 {
+            self.next_flush_at = Some(std::time::Instant::now() + took * self.flush_duty);
+        }
     }
 
     fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
@@ -377,13 +417,23 @@ impl SmallStore {
         found
     }
 
-    fn append(&mut self, h: u64, mut obj: Obj) -> io::Result<()> {
+    pub(super) fn append(&mut self, h: u64, mut obj: Obj) -> io::Result<()> {
         obj.set_rrip(0);
         let size = obj.size();
         if self.buffer_used + size > BLOCK_PAYLOAD {
             if self.buffer.len() == self.cfg.seg_pages {
-                // The new buffer may already hold readmitted objects.
-                self.write_segment()?;
+                if self.jobs.len() >= self.max_jobs() {
+                    self.finish_jobs()?;
+                }
+                if self.failed {
+                    return Err(io::Error::other("small-object store failed"));
+                }
+                let job = self.seal();
+                if self.notify.is_none() {
+                    self.run_inline(&job)?;
+                } else if self.jobs.len() == 1 && !self.tell_flusher() {
+                    self.finish_jobs()?;
+                }
                 return self.append(h, obj);
             }
             self.buffer.push(Vec::new());
@@ -394,148 +444,27 @@ impl SmallStore {
         Ok(())
     }
 
-    /// Writes the buffered segment over the oldest one, after moving the
-    /// oldest's objects to their sets.
-    fn write_segment(&mut self) -> io::Result<()> {
-        let started = std::time::Instant::now();
-        let r = self.write_segment_now();
-        if self.flush_duty > 0 {
-            let took = started.elapsed();
-            self.next_flush_at = Some(std::time::Instant::now() + took * self.flush_duty);
+    /// Sealed segments that may wait for their flush at once (with a
+    /// background flusher; one without): a burst of small items fills
+    /// them while the first is written, instead of going to the log tier.
+    pub(super) fn max_jobs(&self) -> usize {
+        match self.notify {
+            Some(_) => QUEUED_SEGMENTS.min(self.cfg.log_segments - 1).max(1),
+            None => 1,
         }
-        r
     }
 
-    fn write_segment_now(&mut self) -> io::Result<()> {
-        let seg = self.head;
-        let mut readmit = Vec::new();
-        if self.seg_gen[seg] != 0 {
-            readmit = self.flush_segment(seg)?;
-            // Set writes that replaced older copies are durable before the
-            // log copies that supersede them are overwritten.
-            self.dev.sync()?;
-        }
-        self.generation += 1;
-        let gen = self.generation;
-        let pages = self.cfg.seg_pages;
-        let first = (seg * pages) as u32;
-        let mut buf = AlignedBuf::new(pages * BLOCK);
-        let taken: Vec<Vec<(u64, Obj)>> = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
-        self.buffer_used = 0;
-        for (i, chunk) in buf.as_mut_slice().chunks_mut(BLOCK).enumerate() {
-            let objs: Vec<Obj> = taken
-                .get(i)
-                .map(|p| p.iter().map(|(_, o)| o.clone()).collect())
-                .unwrap_or_default();
-            format::encode(chunk, Kind::Log, first + i as u32, gen, self.nonce, &objs);
-        }
-        if let Err(e) = self
-            .dev
-            .write_durable(buf.as_slice(), self.page_offset(first))
-        {
-            self.fail(&e);
-            return Err(e);
-        }
-        self.stats.log_bytes_written += buf.len() as u64;
-        self.stats.log_segments_written += 1;
-        self.seg_gen[seg] = gen;
-        for (i, page) in taken.iter().enumerate() {
-            for (h, o) in page {
-                let set = place(&o.key, self.cfg.sets).1;
-                self.log.push(LogRef {
-                    set,
-                    page: first + i as u32,
-                    tag: tag_of(*h),
-                    hit: false,
-                });
-            }
-        }
-        self.head = (seg + 1) % self.cfg.log_segments;
-        for (h, o) in readmit {
-            self.stats.readmitted += 1;
-            self.append(h, o)?;
-        }
-        Ok(())
+    /// Tells the background flusher that the first job can start; false
+    /// if there is none (it stopped).
+    pub(super) fn tell_flusher(&self) -> bool {
+        self.notify
+            .as_ref()
+            .is_some_and(|tx| tx.send(self.part).is_ok())
     }
 
     pub(super) fn fail(&mut self, e: &io::Error) {
         tracing::error!(error = %e, "small-object store write failed; the store stops");
         self.failed = true;
-    }
-
-    /// The live objects of a log segment in memory: (set, page, tag, hash, object), newest last.
-    fn read_segment(&mut self, seg: usize) -> io::Result<Vec<(u32, u32, u64, Obj)>> {
-        let pages = self.cfg.seg_pages;
-        let first = (seg * pages) as u32;
-        let buf = self.read_block(self.page_offset(first), pages * BLOCK)?;
-        let mut out = Vec::new();
-        for (i, chunk) in buf.as_slice().chunks(BLOCK).enumerate() {
-            let page = first + i as u32;
-            match self.verify(chunk, Kind::Log, page) {
-                Ok(h) if h.generation == self.seg_gen[seg] => {
-                    for o in format::objects(chunk, &h) {
-                        let (hash, set, tag) = place(&o.key, self.cfg.sets);
-                        if self.log.contains(set, page, tag) {
-                            out.push((set, page, hash, o));
-                        }
-                    }
-                }
-                _ => self.stats.verify_failures += 1,
-            }
-        }
-        Ok(out)
-    }
-
-    /// Moves or drops the objects of the oldest log segment; returns the
-    /// dropped objects that were hit, to append again.
-    fn flush_segment(&mut self, seg: usize) -> io::Result<Vec<(u64, Obj)>> {
-        let live = self.read_segment(seg)?;
-        let pages = (seg * self.cfg.seg_pages) as u32..((seg + 1) * self.cfg.seg_pages) as u32;
-        let mut sets: Vec<u32> = live.iter().map(|l| l.0).collect();
-        sets.sort_unstable();
-        sets.dedup();
-        let mut readmit = Vec::new();
-        let mut cache: HashMap<u32, Vec<Obj>> = HashMap::new();
-        for (_, page, _, o) in &live {
-            cache.entry(*page).or_default().push(o.clone());
-        }
-        let mut moving = Vec::new();
-        for set in sets {
-            let in_log = self.log.count(set);
-            let old_copy = live
-                .iter()
-                .any(|(s, _, h, _)| *s == set && self.filters.may_contain(set as usize, *h));
-            if in_log >= self.cfg.move_threshold || old_copy {
-                moving.push(set);
-            } else {
-                let refs: Vec<LogRef> = self.log.of_set(set).collect();
-                let before = readmit.len();
-                for (s, page, h, o) in &live {
-                    let tag = tag_of(*h);
-                    let hit = refs
-                        .iter()
-                        .any(|r| r.hit && r.page == *page && r.tag == tag);
-                    // A newer copy (or a key sharing the tag) in a newer
-                    // segment or the buffer: the old one is not readmitted.
-                    let newer = refs
-                        .iter()
-                        .any(|r| r.tag == tag && !pages.contains(&r.page))
-                        || self
-                            .buffer
-                            .iter()
-                            .flatten()
-                            .any(|(bh, bo)| bh == h && bo.key == o.key);
-                    if *s == set && hit && !newer {
-                        readmit.push((*h, o.clone()));
-                    }
-                }
-                let n = self.log.remove_in_pages(set, pages.clone());
-                self.stats.dropped += n.saturating_sub(readmit.len() - before) as u64;
-            }
-        }
-        // The sets' reads, then their writes, all issued at once.
-        self.rewrite_sets(&moving, None, &cache, false)?;
-        Ok(readmit)
     }
 
     /// Whether the store may hold a copy of the key (a change to the key
@@ -548,10 +477,7 @@ impl SmallStore {
             return true;
         }
         let (h, set, tag) = place(key, self.cfg.sets);
-        self.buffer
-            .iter()
-            .flatten()
-            .any(|(ph, o)| *ph == h && o.key == key)
+        self.unwritten().any(|(ph, o)| *ph == h && o.key == key)
             || self.log.of_set(set).any(|r| r.tag == tag)
             || self.filters.may_contain(set as usize, h)
     }
@@ -565,6 +491,14 @@ impl SmallStore {
             return Err(io::Error::other("small-object store failed"));
         }
         let (h, set, tag) = place(key, self.cfg.sets);
+        // A set the flush under way rewrites, or whose key it is writing
+        // to the log, changes only after it: never two hands on one set.
+        if self.jobs.iter().any(|j| j.touches(set)) {
+            self.finish_jobs()?;
+            if self.failed {
+                return Err(io::Error::other("small-object store failed"));
+            }
+        }
         let now = self.now;
         let buffered = self
             .buffer
@@ -658,19 +592,35 @@ impl SmallStore {
             return Step::Miss;
         }
         self.now = self.now.max(now);
+        // While a flush writes, the blocks it replaces are read from its
+        // view: they are what DRAM describes until it commits.
+        match self.jobs.front().cloned() {
+            None => self.lookup_in(key, now, have),
+            Some(job) => job.with_view(|view| {
+                self.lookup_in(key, now, &|off| {
+                    view.get(&off).map(|b| b.as_slice()).or_else(|| have(off))
+                })
+            }),
+        }
+    }
+
+    fn lookup_in<'b>(
+        &mut self,
+        key: &[u8],
+        now: u32,
+        have: &dyn Fn(u64) -> Option<&'b [u8]>,
+    ) -> Step {
         let (h, set, tag) = place(key, self.cfg.sets);
-        if let Some((_, o)) = self
-            .buffer
-            .iter()
-            .flatten()
-            .rev()
+        let unwritten = self
+            .unwritten()
             .find(|(ph, o)| *ph == h && o.key == key)
-        {
+            .map(|(_, o)| o.clone());
+        if let Some(o) = unwritten {
             if o.expired(now) {
                 return Step::Miss;
             }
             self.stats.hits_buffer += 1;
-            return Step::Hit(Found::Buffer(o.clone()));
+            return Step::Hit(Found::Buffer(o));
         }
         let mut pages: Vec<u32> = Vec::new();
         for r in self.log.of_set(set).rev().filter(|r| r.tag == tag) {

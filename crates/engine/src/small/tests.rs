@@ -208,9 +208,46 @@ fn filters_keep_false_positive_reads_rare() {
     assert!(st.stats.false_positive_reads <= st.stats.reads);
 }
 
+/// A store whose segment flushes run on a thread of their own, as in the
+/// server: the store behind a lock, the thread told of each sealed job.
+struct Background {
+    st: Arc<parking_lot::Mutex<SmallStore>>,
+    tx: crossbeam_channel::Sender<u32>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Background {
+    fn start(mut st: SmallStore) -> Background {
+        let (tx, rx) = crossbeam_channel::unbounded::<u32>();
+        st.set_background(tx.clone());
+        let st = Arc::new(parking_lot::Mutex::new(st));
+        let s2 = st.clone();
+        let thread = std::thread::spawn(move || {
+            while let Ok(part) = rx.recv() {
+                if part == u32::MAX {
+                    break;
+                }
+                super::flush::run_sealed_job(&|f| f(&mut s2.lock()));
+            }
+        });
+        Background {
+            st,
+            tx,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) {
+        self.tx.send(u32::MAX).unwrap();
+        self.thread.take().unwrap().join().unwrap();
+    }
+}
+
 /// One crash point: every key afterwards is absent, its last answered
-/// value, or the value of the operation under way.
-fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize) -> (bool, usize) {
+/// value, or the value of the operation under way. With `background`,
+/// segment flushes run on their own thread meanwhile (the crash may cut
+/// one of its writes); returns the flushes that changes had to finish.
+fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, background: bool) -> (bool, usize, u64) {
     let dev = Arc::new(CrashDevice::new(
         c.region_bytes() as usize + BLOCK,
         CrashPlan::Cut {
@@ -218,27 +255,43 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize) -> (bool, usize) {
             torn: 0,
         },
     ));
-    let mut st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
+    let st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
     dev.sync().unwrap();
     dev.arm(plan);
+    let (bg, mut inline) = match background {
+        true => (Some(Background::start(st)), None),
+        false => (None, Some(st)),
+    };
+    let mut with = |f: &mut dyn FnMut(&mut SmallStore)| match (&bg, &mut inline) {
+        (Some(b), _) => f(&mut b.st.lock()),
+        (None, Some(st)) => f(st),
+        (None, None) => unreachable!(),
+    };
     let mut acked: HashMap<usize, Option<u32>> = HashMap::new();
     let mut in_flight: Option<(usize, Option<u32>)> = None;
     for i in 0..ops as u32 {
         let k = (i as usize * 37 + i as usize / 7) % 90;
         let key = format!("k{k}");
         let v = (i % 6 != 0).then_some(i);
-        st.invalidate(key.as_bytes()).unwrap();
-        if v.is_some() {
-            st.insert(obj(&key, &val(k, i))).unwrap();
-        }
+        with(&mut |st| {
+            st.invalidate(key.as_bytes()).unwrap();
+            if v.is_some() {
+                st.insert(obj(&key, &val(k, i))).unwrap();
+            }
+        });
         if dev.crash_image().is_some() {
             in_flight = Some((k, v));
             break;
         }
         acked.insert(k, v);
     }
+    let mut waits = 0;
+    with(&mut |st| waits = st.stats.flush_waits);
+    if let Some(b) = bg {
+        b.stop();
+    }
     let Some(image) = dev.crash_image() else {
-        return (false, 0);
+        return (false, 0, waits);
     };
     let (mut again, _) =
         SmallStore::open(Arc::new(MemDevice::from_image(image)), BLOCK as u64, c, 1).unwrap();
@@ -262,15 +315,15 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize) -> (bool, usize) {
             acked.get(&k)
         );
     }
-    (true, found)
+    (true, found, waits)
 }
 
-#[test]
-fn a_crash_at_any_write_never_brings_back_a_stale_value() {
+fn crash_points(background: bool) -> u64 {
     let c = cfg(6);
     let ops = 900;
     let mut points = 0;
     let mut recovered = 0;
+    let mut waits = 0;
     for at in (1..400).step_by(3) {
         for plan in [
             CrashPlan::Cut { at, torn: 0 },
@@ -278,9 +331,10 @@ fn a_crash_at_any_write_never_brings_back_a_stale_value() {
             CrashPlan::Cut { at, torn: 5000 },
             CrashPlan::DropUnsynced { at },
         ] {
-            let (hit, found) = crash_at(c, plan, ops);
+            let (hit, found, w) = crash_at(c, plan, ops, background);
             points += hit as usize;
             recovered += found;
+            waits += w;
         }
     }
     assert!(points > 300, "crash points reached: {points}");
@@ -288,6 +342,19 @@ fn a_crash_at_any_write_never_brings_back_a_stale_value() {
         recovered > points * 5,
         "objects recovered: {recovered} over {points} crashes"
     );
+    waits
+}
+
+#[test]
+fn a_crash_at_any_write_never_brings_back_a_stale_value() {
+    crash_points(false);
+}
+
+#[test]
+fn a_crash_during_background_flushes_never_brings_back_a_stale_value() {
+    // Changes raced the flusher thread: some had to finish its job first.
+    let waits = crash_points(true);
+    assert!(waits > 0, "no change met a flush under way");
 }
 
 #[test]
@@ -317,4 +384,174 @@ fn a_fresh_store_holds_the_dram_its_config_states() {
         let (_dev, s) = mem(c);
         assert_eq!(s.dram_bytes() as usize, c.start_dram_bytes(), "{c:?}");
     }
+}
+
+/// A device that holds up writes larger than a block (a log segment)
+/// while `hold` is set: a flush stays between its set writes and its
+/// segment write for as long as a test needs.
+struct HeldSegments {
+    inner: Arc<MemDevice>,
+    hold: parking_lot::Mutex<bool>,
+    cond: parking_lot::Condvar,
+    waiting: std::sync::atomic::AtomicBool,
+}
+
+impl HeldSegments {
+    fn release(&self) {
+        *self.hold.lock() = false;
+        self.cond.notify_all();
+    }
+}
+
+impl BlockDevice for HeldSegments {
+    fn name(&self) -> &str {
+        "held"
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+        self.inner.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        if buf.len() > BLOCK {
+            let mut h = self.hold.lock();
+            while *h {
+                self.waiting
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.cond.wait(&mut h);
+            }
+        }
+        self.inner.write_at(buf, off)
+    }
+}
+
+#[test]
+fn gets_and_changes_during_a_background_flush_see_the_newest_value() {
+    use std::sync::atomic::Ordering;
+    let c = cfg(16);
+    let mem = Arc::new(MemDevice::new(c.region_bytes() as usize + BLOCK));
+    let dev = Arc::new(HeldSegments {
+        inner: mem.clone(),
+        hold: parking_lot::Mutex::new(false),
+        cond: parking_lot::Condvar::new(),
+        waiting: false.into(),
+    });
+    let bg = Background::start(SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap());
+    let idle = |bg: &Background| {
+        while !bg.st.lock().jobs.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    // The log wraps several times: flushes move objects into their sets.
+    let mut latest: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+    for i in 0..3000u32 {
+        let k = (i * 7919) as usize % 300;
+        let (key, v) = (format!("k{k}"), val(k, i));
+        let mut st = bg.st.lock();
+        st.invalidate(key.as_bytes()).unwrap();
+        let stored = st.insert(obj(&key, &v)).unwrap();
+        latest.insert(key, stored.then_some(v));
+        drop(st);
+        if i % 50 == 0 {
+            idle(&bg);
+        }
+    }
+    // Then new keys, unchanged after: the log's segments hold live
+    // objects, which the next flush moves into their sets.
+    for i in 0..150 {
+        let (key, v) = (format!("m{i}"), val(i, 2));
+        let stored = bg.st.lock().insert(obj(&key, &v)).unwrap();
+        latest.insert(key, stored.then_some(v));
+        idle(&bg);
+    }
+    let sets_before = bg.st.lock().stats.sets_written;
+    let found_before: Vec<String> = {
+        let mut st = bg.st.lock();
+        let mut found = Vec::new();
+        for (key, v) in &latest {
+            if let Some(f) = st.get(key.as_bytes(), 1) {
+                assert_eq!(Some(&f.obj().value), v.as_ref(), "{key}");
+                found.push(key.clone());
+            }
+        }
+        found
+    };
+    assert!(found_before.len() > 100, "{} found", found_before.len());
+    // A new segment fills and is sealed; its flush stops before its
+    // segment write, after its set writes.
+    *dev.hold.lock() = true;
+    let mut sealed_keys = Vec::new();
+    for i in 0.. {
+        let key = format!("n{i}");
+        let mut st = bg.st.lock();
+        st.insert(obj(&key, &val(i, 1))).unwrap();
+        if !st.jobs.is_empty() {
+            break;
+        }
+        sealed_keys.push(key);
+    }
+    while !dev.waiting.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut st = bg.st.lock();
+    assert_eq!(
+        st.jobs.front().map(|j| j.phase()),
+        Some(super::flush::Phase::Planned)
+    );
+    // (The set writes are counted at the commit.)
+    assert_eq!(st.stats.sets_written, sets_before);
+    // Every object found before is found now, with its value: the sets the
+    // flush rewrote are read as DRAM still describes them.
+    for key in &found_before {
+        let got = st.get(key.as_bytes(), 1).map(|f| f.obj().value.clone());
+        assert_eq!(got.as_ref(), latest[key].as_ref(), "{key} during the flush");
+    }
+    for (i, key) in sealed_keys.iter().enumerate() {
+        let got = st.get(key.as_bytes(), 1).map(|f| f.obj().value.clone());
+        assert_eq!(got, Some(val(i, 1)), "{key} in the sealed segment");
+    }
+    // A delete of a key the flush is writing waits for it (released a
+    // little later from another thread), then takes effect.
+    let gone = sealed_keys[0].clone();
+    let releaser = {
+        let dev = dev.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            dev.release();
+        })
+    };
+    let waits = st.stats.flush_waits;
+    assert!(st.invalidate(gone.as_bytes()).unwrap());
+    assert_eq!(st.stats.flush_waits, waits + 1);
+    assert!(st.jobs.is_empty());
+    assert!(
+        st.stats.sets_written > sets_before + 1,
+        "the flush moved objects into sets"
+    );
+    assert!(st.get(gone.as_bytes(), 1).is_none());
+    releaser.join().unwrap();
+    for key in &found_before {
+        let got = st.get(key.as_bytes(), 1).map(|f| f.obj().value.clone());
+        assert!(
+            got.is_none() || got.as_ref() == latest[key].as_ref(),
+            "{key} after the flush"
+        );
+    }
+    st.flush_buffer().unwrap();
+    drop(st);
+    bg.stop();
+    // After a restart: the deleted key stays deleted, the others are
+    // their newest value or absent.
+    let image = Arc::new(MemDevice::from_image(mem.image()));
+    let (mut again, _) = SmallStore::open(image, BLOCK as u64, c, 1).unwrap();
+    assert!(again.get(gone.as_bytes(), 1).is_none());
+    let mut kept = 0;
+    for (key, v) in &latest {
+        if let Some(f) = again.get(key.as_bytes(), 1) {
+            assert_eq!(Some(&f.obj().value), v.as_ref(), "{key} after a restart");
+            kept += 1;
+        }
+    }
+    assert!(kept > 100, "{kept} kept");
 }

@@ -1,0 +1,499 @@
+//! A segment flush of the small-object store in phases, so that its device
+//! I/O runs without the lock of whoever owns the store (docs/SMALL.md,
+//! "Flushes off the request path"):
+//!
+//! 1. **seal** (owner): the full buffer becomes the job's sealed segment;
+//!    gets still find its objects, new objects go to a fresh buffer;
+//! 2. **read** (no owner): the oldest log segment, which the sealed one
+//!    will overwrite;
+//! 3. **plan** (owner): its live objects, the sets they move into (or
+//!    drop from the log), what rebuilding those sets needs from DRAM, and
+//!    the generations of the writes;
+//! 4. **write** (no owner): the sets are read, rebuilt and written, the
+//!    device synced, the sealed segment written over the oldest; before
+//!    the first write the blocks as they were are kept in the job's *view*,
+//!    where gets read them until DRAM follows;
+//! 5. **commit** (owner): DRAM follows what was written.
+//!
+//! While a job runs, a change of a key whose set the job touches (or which
+//! the sealed segment holds) finishes the job first ([`SmallStore::finish_job`]:
+//! it waits for the write, or does the rest itself before the write began),
+//! so that a set is never rewritten by two hands at once and a deleted key
+//! cannot come back from the job's blocks. Without a background owner the
+//! same phases run one after the other on the inserting thread
+//! (the simulator, the tests).
+
+use super::format::{self, Kind, Obj};
+use super::log::{tag_of, LogRef};
+use super::sets::{page_offset, read_many, verify_block, write_many, Built, Layout, SetPlan};
+use super::store::{place, SmallConfig, SmallStore};
+use crate::flash::aligned::{AlignedBuf, BLOCK};
+use crate::flash::BlockDevice;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Sealed; the oldest segment is being read.
+    Reading,
+    /// Planned; its writes are under way.
+    Planned,
+    /// Written (or failed); DRAM has not followed yet.
+    Done,
+    Committed,
+}
+
+/// What the plan fixed, for the write and the commit.
+struct Plan {
+    moves: Vec<SetPlan>,
+    /// Sets whose live objects of the oldest segment leave the log without
+    /// a set write (fewer than the threshold); the commit readmits those hit.
+    drops: Vec<u32>,
+    /// Live objects of the oldest segment: (set, page, key hash, object).
+    live: Vec<(u32, u32, u64, Obj)>,
+    /// The same objects by page, for the set rebuilds.
+    pages: HashMap<u32, Vec<Obj>>,
+    /// The oldest segment as read (for the view), if it held anything.
+    old: Option<AlignedBuf>,
+    seg_gen: Vec<u64>,
+    floor: u64,
+    now: u32,
+    /// The sealed segment's generation, above every set write of the job.
+    new_gen: u64,
+}
+
+/// What the write did, for the commit.
+struct Written {
+    built: Vec<Built>,
+    drops: Vec<u32>,
+    live: Vec<(u32, u32, u64, Obj)>,
+    new_gen: u64,
+    took: Duration,
+}
+
+struct Inner {
+    phase: Phase,
+    plan: Option<io::Result<Plan>>,
+    result: Option<io::Result<Written>>,
+    /// Sets the plan moves into or drops from (with `sealed_sets`, the
+    /// sets a change must wait for).
+    sets: HashSet<u32>,
+    /// Blocks as they were before the job wrote, by device offset.
+    view: HashMap<u64, AlignedBuf>,
+    /// When its device work began (its read), for the flush duty.
+    started: Option<Instant>,
+}
+
+/// One segment flush (see the module's documentation).
+pub struct Job {
+    /// The log segment written over.
+    pub(super) seg: usize,
+    /// Its generation when sealed (0: never written, nothing to move).
+    old_gen: u64,
+    /// The objects of the segment being written, by page: (key hash, object).
+    pub(super) sealed: Vec<Vec<(u64, Obj)>>,
+    pub(super) sealed_sets: HashSet<u32>,
+    dev: Arc<dyn BlockDevice>,
+    base: u64,
+    cfg: SmallConfig,
+    nonce: u64,
+    inner: Mutex<Inner>,
+    cond: Condvar,
+}
+
+impl Job {
+    /// Reads the segment the job writes over (phase 2; no owner needed).
+    pub fn read_old(&self) -> io::Result<Option<AlignedBuf>> {
+        self.inner.lock().started.get_or_insert_with(Instant::now);
+        if self.old_gen == 0 {
+            return Ok(None);
+        }
+        let pages = self.cfg.seg_pages;
+        let first = (self.seg * pages) as u32;
+        let mut b = AlignedBuf::new(pages * BLOCK);
+        let n = self
+            .dev
+            .read_at(b.as_mut_slice(), page_offset(self.base, first))?;
+        if n < b.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "short read of a log segment",
+            ));
+        }
+        Ok(Some(b))
+    }
+
+    /// Phase 4: the sets rebuilt and written, the device synced, the sealed
+    /// segment written; no owner needed. Runs once, after the plan.
+    pub fn write(&self) {
+        let plan = self.inner.lock().plan.take().expect("planned");
+        let result = plan.and_then(|p| self.write_planned(p));
+        let mut g = self.inner.lock();
+        g.result = Some(result);
+        g.phase = Phase::Done;
+        self.cond.notify_all();
+    }
+
+    fn write_planned(&self, p: Plan) -> io::Result<Written> {
+        let layout = Layout {
+            base: self.base,
+            cfg: self.cfg,
+            nonce: self.nonce,
+            floor: p.floor,
+            now: p.now,
+            seg_gen: &p.seg_gen,
+        };
+        let offs = layout.reads_for(&p.moves, &p.pages);
+        let blocks = read_many(&*self.dev, &offs)?;
+        let mut decoded = HashMap::new();
+        let built: Vec<Built> = p
+            .moves
+            .iter()
+            .map(|m| layout.build_set(m, None, &p.pages, &blocks, &mut decoded))
+            .collect();
+        {
+            // Gets read these until the commit: what DRAM still describes.
+            let mut g = self.inner.lock();
+            g.view = blocks;
+            if let Some(old) = &p.old {
+                let first = (self.seg * self.cfg.seg_pages) as u32;
+                for (i, page) in old.as_slice().chunks(BLOCK).enumerate() {
+                    let mut b = AlignedBuf::new(BLOCK);
+                    b.as_mut_slice().copy_from_slice(page);
+                    g.view.insert(page_offset(self.base, first + i as u32), b);
+                }
+            }
+        }
+        write_many(&*self.dev, &layout, &built, false)?;
+        if p.old.is_some() {
+            // Set writes that replaced older copies are durable before the
+            // log copies that supersede them are overwritten.
+            self.dev.sync()?;
+        }
+        let pages = self.cfg.seg_pages;
+        let first = (self.seg * pages) as u32;
+        let mut buf = AlignedBuf::new(pages * BLOCK);
+        for (i, chunk) in buf.as_mut_slice().chunks_mut(BLOCK).enumerate() {
+            let objs: Vec<Obj> = self
+                .sealed
+                .get(i)
+                .map(|pg| pg.iter().map(|(_, o)| o.clone()).collect())
+                .unwrap_or_default();
+            format::encode(
+                chunk,
+                Kind::Log,
+                first + i as u32,
+                p.new_gen,
+                self.nonce,
+                &objs,
+            );
+        }
+        self.dev
+            .write_durable(buf.as_slice(), page_offset(self.base, first))?;
+        Ok(Written {
+            built,
+            drops: p.drops,
+            live: p.live,
+            new_gen: p.new_gen,
+            took: self
+                .inner
+                .lock()
+                .started
+                .map_or(Duration::ZERO, |t| t.elapsed()),
+        })
+    }
+
+    pub(super) fn phase(&self) -> Phase {
+        self.inner.lock().phase
+    }
+
+    /// Whether a change of a key in `set` must finish the job first.
+    pub(super) fn touches(&self, set: u32) -> bool {
+        self.sealed_sets.contains(&set) || self.inner.lock().sets.contains(&set)
+    }
+
+    /// The block at `off` as it was before the job wrote, if the job holds it.
+    pub(super) fn with_view<R>(&self, f: impl FnOnce(&HashMap<u64, AlignedBuf>) -> R) -> R {
+        f(&self.inner.lock().view)
+    }
+}
+
+/// Gives a store to a closure, holding its owner's lock meanwhile.
+pub type WithStore<'a> = &'a dyn Fn(&mut dyn FnMut(&mut SmallStore));
+
+/// Runs the job the store has sealed, with its I/O outside the store's
+/// owner: `with` gives the store (locking it) for the short phases. What a
+/// background flusher thread does for each job it is told of.
+pub fn run_sealed_job(with: WithStore<'_>) {
+    let mut job = None;
+    with(&mut |st| job = st.job_to_run());
+    let Some(job) = job else {
+        return;
+    };
+    let mut old = Some(job.read_old());
+    let mut planned = false;
+    with(&mut |st| planned = st.plan_job(&job, old.take().expect("once")));
+    if !planned {
+        return;
+    }
+    job.write();
+    with(&mut |st| {
+        let _ = st.commit_job(&job);
+    });
+}
+
+impl SmallStore {
+    /// Phase 1: the full buffer becomes a job's sealed segment, queued
+    /// behind the jobs under way (it writes over the segment after theirs).
+    pub(super) fn seal(&mut self) -> Arc<Job> {
+        debug_assert!(self.jobs.len() < self.cfg.log_segments);
+        let seg = (self.head + self.jobs.len()) % self.cfg.log_segments;
+        let sealed = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
+        self.buffer_used = 0;
+        let sealed_sets = sealed
+            .iter()
+            .flatten()
+            .map(|(_, o)| place(&o.key, self.cfg.sets).1)
+            .collect();
+        let job = Arc::new(Job {
+            seg,
+            old_gen: self.seg_gen[seg],
+            sealed,
+            sealed_sets,
+            dev: self.dev.clone(),
+            base: self.base,
+            cfg: self.cfg,
+            nonce: self.nonce,
+            inner: Mutex::new(Inner {
+                phase: Phase::Reading,
+                plan: None,
+                result: None,
+                sets: HashSet::new(),
+                view: HashMap::new(),
+                started: None,
+            }),
+            cond: Condvar::new(),
+        });
+        self.jobs.push_back(job.clone());
+        job
+    }
+
+    /// The store's next job, if nobody has planned it yet (jobs run one
+    /// after the other, oldest first).
+    pub fn job_to_run(&self) -> Option<Arc<Job>> {
+        self.jobs
+            .front()
+            .filter(|j| j.phase() == Phase::Reading)
+            .cloned()
+    }
+
+    /// Phase 3, given what phase 2 read: false if the job is no longer
+    /// this store's to plan (a change finished it meanwhile).
+    pub fn plan_job(&mut self, job: &Arc<Job>, old: io::Result<Option<AlignedBuf>>) -> bool {
+        if !self.jobs.front().is_some_and(|j| Arc::ptr_eq(j, job)) {
+            return false;
+        }
+        let mut g = job.inner.lock();
+        if g.phase != Phase::Reading {
+            return false;
+        }
+        let plan = old.map(|old| self.plan_with(job, old));
+        if let Ok(p) = &plan {
+            g.sets = p
+                .moves
+                .iter()
+                .map(|m| m.set)
+                .chain(p.drops.iter().copied())
+                .collect();
+        }
+        g.plan = Some(plan);
+        g.phase = Phase::Planned;
+        true
+    }
+
+    fn plan_with(&mut self, job: &Job, old: Option<AlignedBuf>) -> Plan {
+        let pages = self.cfg.seg_pages;
+        let first = (job.seg * pages) as u32;
+        let mut live = Vec::new();
+        if let Some(buf) = &old {
+            for (i, chunk) in buf.as_slice().chunks(BLOCK).enumerate() {
+                let page = first + i as u32;
+                match verify_block(chunk, Kind::Log, page, self.nonce, self.floor) {
+                    Ok(h) if h.generation == self.seg_gen[job.seg] => {
+                        for o in format::objects(chunk, &h) {
+                            let (hash, set, tag) = place(&o.key, self.cfg.sets);
+                            if self.log.contains(set, page, tag) {
+                                live.push((set, page, hash, o));
+                            }
+                        }
+                    }
+                    _ => self.stats.verify_failures += 1,
+                }
+            }
+        }
+        let mut sets: Vec<u32> = live.iter().map(|l| l.0).collect();
+        sets.sort_unstable();
+        sets.dedup();
+        let (mut moves, mut drops) = (Vec::new(), Vec::new());
+        for set in sets {
+            let old_copy = live
+                .iter()
+                .any(|(s, _, h, _)| *s == set && self.filters.may_contain(set as usize, *h));
+            if self.log.count(set) >= self.cfg.move_threshold || old_copy {
+                moves.push(self.plan_set(set));
+            } else {
+                drops.push(set);
+            }
+        }
+        let mut by_page: HashMap<u32, Vec<Obj>> = HashMap::new();
+        for (_, page, _, o) in &live {
+            by_page.entry(*page).or_default().push(o.clone());
+        }
+        self.generation += 1;
+        Plan {
+            moves,
+            drops,
+            live,
+            pages: by_page,
+            old,
+            seg_gen: self.seg_gen.clone(),
+            floor: self.floor,
+            now: self.now,
+            new_gen: self.generation,
+        }
+    }
+
+    /// Phase 5: DRAM follows what the job wrote (nothing if it already
+    /// did). The job's write error, if any, stops the store.
+    pub fn commit_job(&mut self, job: &Arc<Job>) -> io::Result<()> {
+        let result = {
+            let mut g = job.inner.lock();
+            if g.phase != Phase::Done {
+                debug_assert_eq!(g.phase, Phase::Committed);
+                return Ok(());
+            }
+            g.phase = Phase::Committed;
+            g.view = HashMap::new();
+            g.result.take().expect("written")
+        };
+        if self.jobs.front().is_some_and(|j| Arc::ptr_eq(j, job)) {
+            self.jobs.pop_front();
+        }
+        // The next job, sealed meanwhile, can start.
+        if !self.jobs.is_empty() {
+            self.tell_flusher();
+        }
+        let w = match result {
+            Ok(w) => w,
+            Err(e) => {
+                self.fail(&e);
+                return Err(e);
+            }
+        };
+        if self.failed {
+            return Ok(());
+        }
+        let readmit = self.follow(job, w);
+        for (h, o) in readmit {
+            self.stats.readmitted += 1;
+            self.append(h, o)?;
+        }
+        Ok(())
+    }
+
+    /// The DRAM side of a written job; returns the dropped objects to append again.
+    fn follow(&mut self, job: &Job, w: Written) -> Vec<(u64, Obj)> {
+        for b in &w.built {
+            self.apply_built(b);
+        }
+        let pages = self.cfg.seg_pages;
+        let range = (job.seg * pages) as u32..((job.seg + 1) * pages) as u32;
+        let mut readmit = Vec::new();
+        for &set in &w.drops {
+            let refs: Vec<LogRef> = self.log.of_set(set).collect();
+            let before = readmit.len();
+            for (s, page, h, o) in &w.live {
+                if *s != set {
+                    continue;
+                }
+                let tag = tag_of(*h);
+                let hit = refs
+                    .iter()
+                    .any(|r| r.hit && r.page == *page && r.tag == tag);
+                // A newer copy (or a key sharing the tag) in a newer
+                // segment, the sealed one or the buffer: not readmitted.
+                let newer = refs
+                    .iter()
+                    .any(|r| r.tag == tag && !range.contains(&r.page))
+                    || job
+                        .sealed
+                        .iter()
+                        .chain(self.buffer.iter())
+                        .flatten()
+                        .any(|(bh, bo)| bh == h && bo.key == o.key);
+                if hit && !newer {
+                    readmit.push((*h, o.clone()));
+                }
+            }
+            let n = self.log.remove_in_pages(set, range.clone());
+            self.stats.dropped += n.saturating_sub(readmit.len() - before) as u64;
+        }
+        self.stats.log_bytes_written += (pages * BLOCK) as u64;
+        self.stats.log_segments_written += 1;
+        self.seg_gen[job.seg] = w.new_gen;
+        for (i, page) in job.sealed.iter().enumerate() {
+            for (h, o) in page {
+                let set = place(&o.key, self.cfg.sets).1;
+                self.log.push(LogRef {
+                    set,
+                    page: range.start + i as u32,
+                    tag: tag_of(*h),
+                    hit: false,
+                });
+            }
+        }
+        self.head = (job.seg + 1) % self.cfg.log_segments;
+        self.flushed(w.took);
+        readmit
+    }
+
+    /// Runs the rest of the queued jobs on this thread, or waits for the
+    /// write under way, and commits them: before a change that touches
+    /// one, a stop, a flush_all.
+    pub(super) fn finish_jobs(&mut self) -> io::Result<()> {
+        if self.jobs.is_empty() {
+            return Ok(());
+        }
+        self.stats.flush_waits += 1;
+        while let Some(job) = self.jobs.front().cloned() {
+            let phase = {
+                let mut g = job.inner.lock();
+                while g.phase == Phase::Planned {
+                    job.cond.wait(&mut g);
+                }
+                g.phase
+            };
+            match phase {
+                Phase::Reading => self.run_inline(&job)?,
+                Phase::Done => self.commit_job(&job)?,
+                Phase::Planned | Phase::Committed => {
+                    self.jobs.pop_front();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every phase of a sealed job, here.
+    pub(super) fn run_inline(&mut self, job: &Arc<Job>) -> io::Result<()> {
+        let old = job.read_old();
+        if self.plan_job(job, old) {
+            job.write();
+        }
+        self.commit_job(job)
+    }
+}
