@@ -13,7 +13,10 @@ closed loop); then sampling starts (t = 0): A until CHANGE_AT, B from then
 until CHANGE_AT + AFTER_S. nhc=0 and nhc=1 alternate, RUNS times.
 
 Writes one CSV per run (t, state, data_admit, load_admit, fast_per_s,
-capacity_per_s, reads_per_s; reads are flash reads, both classes) and, per
+capacity_per_s, reads_per_s; reads are flash reads, both classes), for nhc=1
+one of the scheduler's iterations (`-iterations.csv`: each iteration's probed
+points in the order measured, their intervals' reads per second and scores,
+and the move; bench/nhc_loop.py `iterations`) and, per
 pair, a CSV for bench/nhc_plot.py (t, data_admit, load_admit of the nhc run,
 nhc_reads_per_s, classic_reads_per_s) into OUT_DIR (default bench/plots),
 plots the first pair into OUT_DIR/nhc-loop-change.svg (PLOT= to change),
@@ -70,7 +73,7 @@ def one_run(devs, cg, nhc, d):
         fl.bench(K.PORT, heavy("b:", K.AFTER_S), TAG)
         sampler.halt.set()
         sampler.join()
-        return nl.timeline(sampler.rows), change, shown
+        return nl.timeline(sampler.rows), change, shown, nl.iterations(sampler.rows)
     finally:
         if sampler is not None and sampler.is_alive():
             sampler.halt.set()
@@ -117,9 +120,14 @@ def main():
         for run in range(K.RUNS):
             for nhc in (0, 1):
                 loadavg.append(os.getloadavg()[0])
-                rows, change, cmds[nhc] = one_run(loops, cg, nhc, d)
+                rows, change, cmds[nhc], its = one_run(loops, cg, nhc, d)
                 loadavg.append(os.getloadavg()[0])
                 nl.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}.csv"), rows)
+                if its:
+                    # the change at t = CHANGE_AT, as in the pair's CSV
+                    for r in its:
+                        r["t"] = round(r["t"] - change + K.CHANGE_AT, 3)
+                    nl.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}-iterations.csv"), its)
                 s = summary(rows, change)
                 runs[nhc].append((rows, change, s))
                 fl.log(TAG, f"run {run + 1} nhc={nhc}: change at {change:.2f} s; {s}")

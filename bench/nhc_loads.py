@@ -137,8 +137,11 @@ def one_run(devs, cg, nhc, d, load1):
             sampler.halt.set()
             sampler.join()
             os.makedirs(K.TRACE_DIR, exist_ok=True)
-            nl.write_csv(os.path.join(K.TRACE_DIR, f"nhc-loads-{time.strftime('%H%M%S')}-nhc{nhc}.csv"),
-                         nl.timeline(sampler.rows))
+            stamp = time.strftime('%H%M%S')
+            nl.write_csv(os.path.join(K.TRACE_DIR, f"nhc-loads-{stamp}-nhc{nhc}.csv"), nl.timeline(sampler.rows))
+            its = nl.iterations(sampler.rows)
+            if its:
+                nl.write_csv(os.path.join(K.TRACE_DIR, f"nhc-loads-{stamp}-nhc{nhc}-iterations.csv"), its)
         srv.stop()
 
 

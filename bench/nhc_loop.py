@@ -103,7 +103,8 @@ def measure(srv, load, secs):
 
 SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "flash_fast_reads",
            "flash_capacity_reads", "flash_nhc_tune_entries", "flash_nhc_tune_exits",
-           "flash_nhc_load_admit_moves", "flash_dual_fast_reads", "flash_dual_capacity_reads")
+           "flash_nhc_load_admit_moves", "flash_dual_fast_reads", "flash_dual_capacity_reads",
+           "flash_nhc_iterations", "flash_nhc_last_iteration")
 
 
 class Sampler(threading.Thread):
@@ -138,6 +139,33 @@ def timeline(samples):
                     "tune_entries": b["flash_nhc_tune_entries"], "tune_exits": b["flash_nhc_tune_exits"],
                     "moves": b["flash_nhc_load_admit_moves"]})
     return out
+
+
+def iterations(samples):
+    """The scheduler's finished iterations seen by the Sampler (servers that
+    have `flash_nhc_last_iteration`; at 200 ms samples and 1.2 s iterations
+    none is missed, a gap in `n` says one was): per iteration its number,
+    the sample's time, the move (from, to), and per probed point in the
+    order measured (p1..p3, up to p6) the point, its intervals' reads per second
+    (settling ones first, `;`-separated) and its score."""
+    out, seen = [], None
+    for t, s in samples:
+        n, last = s.get("flash_nhc_iterations"), s.get("flash_nhc_last_iteration")
+        if n is None or not isinstance(last, str) or last == "-" or n == seen:
+            continue
+        seen = n
+        frm, body = last.split("|", 1)
+        body, to = body.rsplit(">", 1)
+        row = {"n": n, "t": round(t, 3), "from": float(frm), "to": float(to)}
+        for i, pt in enumerate(body.split("/")[:6]):
+            la, rest = pt.split("@")
+            reads, score = rest.split("=")
+            row[f"p{i + 1}"], row[f"p{i + 1}_reads"], row[f"p{i + 1}_score"] = float(la), reads.replace(",", ";"), \
+                float(score)
+        out.append(row)
+    k = max((int(f[1:]) for r in out for f in r if f[0] == "p" and f[1:].isdigit()), default=3)
+    fields = ["n", "t", "from", "to"] + [f"p{i}{x}" for i in range(1, k + 1) for x in ("", "_reads", "_score")]
+    return [{k: r.get(k, "") for k in fields} for r in out]
 
 
 def write_csv(path, rows):

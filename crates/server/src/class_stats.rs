@@ -35,6 +35,28 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
     stat(out, "flash_nhc_tune_entries", n.entered_tune);
     stat(out, "flash_nhc_tune_exits", n.left_tune);
     stat(out, "flash_nhc_load_admit_moves", n.load_admit_moves);
+    stat(out, "flash_nhc_iterations", n.iterations);
+    // The last iteration of state 2: the point it started at, `|`, per
+    // probed point in the order measured `POINT@READS/S,...=SCORE` (each interval's reads per second,
+    // the discarded ones first), joined by `/`, then `>` and the point
+    // chosen; `-` before the first.
+    let last = n.last_iteration.map_or_else(
+        || "-".to_string(),
+        |it| {
+            let pts: Vec<String> = it.points[..it.probed]
+                .iter()
+                .map(|p| {
+                    let r: Vec<String> = p.per_s[..p.intervals]
+                        .iter()
+                        .map(|x| format!("{x:.0}"))
+                        .collect();
+                    format!("{:.3}@{}={:.0}", p.load_admit, r.join(","), p.score)
+                })
+                .collect();
+            format!("{:.3}|{}>{:.3}", it.from, pts.join("/"), it.to)
+        },
+    );
+    stat(out, "flash_nhc_last_iteration", last);
     stat(out, "flash_class_promotions", f.promotions);
     stat(out, "flash_class_moves", f.moves);
     stat(out, "flash_class_moves_to_copy", f.moves_to_copy);

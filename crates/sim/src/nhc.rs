@@ -26,7 +26,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective};
+use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective, ProbeOrder};
 
 #[derive(Args, Debug, Clone)]
 pub struct NhcArgs {
@@ -75,6 +75,38 @@ pub struct NhcArgs {
     /// Seed of the noise.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Throttle carry-over: a device that serves less than its IOPS keeps
+    /// the unused reads as credit, up to this many seconds of its IOPS, and
+    /// serves them later on top of its IOPS (at most `burst` times its IOPS
+    /// more), as the kernel's blkio throttle does with a device below its
+    /// limit (bench/RESULTS.md, issue 17, "the sawtooth": the budget of a
+    /// throttle slice that keeps being extended is never trimmed). 0 = none.
+    #[arg(long, default_value_t = 0.0)]
+    pub carry: f64,
+    /// Largest extra rate of a device spending credit, a fraction of its IOPS.
+    #[arg(long, default_value_t = 0.3)]
+    pub burst: f64,
+    /// The scheduler's probe order: `fixed`, `serpentine`, `centered` or `balanced`
+    /// (the server's default when not given; `tiercache_policy::nhc::ProbeOrder`).
+    #[arg(long)]
+    pub order: Option<String>,
+    /// The scheduler's settling and measured intervals per probed point,
+    /// and the gain a move needs (the server's defaults when not given).
+    #[arg(long)]
+    pub settle: Option<usize>,
+    #[arg(long)]
+    pub probe_intervals: Option<usize>,
+    #[arg(long)]
+    pub min_gain: Option<f64>,
+    #[arg(long)]
+    pub min_step: Option<f64>,
+    #[arg(long)]
+    pub grow_after: Option<u32>,
+    #[arg(long)]
+    pub confirm: Option<u32>,
+    /// Keep the gain a move needs fixed when the step is halved.
+    #[arg(long)]
+    pub fixed_gain: bool,
     /// Write the timeline (t, state, data_admit, load_admit, throughput of
     /// NHC and of classic caching) as CSV to this file.
     #[arg(long)]
@@ -97,6 +129,20 @@ pub struct Step {
 
 /// Reads per second the two devices carry at this split.
 pub fn served(a: &NhcArgs, hit: f64, la: f64, data_admit: bool) -> f64 {
+    served_by(a, hit, la, data_admit, a.fast_iops, a.cap_iops).0
+}
+
+/// Reads per second the two devices carry at this split when they serve
+/// `fast` and `cap` reads per second at most, and the reads per second
+/// each of them serves (a promotion counts `write_cost` on the fast one).
+fn served_by(
+    a: &NhcArgs,
+    hit: f64,
+    la: f64,
+    data_admit: bool,
+    fast: f64,
+    cap: f64,
+) -> (f64, f64, f64) {
     let demand = a.load * a.fast_iops;
     let fast_share = hit * la
         + if data_admit {
@@ -106,22 +152,38 @@ pub fn served(a: &NhcArgs, hit: f64, la: f64, data_admit: bool) -> f64 {
         };
     let cap_share = 1.0 - hit * la;
     let by_fast = if fast_share > 0.0 {
-        a.fast_iops / fast_share
+        fast / fast_share
     } else {
         f64::MAX
     };
     let by_cap = if cap_share > 0.0 {
-        a.cap_iops / cap_share
+        cap / cap_share
     } else {
         f64::MAX
     };
-    demand.min(by_fast).min(by_cap)
+    let t = demand.min(by_fast).min(by_cap);
+    (t, t * fast_share, t * cap_share)
 }
 
 /// Runs the model; `nhc` false is classic caching (data_admit on,
 /// load_admit 1 throughout).
 pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
-    let mut s = Nhc::new(NhcParams::default(), Objective::Throughput);
+    let mut params = NhcParams::default();
+    params.order = match a.order.as_deref() {
+        Some("fixed") => ProbeOrder::Fixed,
+        Some("serpentine") => ProbeOrder::Serpentine,
+        Some("centered") => ProbeOrder::Centered,
+        Some("balanced") => ProbeOrder::Balanced,
+        _ => params.order,
+    };
+    params.settle_intervals = a.settle.unwrap_or(params.settle_intervals);
+    params.probe_intervals = a.probe_intervals.unwrap_or(params.probe_intervals);
+    params.min_gain = a.min_gain.unwrap_or(params.min_gain);
+    params.min_step = a.min_step.unwrap_or(params.min_step);
+    params.grow_after = a.grow_after.unwrap_or(params.grow_after);
+    params.confirm = a.confirm.unwrap_or(params.confirm);
+    params.scale_gain &= !a.fixed_gain;
+    let mut s = Nhc::new(params, Objective::Throughput);
     let mut hit = a.hit;
     let mut out = Vec::new();
     let steps = (a.secs / a.interval).round() as usize;
@@ -129,6 +191,8 @@ pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
     let mut x = a.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     // The splits routed in the last `lag` intervals, oldest first.
     let mut routed: Vec<(f64, bool)> = vec![(1.0, true); a.lag];
+    // Throttle credit of each device (reads), with `carry`.
+    let mut credit = [0.0f64; 2];
     for i in 0..steps {
         let t = i as f64 * a.interval;
         if a.change_at.is_some_and(|c| t >= c) && !changed {
@@ -146,7 +210,19 @@ pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let r = (x >> 11) as f64 / (1u64 << 53) as f64;
-        let fluid = served(a, hit, la_done, da_done);
+        let iops = [a.fast_iops, a.cap_iops];
+        let extra = |d: usize| (credit[d] / a.interval).min(a.burst * iops[d]);
+        let (fluid, fast_used, cap_used) = served_by(
+            a,
+            hit,
+            la_done,
+            da_done,
+            iops[0] + extra(0),
+            iops[1] + extra(1),
+        );
+        for (d, used) in [fast_used, cap_used].into_iter().enumerate() {
+            credit[d] = (credit[d] + (iops[d] - used) * a.interval).clamp(0.0, a.carry * iops[d]);
+        }
         // Only a device that limits the throughput adds its bursts: below
         // saturation the clients' demand is served as it comes.
         let done = if fluid < a.load * a.fast_iops {
@@ -190,6 +266,11 @@ pub fn run(a: &NhcArgs) -> Result<()> {
     }
     if !(0.0..=1.0).contains(&a.hit) || !(0.0..=1.0).contains(&a.hit_after_change) {
         bail!("hit ratios are between 0 and 1");
+    }
+    if let Some(o) = a.order.as_deref() {
+        if !["fixed", "serpentine", "centered", "balanced"].contains(&o) {
+            bail!("--order is fixed, serpentine, centered or balanced, not {o}");
+        }
     }
     let nhc = simulate(a, true);
     let classic = simulate(a, false);
@@ -260,6 +341,16 @@ mod tests {
             noise: 0.0,
             lag: 0,
             seed: 1,
+            carry: 0.0,
+            burst: 0.3,
+            order: None,
+            settle: None,
+            probe_intervals: None,
+            min_gain: None,
+            min_step: None,
+            grow_after: None,
+            confirm: None,
+            fixed_gain: false,
             csv_out: None,
         }
     }

@@ -4,7 +4,7 @@
 //! (`tiercache_policy::nhc`) fed with them.
 
 use super::*;
-use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective};
+use tiercache_policy::nhc::{Iteration, Measurement, Nhc, NhcParams, Objective};
 
 /// Open streams: new long-TTL items, new short-TTL items, moves to capacity.
 pub(super) const STREAMS: usize = 3;
@@ -81,6 +81,10 @@ pub struct NhcStats {
     pub entered_tune: u64,
     pub left_tune: u64,
     pub load_admit_moves: u64,
+    /// Finished iterations of state 2, and the last one (its probes'
+    /// reads per interval and scores, and the move), for traces.
+    pub iterations: u64,
+    pub last_iteration: Option<Iteration>,
 }
 
 impl FlashTier {
@@ -289,6 +293,8 @@ impl FlashTier {
             entered_tune: g.0.entered_tune,
             left_tune: g.0.left_tune,
             load_admit_moves: g.0.moves,
+            iterations: g.0.iterations,
+            last_iteration: g.0.last_iteration().copied(),
         }
     }
 }
