@@ -54,6 +54,15 @@ pub struct SmallStats {
     /// Changes (and stops) that had to finish a segment flush under way
     /// first: it rewrote their key's set, or was writing the key.
     pub flush_waits: u64,
+    /// Microseconds segment flushes spent on the device (from the read of
+    /// the oldest segment to the write of the sealed one).
+    pub flush_us: u64,
+    /// Microseconds of flush work done holding the store's owner's lock
+    /// (its shard's): all of it for a flush on the request thread, the
+    /// plan and the commit for a background one, and the waits of changes
+    /// that had to finish a flush first. The longest single hold.
+    pub flush_locked_us: u64,
+    pub flush_locked_max_us: u64,
 }
 
 /// The store's figures over all its regions, for `stats`.
@@ -100,6 +109,9 @@ impl SmallStats {
         self.verify_failures += o.verify_failures;
         self.deferred += o.deferred;
         self.flush_waits += o.flush_waits;
+        self.flush_us += o.flush_us;
+        self.flush_locked_us += o.flush_locked_us;
+        self.flush_locked_max_us = self.flush_locked_max_us.max(o.flush_locked_max_us);
     }
 
     /// Device bytes written per key-and-value byte admitted.

@@ -299,8 +299,8 @@ pub struct FlashSection {
     /// After a segment flush of the small-object store that took T, the next
     /// waits this many times T and items leaving RAM meanwhile go to the
     /// log-structured tier (`ext_small_flush_duty`, default 3: flushes take at
-    /// most a quarter of a shard's time; 0: never wait, requests that need a
-    /// flush wait for it instead).
+    /// most a quarter of the time; 0: never defer, requests that need a
+    /// flush, or a place in the queue of sealed segments, wait for it).
     pub small_flush_duty: u32,
     /// The small-object store's segment flushes run on background threads,
     /// their set reads and writes off the shard's lock

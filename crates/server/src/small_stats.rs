@@ -52,6 +52,11 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
     stat(out, "small_evicted", st.evicted);
     stat(out, "small_invalidations", st.invalidations);
     stat(out, "small_deferred", st.deferred);
+    stat(out, "small_log_segments_written", st.log_segments_written);
+    stat(out, "small_flush_waits", st.flush_waits);
+    stat(out, "small_flush_us", st.flush_us);
+    stat(out, "small_flush_locked_us", st.flush_locked_us);
+    stat(out, "small_flush_locked_max_us", st.flush_locked_max_us);
     stat(
         out,
         "small_hits",

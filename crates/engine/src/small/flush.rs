@@ -229,20 +229,32 @@ pub type WithStore<'a> = &'a dyn Fn(&mut dyn FnMut(&mut SmallStore));
 /// owner: `with` gives the store (locking it) for the short phases. What a
 /// background flusher thread does for each job it is told of.
 pub fn run_sealed_job(with: WithStore<'_>) {
-    let mut job = None;
-    with(&mut |st| job = st.job_to_run());
+    let (mut job, mut wait) = (None, Duration::ZERO);
+    with(&mut |st| (job, wait) = (st.job_to_run(), st.duty_wait()));
+    if !wait.is_zero() {
+        // The flush duty holds for queued jobs too: the device's share of
+        // flushes stays bounded.
+        std::thread::sleep(wait);
+        with(&mut |st| job = st.job_to_run());
+    }
     let Some(job) = job else {
         return;
     };
     let mut old = Some(job.read_old());
     let mut planned = false;
-    with(&mut |st| planned = st.plan_job(&job, old.take().expect("once")));
+    with(&mut |st| {
+        let t = Instant::now();
+        planned = st.plan_job(&job, old.take().expect("once"));
+        st.held_lock(t);
+    });
     if !planned {
         return;
     }
     job.write();
     with(&mut |st| {
+        let t = Instant::now();
         let _ = st.commit_job(&job);
+        st.held_lock(t);
     });
 }
 
@@ -457,6 +469,7 @@ impl SmallStore {
             }
         }
         self.head = (job.seg + 1) % self.cfg.log_segments;
+        self.stats.flush_us += w.took.as_micros() as u64;
         self.flushed(w.took);
         readmit
     }
@@ -465,11 +478,27 @@ impl SmallStore {
     /// write under way, and commits them: before a change that touches
     /// one, a stop, a flush_all.
     pub(super) fn finish_jobs(&mut self) -> io::Result<()> {
-        if self.jobs.is_empty() {
+        self.finish_jobs_to(self.jobs.len())
+    }
+
+    /// [`finish_jobs`](Self::finish_jobs) for the first `n` queued jobs
+    /// only (the later ones do not touch what the caller changes).
+    pub(super) fn finish_jobs_to(&mut self, n: usize) -> io::Result<()> {
+        if n == 0 || self.jobs.is_empty() {
             return Ok(());
         }
         self.stats.flush_waits += 1;
-        while let Some(job) = self.jobs.front().cloned() {
+        let t = Instant::now();
+        let r = self.finish_queued(n);
+        self.held_lock(t);
+        r
+    }
+
+    fn finish_queued(&mut self, n: usize) -> io::Result<()> {
+        for _ in 0..n {
+            let Some(job) = self.jobs.front().cloned() else {
+                break;
+            };
             let phase = {
                 let mut g = job.inner.lock();
                 while g.phase == Phase::Planned {
@@ -486,6 +515,13 @@ impl SmallStore {
             }
         }
         Ok(())
+    }
+
+    /// Counts flush work done since `t` holding the owner's lock.
+    pub(super) fn held_lock(&mut self, t: Instant) {
+        let us = t.elapsed().as_micros() as u64;
+        self.stats.flush_locked_us += us;
+        self.stats.flush_locked_max_us = self.stats.flush_locked_max_us.max(us);
     }
 
     /// Every phase of a sealed job, here.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Sealed segments waiting for, or under, a background flush at most.
-const QUEUED_SEGMENTS: usize = 4;
+const QUEUED_SEGMENTS: usize = 2;
 
 /// RRIP value of an object entering a set (of 0..=7; 7 is evicted first).
 pub const RRIP_INSERT: u8 = 6;
@@ -323,6 +323,24 @@ impl SmallStore {
             .flat_map(|p| p.iter().rev())
     }
 
+    /// A 4 KiB block as DRAM describes it: from the view of the flush
+    /// under way if it replaces the block, else from the device.
+    fn read_viewed(&self, off: u64) -> io::Result<AlignedBuf> {
+        if let Some(job) = self.jobs.front() {
+            let held = job.with_view(|v| {
+                v.get(&off).map(|b| {
+                    let mut c = AlignedBuf::new(BLOCK);
+                    c.as_mut_slice().copy_from_slice(b.as_slice());
+                    c
+                })
+            });
+            if let Some(b) = held {
+                return Ok(b);
+            }
+        }
+        self.read_block(off, BLOCK)
+    }
+
     fn read_block(&self, off: u64, len: usize) -> io::Result<AlignedBuf> {
         let mut b = AlignedBuf::new(len);
         let n = self.dev.read_at(b.as_mut_slice(), off)?;
@@ -346,7 +364,8 @@ impl SmallStore {
     /// DRAM by part: per-set filters (Bloom, hit bits, generation), the log
     /// index (with its vectors' spare capacity), the rest.
     pub fn dram_parts(&self) -> (u64, u64, u64) {
-        let other = self.seg_gen.len() * 8 + self.cfg.seg_pages * BLOCK;
+        // The open buffer and the sealed segments waiting for their flush.
+        let other = self.seg_gen.len() * 8 + (1 + self.jobs.len()) * self.cfg.seg_pages * BLOCK;
         (
             self.filters.bytes() as u64,
             self.log.bytes() as u64,
@@ -391,11 +410,26 @@ impl SmallStore {
     pub fn flush_deferred(&self, size: usize) -> bool {
         let full =
             self.buffer_used + size > BLOCK_PAYLOAD && self.buffer.len() == self.cfg.seg_pages;
-        full && (self.jobs.len() >= self.max_jobs()
-            || self.seg_gen[self.head] != 0
-                && self
-                    .next_flush_at
-                    .is_some_and(|t| std::time::Instant::now() < t))
+        // With a duty of 0 nothing is deferred: a full queue is waited for.
+        full && self.flush_duty > 0
+            && (self.jobs.len() >= self.max_jobs()
+                || self.seg_gen[self.head] != 0
+                    && self
+                        .next_flush_at
+                        .is_some_and(|t| std::time::Instant::now() < t))
+    }
+
+    /// How long the next flush must still wait under the flush duty (only
+    /// flushes that move objects into sets wait, as in
+    /// [`flush_deferred`](Self::flush_deferred)).
+    pub(super) fn duty_wait(&self) -> std::time::Duration {
+        let next = self.jobs.front().map_or(self.head, |j| j.seg);
+        match self.next_flush_at {
+            Some(t) if self.seg_gen[next] != 0 => {
+                t.saturating_duration_since(std::time::Instant::now())
+            }
+            _ => std::time::Duration::ZERO,
+        }
     }
 
     /// A flush's device work took `took`: the next waits `flush_duty` times it.
@@ -430,7 +464,9 @@ impl SmallStore {
                 }
                 let job = self.seal();
                 if self.notify.is_none() {
+                    let t = std::time::Instant::now();
                     self.run_inline(&job)?;
+                    self.held_lock(t);
                 } else if self.jobs.len() == 1 && !self.tell_flusher() {
                     self.finish_jobs()?;
                 }
@@ -491,13 +527,23 @@ impl SmallStore {
             return Err(io::Error::other("small-object store failed"));
         }
         let (h, set, tag) = place(key, self.cfg.sets);
-        // A set the flush under way rewrites, or whose key it is writing
-        // to the log, changes only after it: never two hands on one set.
-        if self.jobs.iter().any(|j| j.touches(set)) {
-            self.finish_jobs()?;
+        let mut held = self.holds_on_flash(key, h, set, tag)?;
+        let sealed = self.jobs.iter().any(|j| {
+            j.sealed
+                .iter()
+                .flatten()
+                .any(|(ph, o)| *ph == h && o.key == key)
+        });
+        // The key's set is rewritten: a flush under way that rewrites it,
+        // or writes the key to the log, ends first (never two hands on one
+        // set). A key the store does not hold waits for nothing.
+        let last = self.jobs.iter().rposition(|j| j.touches(set));
+        if let (true, Some(last)) = (held || sealed, last) {
+            self.finish_jobs_to(last + 1)?;
             if self.failed {
                 return Err(io::Error::other("small-object store failed"));
             }
+            held = self.holds_on_flash(key, h, set, tag)?;
         }
         let now = self.now;
         let buffered = self
@@ -506,9 +552,7 @@ impl SmallStore {
             .flatten()
             .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now));
         self.drop_buffered(key, h);
-        if (self.log.of_set(set).any(|r| r.tag == tag) || self.filters.may_contain(set as usize, h))
-            && self.holds_on_flash(key, h, set, tag)?
-        {
+        if held {
             self.stats.invalidations += 1;
             let on_flash = self.rewrite_sets(&[set], Some(key), &HashMap::new(), true)?;
             return Ok(buffered || on_flash);
@@ -522,6 +566,10 @@ impl SmallStore {
     /// durable set rewrite. A block that does not verify, or changed since
     /// DRAM saw it, counts as holding it.
     fn holds_on_flash(&mut self, key: &[u8], h: u64, set: u32, tag: u16) -> io::Result<bool> {
+        if !self.log.of_set(set).any(|r| r.tag == tag) && !self.filters.may_contain(set as usize, h)
+        {
+            return Ok(false);
+        }
         let pages: Vec<u32> = self
             .log
             .of_set(set)
@@ -529,7 +577,7 @@ impl SmallStore {
             .map(|r| r.page)
             .collect();
         for page in pages {
-            let b = self.read_block(self.page_offset(page), BLOCK)?;
+            let b = self.read_viewed(self.page_offset(page))?;
             let seg = page as usize / self.cfg.seg_pages;
             match self.verify(b.as_slice(), Kind::Log, page) {
                 Ok(hd) if hd.generation == self.seg_gen[seg] => {
@@ -543,7 +591,7 @@ impl SmallStore {
         if !self.filters.may_contain(set as usize, h) {
             return Ok(false);
         }
-        let b = self.read_block(self.set_offset(set), BLOCK)?;
+        let b = self.read_viewed(self.set_offset(set))?;
         Ok(match self.verify(b.as_slice(), Kind::Set, set) {
             Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
                 format::find(b.as_slice(), &hd, key).is_some()

@@ -555,3 +555,50 @@ fn gets_and_changes_during_a_background_flush_see_the_newest_value() {
     }
     assert!(kept > 100, "{kept} kept");
 }
+
+#[test]
+fn background_flushes_move_objects_as_inline_ones_do() {
+    // The same stream of new objects through both: as many set writes per
+    // object admitted (the background path must not change the policy).
+    let c = SmallConfig::for_region(4 << 20, 10);
+    let run = |background: bool| {
+        let (_dev, st) = mem(c);
+        let (bg, mut inline) = match background {
+            true => (Some(Background::start(st)), None),
+            false => (None, Some(st)),
+        };
+        for i in 0..60_000u32 {
+            let o = obj(&format!("key{i}"), &val(i as usize, 0));
+            loop {
+                let stored = match (&bg, &mut inline) {
+                    (Some(b), _) => b.st.lock().insert(o.clone()).unwrap(),
+                    (None, Some(st)) => st.insert(o.clone()).unwrap(),
+                    _ => unreachable!(),
+                };
+                if stored {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        let s = match (&bg, &inline) {
+            (Some(b), _) => b.st.lock().stats,
+            (None, Some(st)) => st.stats,
+            _ => unreachable!(),
+        };
+        if let Some(b) = bg {
+            b.stop();
+        }
+        s
+    };
+    let (a, b) = (run(false), run(true));
+    let per = |s: &SmallStats| s.sets_written as f64 / s.objects_admitted as f64;
+    eprintln!("inline {a:?}\nbackground {b:?}");
+    assert_eq!(a.objects_admitted, b.objects_admitted);
+    assert!(
+        (per(&a) - per(&b)).abs() < 0.02,
+        "set writes per object: inline {:.3}, background {:.3}",
+        per(&a),
+        per(&b)
+    );
+}
