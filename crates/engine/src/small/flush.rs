@@ -411,6 +411,13 @@ impl SmallStore {
         }
         let readmit = self.follow(job, w);
         for (h, o) in readmit {
+            // A commit never seals a new job: whoever finished the queue
+            // (a change, flush_all, a stop) relies on it staying empty. A
+            // hit object that does not fit the open segment is dropped.
+            if self.readmit_would_seal(o.size()) {
+                self.stats.dropped += 1;
+                continue;
+            }
             self.stats.readmitted += 1;
             self.append(h, o)?;
         }

@@ -211,8 +211,14 @@ impl SmallStore {
     /// raising the floor in the region's first block, durably, before this
     /// returns (a crash must not bring a flushed object back).
     pub fn clear(&mut self) -> io::Result<()> {
-        // A job under way ends first: its writes must not land above the floor.
-        let _ = self.finish_jobs();
+        // The jobs under way end first: their writes must not land above
+        // the floor. A store that failed forgets everything instead (a new
+        // nonce: nothing it wrote verifies).
+        if self.finish_jobs().is_err() || self.failed {
+            self.jobs.clear();
+            return self.forget_all();
+        }
+        debug_assert!(self.jobs.is_empty());
         self.generation += 1;
         self.floor = self.generation;
         self.clear_dram();
@@ -230,6 +236,7 @@ impl SmallStore {
     /// Writes the segment being filled (a graceful stop keeps its objects).
     pub fn flush_buffer(&mut self) -> io::Result<()> {
         self.finish_jobs()?;
+        debug_assert!(self.jobs.is_empty());
         if self.failed || self.buffer.iter().all(Vec::is_empty) {
             return Ok(());
         }
@@ -439,6 +446,14 @@ impl SmallStore {
         }
     }
 
+    /// Whether appending an object of `size` bytes would seal a job that a
+    /// background flusher runs (the open segment is full).
+    pub(super) fn readmit_would_seal(&self, size: usize) -> bool {
+        self.notify.is_some()
+            && self.buffer_used + size > BLOCK_PAYLOAD
+            && self.buffer.len() == self.cfg.seg_pages
+    }
+
     fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
         let mut found = false;
         for page in self.buffer.iter_mut() {
@@ -527,24 +542,26 @@ impl SmallStore {
             return Err(io::Error::other("small-object store failed"));
         }
         let (h, set, tag) = place(key, self.cfg.sets);
-        let mut held = self.holds_on_flash(key, h, set, tag)?;
-        let sealed = self.jobs.iter().any(|j| {
-            j.sealed
-                .iter()
-                .flatten()
-                .any(|(ph, o)| *ph == h && o.key == key)
-        });
         // The key's set is rewritten: a flush under way that rewrites it,
         // or writes the key to the log, ends first (never two hands on one
-        // set). A key the store does not hold waits for nothing.
-        let last = self.jobs.iter().rposition(|j| j.touches(set));
-        if let (true, Some(last)) = (held || sealed, last) {
-            self.finish_jobs_to(last + 1)?;
+        // set). A key the store does not hold waits for nothing. (A commit
+        // never seals a new job, so this ends; the loop is a safeguard.)
+        let held = loop {
+            let held = self.holds_on_flash(key, h, set, tag)?;
+            let sealed = self.jobs.iter().any(|j| {
+                j.sealed
+                    .iter()
+                    .flatten()
+                    .any(|(ph, o)| *ph == h && o.key == key)
+            });
+            match self.jobs.iter().rposition(|j| j.touches(set)) {
+                Some(last) if held || sealed => self.finish_jobs_to(last + 1)?,
+                _ => break held,
+            }
             if self.failed {
                 return Err(io::Error::other("small-object store failed"));
             }
-            held = self.holds_on_flash(key, h, set, tag)?;
-        }
+        };
         let now = self.now;
         let buffered = self
             .buffer
