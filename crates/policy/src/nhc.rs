@@ -60,11 +60,12 @@ pub struct NhcParams {
     /// The order the points of an iteration are measured in.
     pub order: ProbeOrder,
     /// Smallest step: a move that reverses the one before halves the step
-    /// (down to this), three moves the same way in a row double it (up to
-    /// `step`).
+    /// (down to this), `grow_after` moves the same way in a row double it
+    /// (up to `step`).
     /// `min_step` = `step` keeps the step fixed.
     pub min_step: f64,
-    /// Moves the same way in a row after which the step doubles.
+    /// Moves the same way in a row after which the step doubles (2 let
+    /// the step halve and double in turn on the throttled devices).
     pub grow_after: u32,
     /// `min_gain` in proportion to the step (a smaller step gains less).
     pub scale_gain: bool,
@@ -109,7 +110,7 @@ impl Default for NhcParams {
             exit_iterations: 2,
             order: ProbeOrder::Fixed,
             min_step: 0.0125,
-            grow_after: 2,
+            grow_after: 4,
             scale_gain: true,
             confirm: 1,
         }
@@ -868,10 +869,10 @@ mod tests {
 
     #[test]
     fn throttle_credit_does_not_make_the_tuning_saw() {
-        // 60 s after state 2 began, credit spent at up to 15% over a
+        // 60 s after state 2 began, banked reads spent at up to 20% over a
         // device's IOPS; the last 30 s are judged against the best point,
         // 0.926.
-        let (s, tuned) = with_credit(NhcParams::default(), 0.15, 600);
+        let (s, tuned) = with_credit(NhcParams::default(), 0.2, 600);
         let (lo, hi, mean) = spread(&tuned[300..]);
         eprintln!(
             "default: tuned {lo:.3}-{hi:.3} (mean {mean:.3}), {} moves, {} exits",
@@ -879,25 +880,32 @@ mod tests {
         );
         assert_eq!(s.state(), State::Tune);
         assert_eq!(s.left_tune, 0, "back to state 1 {} times", s.left_tune);
-        // Within 0.04 of the best throughout, never at 1.
-        assert!(lo >= 0.886 && hi <= 0.966, "tuned {lo}-{hi}");
+        // Within 0.05 of the best throughout, never at 1.
+        assert!(lo >= 0.875 && hi <= 0.976, "tuned {lo}-{hi}");
         assert!((mean - 0.926).abs() <= 0.01, "mean {mean}");
-        // The scheduler before (a fixed step of 0.05) moves at every
-        // iteration or nearly, up to 1 and back, on the same devices.
+        // The scheduler before (a fixed step of 0.05) goes up to 1 and back
+        // to state 1 on the same devices; so does a step that doubles after
+        // two moves the same way (it halves and doubles in turn).
         let old = NhcParams {
             min_step: 0.05,
             ..NhcParams::default()
         };
-        let (s, tuned) = with_credit(old, 0.15, 600);
-        let (lo, hi, mean) = spread(&tuned[300..]);
-        eprintln!(
-            "fixed step: tuned {lo:.3}-{hi:.3} (mean {mean:.3}), {} moves, {} exits",
-            s.moves, s.left_tune
-        );
-        assert!(hi >= 1.0 && hi - lo >= 0.1 - 1e-9, "tuned {lo}-{hi}");
-        // Without credit both settle at the best point of their grid and
+        let quick = NhcParams {
+            grow_after: 2,
+            ..NhcParams::default()
+        };
+        for p in [old, quick] {
+            let (s, tuned) = with_credit(p, 0.2, 600);
+            let (lo, hi, mean) = spread(&tuned[300..]);
+            eprintln!(
+                "step {} to {}, doubling after {}: tuned {lo:.3}-{hi:.3} (mean {mean:.3}), {} moves, {} exits",
+                p.min_step, p.step, p.grow_after, s.moves, s.left_tune
+            );
+            assert!(hi >= 1.0 && s.left_tune >= 1, "tuned {lo}-{hi}");
+        }
+        // Without credit all settle at the best point of their grid and
         // stay (the noise-free model).
-        for p in [NhcParams::default(), old] {
+        for p in [NhcParams::default(), old, quick] {
             let (_, tuned) = with_credit(p, 0.0, 600);
             let (lo, hi, _) = spread(&tuned[300..]);
             assert!(lo == hi && (lo - 0.926).abs() <= 0.03, "tuned {lo}-{hi}");
