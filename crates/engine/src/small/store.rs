@@ -398,12 +398,13 @@ impl SmallStore {
         Ok(true)
     }
 
-    /// Bounds the share of time segment flushes (set reads and writes on
-    /// the inserting thread, under its shard's lock) take: after a flush
-    /// that took T, the next waits `duty` x T, and admissions that would
-    /// need it meanwhile are refused (the item is evicted instead). 0 (the
-    /// default) never refuses; the server uses 3 (flushes at most a quarter
-    /// of the time).
+    /// Bounds the share of time segment flushes take (the device's, with a
+    /// background flusher; the inserting thread's, under its shard's lock,
+    /// without): after a flush whose device work took T, the next waits
+    /// `duty` x T, and admissions that would need it meanwhile are refused
+    /// (the caller sends the item elsewhere). 0 (the default) never
+    /// refuses: a full queue is waited for; the server uses 3 (flushes at
+    /// most a quarter of the time).
     pub fn set_flush_duty(&mut self, duty: u32) {
         self.flush_duty = duty;
         if duty == 0 {
