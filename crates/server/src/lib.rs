@@ -24,6 +24,7 @@ pub mod daemon;
 pub mod detail;
 pub mod execute;
 pub mod flights;
+pub mod heap_trim;
 pub mod logging;
 pub mod metrics;
 pub mod prefetch;

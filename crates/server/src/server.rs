@@ -556,9 +556,11 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
 }
 
 /// Once a second: apply delayed flushes and free expired items' segments.
-/// Every 50 ms: close the SLA view's minute when it has ended.
+/// Every 50 ms: close the SLA view's minute when it has ended. Every few
+/// seconds: give freed heap back to the OS ([`crate::heap_trim`]).
 fn maintenance(shared: Arc<Shared>) {
     let mut last = Instant::now();
+    let mut heap = crate::heap_trim::HeapTrim::default();
     let mut last_sweep: Option<Instant> = None;
     while !shared.shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
@@ -593,6 +595,10 @@ fn maintenance(shared: Arc<Shared>) {
             });
         }
         last_sweep = Some(ended);
+        if let Some(us) = heap.maybe(Instant::now()) {
+            crate::stats::bump(&shared.conns.malloc_trims);
+            crate::stats::add(&shared.conns.malloc_trim_us, us);
+        }
     }
 }
 

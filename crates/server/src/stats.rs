@@ -107,6 +107,11 @@ pub struct ConnStats {
     /// items it freed (`crawler_reclaimed`).
     pub crawler_starts: AtomicU64,
     pub crawler_reclaimed: AtomicU64,
+    /// Times the maintenance thread gave freed heap back to the OS
+    /// (`malloc_trims`) and the time that took (`malloc_trim_us`); see
+    /// [`crate::heap_trim`].
+    pub malloc_trims: AtomicU64,
+    pub malloc_trim_us: AtomicU64,
 }
 
 impl ConnStats {
@@ -236,6 +241,8 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "bytes", e.shard.bytes);
     stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
     stat(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));
+    stat(out, "malloc_trims", c(&v.conns.malloc_trims));
+    stat(out, "malloc_trim_us", c(&v.conns.malloc_trim_us));
     // RAM segments allocated and not holding items now: memcached's pool
     // of free slab pages.
     stat(
