@@ -9,9 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-/// How often the maintenance thread trims. A trim of a 100 MiB heap takes
-/// well under a millisecond (`malloc_trim_us`); pages it gives back that are
-/// used again cost a page fault each, so not much more often than this.
+/// How often the maintenance thread trims. A trim holds each arena's lock
+/// while it gives that arena's free pages back: 12.5 ms a trim on average
+/// while 2 M small items streamed through `-m 64` into the small-object
+/// store (`malloc_trim_us` / `malloc_trims`), under 1 ms on an idle heap.
+/// Pages given back that are used again cost a page fault each, so not much
+/// more often than this.
 pub const INTERVAL: Duration = Duration::from_secs(5);
 
 /// When the heap was last trimmed.
