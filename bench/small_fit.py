@@ -23,12 +23,13 @@ keys no longer in RAM (every key but the last ones set), small vs log, as
 paired runs (RUNS), medians and the ratio.
 
 Environment: N=6000000 KLEN=32 VLEN=100 MEM=64 SIZE=1G SMALL_MAX=512 SHARE=90
-             STEP=50 RUNS=5 SECS=8 RATE=0 DUTY=3 EXTRA= PORT=21615
+             STEP=50 RUNS=5 SECS=8 RATE=0 DUTY=3 EXTRA= PORT=21615 REST_S=7
              (EXTRA: more -o options for both flash servers, comma-separated) RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
 """
 import contextlib
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +37,7 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_fit"
 K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, RUNS=5, SECS=8, RATE=0.0, DUTY=3, EXTRA="", PORT=21615)
+             STEP=50, RUNS=5, SECS=8, RATE=0.0, DUTY=3, EXTRA="", PORT=21615, REST_S=7)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
 
@@ -68,8 +69,23 @@ def num(st, k):
 
 
 def load(name, srv, port, shown, rate=None):
-    t = fl.set_keys(port, range(K.N), K.VLEN, mb_per_s=rate, prefix=PREFIX)
-    time.sleep(2)
+    # The highest RSS seen while the keys go in (sampled every 0.2 s), then
+    # RSS at rest: after REST_S, longer than the maintenance thread's heap
+    # trim interval (5 s), so freed heap has been given back once.
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(0.2):
+            peak[0] = max(peak[0], srv.rss() or 0)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        t = fl.set_keys(port, range(K.N), K.VLEN, mb_per_s=rate, prefix=PREFIX)
+    finally:
+        done.set()
+        sampler.join()
+    time.sleep(K.REST_S)
     st = srv.stats()
     rss = srv.rss()
     sample = range(0, K.N, K.STEP)
@@ -78,9 +94,10 @@ def load(name, srv, port, shown, rate=None):
     for _k, v in fl.get_values(port, sample, prefix=PREFIX):
         got += 1
         bad += v != want
-    r = dict(name=name, shown=shown, t=t, st=st, rss=rss, sampled=len(sample), got=got, bad=bad)
+    r = dict(name=name, shown=shown, t=t, st=st, rss=rss, peak=max(peak[0], rss), sampled=len(sample),
+             got=got, bad=bad)
     fl.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
-                f"RSS {rss / 2**20:.1f} MiB")
+                f"RSS {rss / 2**20:.1f} MiB at rest, {r['peak'] / 2**20:.1f} MiB at most while loading")
     return r
 
 
@@ -142,8 +159,10 @@ def main():
         f"{beyond_log:.2f} B | {num(lg, 'flash_write_amplification'):.2f} | {lg.get('store_no_memory')} | "
         f"{log['got']:,} of {log['sampled']:,} | {log['bad']} |",
         "",
-        f"RSS: small {small['rss'] / 2**20:.1f} MiB, log {log['rss'] / 2**20:.1f} MiB, RAM-only "
-        f"{ram['rss'] / 2**20:.1f} MiB. Small store: sets written {s.get('small_sets_written')}, moved "
+        f"RSS at rest ({K.REST_S} s after the load): small {small['rss'] / 2**20:.1f} MiB, log "
+        f"{log['rss'] / 2**20:.1f} MiB, RAM-only {ram['rss'] / 2**20:.1f} MiB; the most seen while loading: small "
+        f"{small['peak'] / 2**20:.1f} MiB, log {log['peak'] / 2**20:.1f} MiB, RAM-only {ram['peak'] / 2**20:.1f} MiB "
+        f"(beyond -m at that peak: small {(small['peak'] - ram['peak']) / max(objs, 1):.2f} B per object). Small store: sets written {s.get('small_sets_written')}, moved "
         f"{s.get('small_moved')}, dropped {s.get('small_dropped')}, evicted {s.get('small_evicted')}, "
         f"invalidations {s.get('small_invalidations')}, false-positive reads {s.get('small_false_positive_reads')} "
         f"of {s.get('small_reads')} reads.",
