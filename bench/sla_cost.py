@@ -44,15 +44,16 @@ N = int(os.environ.get("N", "20000"))
 KEYS = 1000
 
 
-def start(binary, work):
+def start(binary, work, server_args=("-m", "64", "-o", "ext_path=none")):
+    """The server under callgrind (one worker thread) and its port."""
     args = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
             f"--callgrind-out-file={work}/cg.%p", binary, "-p", "0",
-            "-l", "127.0.0.1", "-t", "1", "-m", "64", "-o", "ext_path=none"]
+            "-l", "127.0.0.1", "-t", "1", *server_args]
     if os.geteuid() == 0:
         args += ["-u", "root"]
     log = open(f"{work}/server.log", "w+")
     p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
+    deadline = time.time() + 120
     while time.time() < deadline:
         log.seek(0)
         m = re.search(r"listening addr=127\.0\.0\.1:(\d+)", log.read())
@@ -112,6 +113,19 @@ def workload(s, name):
             recv_until(s, 1, b"STORED\r\n")
 
 
+def worker_dump(work, pid):
+    """The busiest thread's callgrind dump (the worker's): (instructions, path)."""
+    per_thread = []
+    for f in glob.glob(f"{work}/cg.{pid}.1-*"):
+        with open(f) as fh:
+            m = re.search(r"^(?:summary|totals): (\d+)", fh.read(), re.M)
+            if m:
+                per_thread.append((int(m.group(1)), f))
+    if not per_thread:
+        sys.exit(f"no callgrind dump in {work}: {os.listdir(work)}")
+    return max(per_thread)
+
+
 def measure(binary, name):
     work = tempfile.mkdtemp(prefix="sla_cost.")
     p, port = start(binary, work)
@@ -129,15 +143,7 @@ def measure(binary, name):
         subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True,
                        stdout=subprocess.DEVNULL)
         s.close()
-        per_thread = []
-        for f in glob.glob(f"{work}/cg.{p.pid}.1-*"):
-            with open(f) as fh:
-                m = re.search(r"^(?:summary|totals): (\d+)", fh.read(), re.M)
-                if m:
-                    per_thread.append(int(m.group(1)))
-        if not per_thread:
-            sys.exit(f"no callgrind dump in {work}: {os.listdir(work)}")
-        return max(per_thread) / N
+        return worker_dump(work, p.pid)[0] / N
     finally:
         p.terminate()
         p.wait()

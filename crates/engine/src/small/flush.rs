@@ -26,7 +26,7 @@
 use super::format::{self, Kind, Obj};
 use super::log::{tag_of, LogRef};
 use super::sets::{page_offset, read_many, verify_block, write_many, Built, Layout, SetPlan};
-use super::store::{place, SmallConfig, SmallStore};
+use super::store::{place, Hashes, SmallConfig, SmallStore};
 use crate::flash::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use parking_lot::{Condvar, Mutex};
@@ -96,6 +96,8 @@ pub struct Job {
     old_gen: u64,
     /// The objects of the segment being written, by page: (key hash, object).
     pub(super) sealed: Vec<Vec<(u64, Obj)>>,
+    /// The key hashes of `sealed` (the buffer's, moved with it).
+    pub(super) sealed_hashes: Hashes,
     pub(super) sealed_sets: HashSet<u32>,
     dev: Arc<dyn BlockDevice>,
     base: u64,
@@ -265,6 +267,7 @@ impl SmallStore {
         debug_assert!(self.jobs.len() < self.cfg.log_segments);
         let seg = (self.head + self.jobs.len()) % self.cfg.log_segments;
         let sealed = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
+        let sealed_hashes = std::mem::take(&mut self.buffered);
         self.buffer_used = 0;
         let sealed_sets = sealed
             .iter()
@@ -275,6 +278,7 @@ impl SmallStore {
             seg,
             old_gen: self.seg_gen[seg],
             sealed,
+            sealed_hashes,
             sealed_sets,
             dev: self.dev.clone(),
             base: self.base,
@@ -448,12 +452,13 @@ impl SmallStore {
                 let newer = refs
                     .iter()
                     .any(|r| r.tag == tag && !range.contains(&r.page))
-                    || job
-                        .sealed
-                        .iter()
-                        .chain(self.buffer.iter())
-                        .flatten()
-                        .any(|(bh, bo)| bh == h && bo.key == o.key);
+                    || (job.sealed_hashes.has(*h) || self.buffered.has(*h))
+                        && job
+                            .sealed
+                            .iter()
+                            .chain(self.buffer.iter())
+                            .flatten()
+                            .any(|(bh, bo)| bh == h && bo.key == o.key);
                 if hit && !newer {
                     readmit.push((*h, o.clone()));
                 }

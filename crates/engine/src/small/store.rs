@@ -14,6 +14,7 @@ use super::SmallStats;
 use crate::flash::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
@@ -76,6 +77,86 @@ impl SmallConfig {
     }
 }
 
+/// The key hashes of a group of unwritten objects (the open buffer's, or
+/// one sealed segment's) with how many objects carry each: the prefilter
+/// of the scans of [`SmallStore::unwritten`] (a change of a key, a get that
+/// misses RAM, an admission), which compare full keys only on a hash held
+/// here. It follows its group exactly: an object added or removed is
+/// counted here in the same call.
+#[derive(Default)]
+pub(super) struct Hashes(HashMap<u64, u32, Mix>);
+
+impl Hashes {
+    fn add(&mut self, h: u64) {
+        *self.0.entry(h).or_insert(0) += 1;
+    }
+
+    fn remove(&mut self, h: u64, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if let Some(c) = self.0.get_mut(&h) {
+            debug_assert!(*c >= n);
+            *c = c.saturating_sub(n);
+            if *c == 0 {
+                self.0.remove(&h);
+            }
+        }
+    }
+
+    /// Whether an object of the group may have this key hash (false: none has).
+    pub(super) fn has(&self, h: u64) -> bool {
+        self.0.contains_key(&h)
+    }
+
+    /// DRAM of the table: a bucket of (hash, count) and its control byte per slot.
+    fn bytes(&self) -> usize {
+        self.0.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
+    }
+}
+
+/// The hasher of [`Hashes`]: its keys are xxh3 hashes already, so one
+/// multiply by a per-process seed spreads them (a key cannot choose its
+/// table slot without the seed); SipHash would cost more than the lookup.
+#[derive(Clone, Copy)]
+pub(super) struct Mix(u64);
+
+impl Default for Mix {
+    fn default() -> Mix {
+        static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        Mix(*SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u64) | 1))
+    }
+}
+
+impl BuildHasher for Mix {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher { seed: self.0, h: 0 }
+    }
+}
+
+pub(super) struct MixHasher {
+    seed: u64,
+    h: u64,
+}
+
+impl Hasher for MixHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.h = self.h.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.h ^= x;
+    }
+
+    fn finish(&self) -> u64 {
+        let m = u128::from(self.h ^ self.seed) * u128::from(0x9E37_79B9_7F4A_7C15u64);
+        (m as u64) ^ ((m >> 64) as u64)
+    }
+}
+
 /// A get's answer and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
@@ -105,6 +186,8 @@ pub struct SmallStore {
     pub(super) head: usize,
     /// The segment being filled: pages of (key hash, object).
     pub(super) buffer: Vec<Vec<(u64, Obj)>>,
+    /// The key hashes of the buffer's objects (the scans' prefilter).
+    pub(super) buffered: Hashes,
     pub(super) buffer_used: usize,
     pub(super) generation: u64,
     /// Blocks written at this generation or before hold nothing (flush_all).
@@ -263,6 +346,7 @@ impl SmallStore {
         self.log = LogIndex::new(self.cfg.log_pages() * 2, self.cfg.sets);
         self.seg_gen.iter_mut().for_each(|g| *g = 0);
         self.buffer = vec![Vec::new()];
+        self.buffered = Hashes::default();
         self.buffer_used = 0;
         self.set_objects = 0;
     }
@@ -281,6 +365,7 @@ impl SmallStore {
             seg_gen: vec![0; cfg.log_segments],
             head: 0,
             buffer: vec![Vec::new()],
+            buffered: Hashes::default(),
             buffer_used: 0,
             generation: 1,
             floor: 0,
@@ -318,6 +403,17 @@ impl SmallStore {
     /// device I/O outside the store's owner.
     pub fn set_background(&mut self, tx: crossbeam_channel::Sender<u32>) {
         self.notify = Some(tx);
+    }
+
+    /// Whether an unwritten object (in the buffer, or in a sealed segment
+    /// not committed yet) may have the key hash `h`; false: none has, and
+    /// [`unwritten`](Self::unwritten) need not be scanned. A few hash
+    /// lookups (the buffer's, one per queued job) instead of a scan of up to
+    /// three segments' objects.
+    fn maybe_unwritten(&self, h: u64) -> bool {
+        let maybe = self.buffered.has(h) || self.jobs.iter().any(|j| j.sealed_hashes.has(h));
+        debug_assert_eq!(maybe, self.unwritten().any(|(ph, _)| *ph == h));
+        maybe
     }
 
     /// The objects of the buffer and of the sealed segment under way, newest first.
@@ -372,7 +468,14 @@ impl SmallStore {
     /// index (with its vectors' spare capacity), the rest.
     pub fn dram_parts(&self) -> (u64, u64, u64) {
         // The open buffer and the sealed segments waiting for their flush.
-        let other = self.seg_gen.len() * 8 + (1 + self.jobs.len()) * self.cfg.seg_pages * BLOCK;
+        let other = self.seg_gen.len() * 8
+            + (1 + self.jobs.len()) * self.cfg.seg_pages * BLOCK
+            + self.buffered.bytes()
+            + self
+                .jobs
+                .iter()
+                .map(|j| j.sealed_hashes.bytes())
+                .sum::<usize>();
         (
             self.filters.bytes() as u64,
             self.log.bytes() as u64,
@@ -456,15 +559,19 @@ impl SmallStore {
     }
 
     fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
-        let mut found = false;
+        if !self.buffered.has(h) {
+            return false;
+        }
+        let mut dropped = 0;
         for page in self.buffer.iter_mut() {
             page.retain(|(ph, o)| {
                 let same = *ph == h && o.key == key;
-                found |= same;
+                dropped += u32::from(same);
                 !same
             });
         }
-        found
+        self.buffered.remove(h, dropped);
+        dropped > 0
     }
 
     pub(super) fn append(&mut self, h: u64, mut obj: Obj) -> io::Result<()> {
@@ -493,6 +600,7 @@ impl SmallStore {
         }
         self.buffer_used += size;
         self.buffer.last_mut().expect("a page").push((h, obj));
+        self.buffered.add(h);
         Ok(())
     }
 
@@ -529,7 +637,7 @@ impl SmallStore {
             return true;
         }
         let (h, set, tag) = place(key, self.cfg.sets);
-        self.unwritten().any(|(ph, o)| *ph == h && o.key == key)
+        (self.maybe_unwritten(h) && self.unwritten().any(|(ph, o)| *ph == h && o.key == key))
             || self.log.of_set(set).any(|r| r.tag == tag)
             || self.filters.may_contain(set as usize, h)
     }
@@ -550,10 +658,11 @@ impl SmallStore {
         let held = loop {
             let held = self.holds_on_flash(key, h, set, tag)?;
             let sealed = self.jobs.iter().any(|j| {
-                j.sealed
-                    .iter()
-                    .flatten()
-                    .any(|(ph, o)| *ph == h && o.key == key)
+                j.sealed_hashes.has(h)
+                    && j.sealed
+                        .iter()
+                        .flatten()
+                        .any(|(ph, o)| *ph == h && o.key == key)
             });
             match self.jobs.iter().rposition(|j| j.touches(set)) {
                 Some(last) if held || sealed => self.finish_jobs_to(last + 1)?,
@@ -564,11 +673,12 @@ impl SmallStore {
             }
         };
         let now = self.now;
-        let buffered = self
-            .buffer
-            .iter()
-            .flatten()
-            .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now));
+        let buffered = self.buffered.has(h)
+            && self
+                .buffer
+                .iter()
+                .flatten()
+                .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now));
         self.drop_buffered(key, h);
         if held {
             self.stats.invalidations += 1;
@@ -677,10 +787,13 @@ impl SmallStore {
         have: &dyn Fn(u64) -> Option<&'b [u8]>,
     ) -> Step {
         let (h, set, tag) = place(key, self.cfg.sets);
-        let unwritten = self
-            .unwritten()
-            .find(|(ph, o)| *ph == h && o.key == key)
-            .map(|(_, o)| o.clone());
+        let unwritten = if self.maybe_unwritten(h) {
+            self.unwritten()
+                .find(|(ph, o)| *ph == h && o.key == key)
+                .map(|(_, o)| o.clone())
+        } else {
+            None
+        };
         if let Some(o) = unwritten {
             if o.expired(now) {
                 return Step::Miss;
