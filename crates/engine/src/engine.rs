@@ -673,6 +673,9 @@ impl Engine {
             total.not_demoted += st.not_demoted;
             total.get_expired += st.get_expired;
             total.get_flushed += st.get_flushed;
+            total.evacuations += st.evacuations;
+            total.evacuate_us += st.evacuate_us;
+            total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
         }
         total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {

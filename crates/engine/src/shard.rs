@@ -101,6 +101,14 @@ pub struct ShardStats {
     /// Lookups of a key whose item flush_all dropped (`get_flushed`; see
     /// [`crate::flushed`]).
     pub get_flushed: u64,
+    /// Segments whose items were evicted, reinserted or demoted at once to
+    /// make room (`segment_evacuations`), the time that took holding the
+    /// shard's lock (`segment_evacuate_us`) and the longest single one
+    /// since the start (`segment_evacuate_max_us`; a max, not a sum, across
+    /// shards).
+    pub evacuations: u64,
+    pub evacuate_us: u64,
+    pub evacuate_max_us: u64,
 }
 
 /// A new item's metadata.

@@ -238,6 +238,9 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "total_items", e.shard.total_items);
     stat(out, "expired_unfetched", e.shard.expired_unfetched);
     stat(out, "evicted_unfetched", e.shard.evicted_unfetched);
+    stat(out, "segment_evacuations", e.shard.evacuations);
+    stat(out, "segment_evacuate_us", e.shard.evacuate_us);
+    stat(out, "segment_evacuate_max_us", e.shard.evacuate_max_us);
     stat(out, "bytes", e.shard.bytes);
     stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
     stat(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));

@@ -202,7 +202,12 @@ impl Shard {
             }
             self.queues[q as usize].pop_front();
             let force = pass + 1 == MAX_EVICT_PASSES;
+            let began = std::time::Instant::now();
             let used_spare = self.evacuate(victim, q, force);
+            let took = began.elapsed().as_micros() as u64;
+            self.stats.evacuations += 1;
+            self.stats.evacuate_us += took;
+            self.stats.evacuate_max_us = self.stats.evacuate_max_us.max(took);
             if let Some(f) = &self.flash {
                 f.unreserve(std::mem::take(&mut self.flash_reserved));
             }
