@@ -223,10 +223,13 @@ const ONLY_TIERCACHE: &[(&str, &[&str], &str)] = &[
             "flash_reads_ahead",
             "index_*",
             "sla_*",
+            "segment_evacuat*",
+            "malloc_trim*",
         ],
         "tiercache's own figures (README): `version` is the memcached protocol level, \
          `tiercache_version` the server's; index_* describe the compact index; sla_* the \
-         SLA view (docs/SLA.md)",
+         SLA view (docs/SLA.md); segment_evacuat* the lock held while a RAM segment \
+         leaves; malloc_trim* the heap given back to the OS (docs/ARCHITECTURE.md)",
     ),
     (
         "stats+flash",
