@@ -214,8 +214,12 @@ impl Engine {
     /// `key` will need, so that one commit serves many changes (the server
     /// does it for the changes pipelined behind one that waits). Harmless
     /// if the change never comes: a tombstone only drops records.
-    pub fn prepare_change(&self, key: &[u8], now: u32) {
+    pub fn prepare_change(&self, key: &[u8], now: u32, replaces: bool) {
         let hash = Engine::hash(key);
-        let _ = self.lock(hash, now).journal_gate_ahead(key, hash);
+        let mut s = self.lock(hash, now);
+        let _ = s.journal_gate_ahead(key, hash);
+        if replaces {
+            s.small_prepare(key);
+        }
     }
 }

@@ -807,7 +807,15 @@ fn start_small_flushers(
                     let Some(shard) = shards.list.get(i as usize) else {
                         break;
                     };
-                    crate::small::flush::run_sealed_job(&|f| shard.lock().with_small_store(f));
+                    let committed =
+                        crate::small::flush::run_sealed_job(&|f| shard.lock().with_small_store(f));
+                    if committed {
+                        // Changes that waited for the invalidation go ahead.
+                        let flash = shard.lock().flash_tier();
+                        if let Some(f) = flash {
+                            f.wake_all();
+                        }
+                    }
                 }
             })
             .map_err(|error| ConfigError::Thread {

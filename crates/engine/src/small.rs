@@ -20,7 +20,7 @@ mod tests;
 
 pub use format::Obj;
 pub use recover::Recovered;
-pub use store::{Found, SmallConfig, SmallStore, Step};
+pub use store::{Found, Gate, SmallConfig, SmallStore, Step};
 
 /// The store's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,8 +39,14 @@ pub struct SmallStats {
     pub readmitted: u64,
     /// Objects evicted from a full set.
     pub evicted: u64,
-    /// Durable set rewrites for a delete or an overwrite.
+    /// Set rewrites for a delete or an overwrite (durable ones on the
+    /// changing thread, or those of invalidation jobs).
     pub invalidations: u64,
+    /// Invalidation jobs queued, the keys they took, and the changes told
+    /// to wait for one ([`SmallStore::gate`]).
+    pub invalidate_jobs: u64,
+    pub invalidate_keys: u64,
+    pub invalidate_waits: u64,
     pub hits_buffer: u64,
     pub hits_log: u64,
     pub hits_set: u64,
@@ -101,6 +107,9 @@ impl SmallStats {
         self.readmitted += o.readmitted;
         self.evicted += o.evicted;
         self.invalidations += o.invalidations;
+        self.invalidate_jobs += o.invalidate_jobs;
+        self.invalidate_keys += o.invalidate_keys;
+        self.invalidate_waits += o.invalidate_waits;
         self.hits_buffer += o.hits_buffer;
         self.hits_log += o.hits_log;
         self.hits_set += o.hits_set;

@@ -161,6 +161,18 @@ fn changed_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {
     }
 }
 
+/// Whether a change replaces or deletes its key whatever it held (`set`,
+/// `delete`, `md`): the small-object store may drop the key's copy ahead of
+/// it. The others read the item first (add, cas, append, incr, `ms` with
+/// a mode flag...), which a copy dropped early would change.
+fn replaces_key(req: &Request<'_>) -> bool {
+    match req {
+        Request::Store(s) => s.mode == StoreMode::Set,
+        Request::Delete { .. } | Request::MetaDelete { .. } => true,
+        _ => false,
+    }
+}
+
 /// The request at the head of a connection waits for the crash journal:
 /// asks now for the tombstones the changes pipelined behind it will need
 /// (up to `AHEAD` requests), so that one journal commit serves them all
@@ -176,7 +188,7 @@ pub fn journal_ahead(mut buf: &[u8], limits: &tiercache_proto::Limits, ctx: &Ctx
             return;
         };
         if let Some(key) = changed_key(&request) {
-            engine.prepare_change(key, ctx.now);
+            engine.prepare_change(key, ctx.now, replaces_key(&request));
         }
         buf = &buf[consumed..];
     }

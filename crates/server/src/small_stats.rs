@@ -51,6 +51,9 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
     stat(out, "small_readmitted", st.readmitted);
     stat(out, "small_evicted", st.evicted);
     stat(out, "small_invalidations", st.invalidations);
+    stat(out, "small_invalidate_jobs", st.invalidate_jobs);
+    stat(out, "small_invalidate_keys", st.invalidate_keys);
+    stat(out, "small_invalidate_waits", st.invalidate_waits);
     stat(out, "small_deferred", st.deferred);
     stat(out, "small_log_segments_written", st.log_segments_written);
     stat(out, "small_flush_waits", st.flush_waits);

@@ -77,6 +77,11 @@ impl Shard {
         });
     }
 
+    /// The flash tier (whose wakers retry parked changes).
+    pub(crate) fn flash_tier(&self) -> Option<Arc<crate::flash::tier::FlashTier>> {
+        self.flash.clone()
+    }
+
     pub(crate) fn has_small(&self) -> bool {
         self.small.is_some()
     }
@@ -277,22 +282,37 @@ impl Shard {
         Ok(new)
     }
 
-    /// Before a change of `key`: no copy of it may stay in the store, so
-    /// its set is rewritten without it, durably. Some(whether the store
-    /// held it; false without a store); None when the store failed and could not be emptied (the
-    /// change must not go ahead: a restart would serve the old value).
+    /// Before a change of `key`: no copy of it may stay in the store.
+    /// Some(whether the store held it; false without a store) once none
+    /// does; None when the change must wait and be asked again: with a
+    /// background flusher, the key's set is rewritten without it by an
+    /// invalidation job, in a batch with other changed keys, and the
+    /// flash tier's wakers fire when it is committed
+    /// ([`SmallStore::gate`]); without one, the set is rewritten here,
+    /// durably. None too when the store failed and could not be emptied (a
+    /// restart would serve the old value).
     pub(super) fn small_gate(&mut self, key: &[u8]) -> Option<bool> {
         let Some(p) = self.small.as_mut() else {
             return Some(false);
         };
-        if !p.store.may_contain(key) {
-            return Some(false);
-        }
-        match p.store.invalidate(key) {
-            Ok(found) => Some(found),
+        match p.store.gate(key) {
+            Ok(crate::small::Gate::Clear(found)) => Some(found),
+            Ok(crate::small::Gate::Wait) => None,
             Err(e) => {
                 tracing::error!(error = %e, "the small-object store cannot drop a changed key; it is emptied");
                 p.store.forget_all().ok().map(|()| false)
+            }
+        }
+    }
+
+    /// Ahead of a change that replaces or deletes `key` whatever it holds
+    /// (pipelined behind a change that waits): queues the key's
+    /// invalidation now, so that one job serves both
+    /// ([`SmallStore::prepare`]).
+    pub(crate) fn small_prepare(&mut self, key: &[u8]) {
+        if let Some(p) = self.small.as_mut() {
+            if p.store.may_contain(key) {
+                p.store.prepare(key);
             }
         }
     }

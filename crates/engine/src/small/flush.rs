@@ -64,6 +64,9 @@ struct Plan {
     now: u32,
     /// The sealed segment's generation, above every set write of the job.
     new_gen: u64,
+    /// An invalidation job: per entry of `moves`, the keys its set is
+    /// rewritten without.
+    exclude: Vec<Vec<Vec<u8>>>,
 }
 
 /// What the write did, for the commit.
@@ -73,6 +76,8 @@ struct Written {
     live: Vec<(u32, u32, u64, Obj)>,
     new_gen: u64,
     took: Duration,
+    /// An invalidation job: each key (its hash) and whether a set held it.
+    found: Vec<(u64, bool)>,
 }
 
 struct Inner {
@@ -86,10 +91,22 @@ struct Inner {
     view: HashMap<u64, AlignedBuf>,
     /// When its device work began (its read), for the flush duty.
     started: Option<Instant>,
+    /// An invalidation job's keys (hash, key), until its plan takes them.
+    keys: Vec<(u64, Vec<u8>)>,
 }
 
-/// One segment flush (see the module's documentation).
+/// One segment flush (see the module's documentation), or an
+/// *invalidation*: the sets of changed keys rewritten without them, many
+/// keys in one batch, with the phases of a flush (no sealed segment, no
+/// log segment written), so that a delete or overwrite of a key the store
+/// holds waits for the batch ([`SmallStore::gate`]) instead of writing
+/// its set durably under the shard's lock.
 pub struct Job {
+    /// An invalidation job (see above), not a segment flush.
+    pub(super) invalidate: bool,
+    /// The store's number for the job (invalidations name the job that
+    /// answers them).
+    pub(super) id: u64,
     /// The log segment written over.
     pub(super) seg: usize,
     /// Its generation when sealed (0: never written, nothing to move).
@@ -133,29 +150,36 @@ impl Job {
     /// segment written; no owner needed. Runs once, after the plan.
     pub fn write(&self) {
         let plan = self.inner.lock().plan.take().expect("planned");
-        let result = plan.and_then(|p| self.write_planned(p));
+        let result = plan.and_then(|p| match self.invalidate {
+            true => self.write_invalidation(p),
+            false => self.write_planned(p),
+        });
         let mut g = self.inner.lock();
         g.result = Some(result);
         g.phase = Phase::Done;
         self.cond.notify_all();
     }
 
-    fn write_planned(&self, p: Plan) -> io::Result<Written> {
-        let layout = Layout {
+    /// The region's layout as the plan saw it.
+    fn layout<'a>(&self, p: &'a Plan) -> Layout<'a> {
+        Layout {
             base: self.base,
             cfg: self.cfg,
             nonce: self.nonce,
             floor: p.floor,
             now: p.now,
             seg_gen: &p.seg_gen,
-        };
-        let offs = layout.reads_for(&p.moves, &p.pages);
-        let blocks = read_many(&*self.dev, &offs)?;
+        }
+    }
+
+    fn write_planned(&self, p: Plan) -> io::Result<Written> {
+        let layout = self.layout(&p);
+        let blocks = read_many(&*self.dev, &layout.reads_for(&p.moves, &p.pages))?;
         let mut decoded = HashMap::new();
         let built: Vec<Built> = p
             .moves
             .iter()
-            .map(|m| layout.build_set(m, None, &p.pages, &blocks, &mut decoded))
+            .map(|m| layout.build_set(m, &[], &p.pages, &blocks, &mut decoded))
             .collect();
         {
             // Gets read these until the commit: what DRAM still describes.
@@ -201,16 +225,77 @@ impl Job {
             drops: p.drops,
             live: p.live,
             new_gen: p.new_gen,
-            took: self
-                .inner
-                .lock()
-                .started
-                .map_or(Duration::ZERO, |t| t.elapsed()),
+            took: self.took(),
+            found: Vec::new(),
         })
+    }
+
+    fn took(&self) -> Duration {
+        self.inner
+            .lock()
+            .started
+            .map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
+    /// An invalidation's write: its sets are read and rebuilt without the
+    /// keys; those that held a copy of one (or did not verify) are written
+    /// and the device synced, before the commit lets the changes go ahead.
+    /// A set that held none is left as it is (a filter's false positive).
+    fn write_invalidation(&self, p: Plan) -> io::Result<Written> {
+        let layout = self.layout(&p);
+        let blocks = read_many(&*self.dev, &layout.reads_for(&p.moves, &p.pages))?;
+        let mut decoded = HashMap::new();
+        let mut found = Vec::new();
+        let mut built = Vec::new();
+        for (m, keys) in p.moves.iter().zip(&p.exclude) {
+            let b = layout.build_set(m, keys, &p.pages, &blocks, &mut decoded);
+            found.extend(
+                keys.iter()
+                    .zip(&b.found)
+                    .map(|(k, &f)| (xxhash_rust::xxh3::xxh3_64(k), f)),
+            );
+            if b.present || b.verify_failures > 0 {
+                built.push(b);
+            }
+        }
+        self.inner.lock().view = blocks;
+        write_many(&*self.dev, &layout, &built, false)?;
+        if !built.is_empty() {
+            self.dev.sync()?;
+        }
+        Ok(Written {
+            built,
+            drops: Vec::new(),
+            live: Vec::new(),
+            new_gen: 0,
+            took: self.took(),
+            found,
+        })
+    }
+
+    /// Adds a key to an invalidation job nobody has planned yet; false
+    /// when it is planned (the key needs a job of its own).
+    pub(super) fn add_key(&self, h: u64, key: &[u8]) -> bool {
+        let mut g = self.inner.lock();
+        if !self.invalidate || g.phase != Phase::Reading {
+            return false;
+        }
+        g.keys.push((h, key.to_vec()));
+        true
     }
 
     pub(super) fn phase(&self) -> Phase {
         self.inner.lock().phase
+    }
+
+    /// Whether the job's sealed segment holds `key` (its hash `h`).
+    pub(super) fn seals(&self, h: u64, key: &[u8]) -> bool {
+        self.sealed_hashes.has(h)
+            && self
+                .sealed
+                .iter()
+                .flatten()
+                .any(|(ph, o)| *ph == h && o.key == key)
     }
 
     /// Whether a change of a key in `set` must finish the job first.
@@ -229,8 +314,10 @@ pub type WithStore<'a> = &'a dyn Fn(&mut dyn FnMut(&mut SmallStore));
 
 /// Runs the job the store has sealed, with its I/O outside the store's
 /// owner: `with` gives the store (locking it) for the short phases. What a
-/// background flusher thread does for each job it is told of.
-pub fn run_sealed_job(with: WithStore<'_>) {
+/// background flusher thread does for each job it is told of. True when it
+/// committed an invalidation job: changes that waited for it may go ahead
+/// (wake them).
+pub fn run_sealed_job(with: WithStore<'_>) -> bool {
     let (mut job, mut wait) = (None, Duration::ZERO);
     with(&mut |st| (job, wait) = (st.job_to_run(), st.duty_wait()));
     if !wait.is_zero() {
@@ -240,7 +327,7 @@ pub fn run_sealed_job(with: WithStore<'_>) {
         with(&mut |st| job = st.job_to_run());
     }
     let Some(job) = job else {
-        return;
+        return false;
     };
     let mut old = Some(job.read_old());
     let mut planned = false;
@@ -250,7 +337,7 @@ pub fn run_sealed_job(with: WithStore<'_>) {
         st.held_lock(t);
     });
     if !planned {
-        return;
+        return false;
     }
     job.write();
     with(&mut |st| {
@@ -258,6 +345,7 @@ pub fn run_sealed_job(with: WithStore<'_>) {
         let _ = st.commit_job(&job);
         st.held_lock(t);
     });
+    job.invalidate
 }
 
 impl SmallStore {
@@ -265,18 +353,43 @@ impl SmallStore {
     /// behind the jobs under way (it writes over the segment after theirs).
     pub(super) fn seal(&mut self) -> Arc<Job> {
         debug_assert!(self.jobs.len() < self.cfg.log_segments);
-        let seg = (self.head + self.jobs.len()) % self.cfg.log_segments;
+        let seg = (self.head + self.flush_jobs()) % self.cfg.log_segments;
         let sealed = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
         let sealed_hashes = std::mem::take(&mut self.buffered);
+        // A change waiting for an invalidation of a key the segment holds
+        // asks again: the invalidation runs before this segment is written.
+        if !self.invals.is_empty() {
+            self.invals.retain(|h, _| !sealed_hashes.has(*h));
+        }
         self.buffer_used = 0;
         let sealed_sets = sealed
             .iter()
             .flatten()
             .map(|(_, o)| place(&o.key, self.cfg.sets).1)
             .collect();
-        let job = Arc::new(Job {
+        let old_gen = self.seg_gen[seg];
+        let job = self.new_job(seg, old_gen, sealed, sealed_hashes, sealed_sets, Vec::new());
+        self.jobs.push_back(job.clone());
+        job
+    }
+
+    /// A job: a segment flush over `seg`, or an invalidation of `keys`
+    /// (not empty; no sealed segment then).
+    fn new_job(
+        &mut self,
+        seg: usize,
+        old_gen: u64,
+        sealed: Vec<Vec<(u64, Obj)>>,
+        sealed_hashes: Hashes,
+        sealed_sets: HashSet<u32>,
+        keys: Vec<(u64, Vec<u8>)>,
+    ) -> Arc<Job> {
+        self.job_ids += 1;
+        Arc::new(Job {
+            invalidate: !keys.is_empty(),
+            id: self.job_ids,
             seg,
-            old_gen: self.seg_gen[seg],
+            old_gen,
             sealed,
             sealed_hashes,
             sealed_sets,
@@ -291,11 +404,38 @@ impl SmallStore {
                 sets: HashSet::new(),
                 view: HashMap::new(),
                 started: None,
+                keys,
             }),
             cond: Condvar::new(),
-        });
-        self.jobs.push_back(job.clone());
-        job
+        })
+    }
+
+    /// Queues an invalidation job for `key` behind every job under way
+    /// (or adds the key to the last one, if it is an invalidation nobody
+    /// has planned); returns the job's number. The flusher is told when it
+    /// is the first.
+    pub(super) fn queue_invalidation(&mut self, h: u64, key: &[u8]) -> u64 {
+        if let Some(last) = self.jobs.back() {
+            if last.add_key(h, key) {
+                return last.id;
+            }
+        }
+        let keys = vec![(h, key.to_vec())];
+        let job = self.new_job(
+            usize::MAX,
+            0,
+            Vec::new(),
+            Hashes::default(),
+            HashSet::new(),
+            keys,
+        );
+        self.jobs.push_back(job);
+        self.stats.invalidate_jobs += 1;
+        if self.jobs.len() == 1 && !self.tell_flusher() {
+            // No flusher (it stopped): the next change runs it inline.
+            tracing::debug!("small store: no flusher for an invalidation");
+        }
+        self.job_ids
     }
 
     /// The store's next job, if nobody has planned it yet (jobs run one
@@ -317,7 +457,10 @@ impl SmallStore {
         if g.phase != Phase::Reading {
             return false;
         }
-        let plan = old.map(|old| self.plan_with(job, old));
+        let plan = match job.invalidate {
+            true => Ok(self.plan_invalidation(std::mem::take(&mut g.keys))),
+            false => old.map(|old| self.plan_with(job, old)),
+        };
         if let Ok(p) = &plan {
             g.sets = p
                 .moves
@@ -380,6 +523,38 @@ impl SmallStore {
             floor: self.floor,
             now: self.now,
             new_gen: self.generation,
+            exclude: Vec::new(),
+        }
+    }
+
+    /// An invalidation's plan: each key's set, with the keys it is
+    /// rewritten without (and, like any set rewrite, its log objects).
+    fn plan_invalidation(&mut self, keys: Vec<(u64, Vec<u8>)>) -> Plan {
+        let mut by_set: std::collections::BTreeMap<u32, Vec<Vec<u8>>> = Default::default();
+        for (_, key) in keys {
+            let set = place(&key, self.cfg.sets).1;
+            let ks = by_set.entry(set).or_default();
+            if !ks.contains(&key) {
+                ks.push(key);
+            }
+        }
+        self.stats.invalidate_keys += by_set.values().map(|k| k.len() as u64).sum::<u64>();
+        let (mut moves, mut exclude) = (Vec::new(), Vec::new());
+        for (set, ks) in by_set {
+            moves.push(self.plan_set(set));
+            exclude.push(ks);
+        }
+        Plan {
+            moves,
+            drops: Vec::new(),
+            live: Vec::new(),
+            pages: HashMap::new(),
+            old: None,
+            seg_gen: self.seg_gen.clone(),
+            floor: self.floor,
+            now: self.now,
+            new_gen: 0,
+            exclude,
         }
     }
 
@@ -413,6 +588,10 @@ impl SmallStore {
         if self.failed {
             return Ok(());
         }
+        if job.invalidate {
+            self.follow_invalidation(job, w);
+            return Ok(());
+        }
         let readmit = self.follow(job, w);
         for (h, o) in readmit {
             // A commit never seals a new job: whoever finished the queue
@@ -426,6 +605,23 @@ impl SmallStore {
             self.append(h, o)?;
         }
         Ok(())
+    }
+
+    /// The DRAM side of an invalidation: the sets written, and each key's
+    /// answer for the changes that wait for it (unless the key was admitted
+    /// again meanwhile: they ask anew).
+    fn follow_invalidation(&mut self, job: &Job, w: Written) {
+        for b in &w.built {
+            self.apply_built(b);
+        }
+        self.stats.invalidations += w.built.len() as u64;
+        for (h, found) in w.found {
+            if let Some(e) = self.invals.get_mut(&h) {
+                if e.state == super::store::InvalState::Queued(job.id) {
+                    e.state = super::store::InvalState::Done { found };
+                }
+            }
+        }
     }
 
     /// The DRAM side of a written job; returns the dropped objects to append again.

@@ -50,8 +50,11 @@ pub(super) struct Built {
     pub moved: u64,
     pub evicted: u64,
     pub verify_failures: u64,
-    /// Whether the excluded key was there (unexpired).
-    pub found: bool,
+    /// Per excluded key (in the order given): whether it was there, unexpired.
+    pub found: Vec<bool>,
+    /// Whether a copy of an excluded key was there, expired or not: a set
+    /// without one (and that verified) need not be written for a change.
+    pub present: bool,
 }
 
 /// Where the region's blocks are and how they verify, without the store:
@@ -114,7 +117,7 @@ impl Layout<'_> {
     pub fn build_set(
         &self,
         p: &SetPlan,
-        exclude: Option<&[u8]>,
+        exclude: &[Vec<u8>],
         pages: &HashMap<u32, Vec<Obj>>,
         blocks: &HashMap<u64, AlignedBuf>,
         decoded: &mut HashMap<u32, Vec<Obj>>,
@@ -129,7 +132,8 @@ impl Layout<'_> {
             moved: 0,
             evicted: 0,
             verify_failures: 0,
-            found: false,
+            found: vec![false; exclude.len()],
+            present: false,
         };
         let cur = blocks[&set_offset(self.base, &self.cfg, set)].as_slice();
         let mut objs: Vec<Obj> = match verify_block(cur, Kind::Set, set, self.nonce, self.floor) {
@@ -182,8 +186,11 @@ impl Layout<'_> {
         }
         objs.retain(|o| !fresh.iter().any(|f| f.key == o.key));
         objs.extend(fresh);
-        out.found = exclude.is_some_and(|k| objs.iter().any(|o| o.key == k && !o.expired(now)));
-        objs.retain(|o| !o.expired(now) && Some(&o.key[..]) != exclude);
+        for (found, k) in out.found.iter_mut().zip(exclude) {
+            *found = objs.iter().any(|o| o.key == *k && !o.expired(now));
+        }
+        out.present = objs.iter().any(|o| exclude.contains(&o.key));
+        objs.retain(|o| !o.expired(now) && !exclude.contains(&o.key));
         // RRIP eviction: the highest value goes first; age all when none is at the top.
         while objs.iter().map(Obj::size).sum::<usize>() > BLOCK_PAYLOAD {
             match objs.iter().position(|o| o.rrip() == RRIP_MAX) {
@@ -247,13 +254,14 @@ impl SmallStore {
     }
 
     /// Rewrites `sets` on this thread, each with its log objects moved in
-    /// (the newest copy of each key), without `exclude`, evicting by RRIP.
-    /// `pages` holds log pages' live objects already read. Durable when
-    /// `durable`. Returns whether `exclude` was there (unexpired).
+    /// (the newest copy of each key), without the keys of `exclude`,
+    /// evicting by RRIP. `pages` holds log pages' live objects already
+    /// read. Durable when `durable`. Returns whether one of `exclude` was
+    /// there (unexpired).
     pub(super) fn rewrite_sets(
         &mut self,
         sets: &[u32],
-        exclude: Option<&[u8]>,
+        exclude: &[Vec<u8>],
         pages: &HashMap<u32, Vec<Obj>>,
         durable: bool,
     ) -> io::Result<bool> {
@@ -280,7 +288,7 @@ impl SmallStore {
             }
         };
         built.iter().for_each(|b| self.apply_built(b));
-        Ok(built.iter().any(|b| b.found))
+        Ok(built.iter().any(|b| b.found.iter().any(|&f| f)))
     }
 }
 

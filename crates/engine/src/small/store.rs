@@ -214,8 +214,43 @@ pub struct SmallStore {
     /// Where to say that a job was sealed (the background flusher, told
     /// this region's part number); None: flushes run on the inserting thread.
     notify: Option<crossbeam_channel::Sender<u32>>,
+    /// The last job number handed out.
+    pub(super) job_ids: u64,
+    /// Keys whose changes wait for an invalidation job, or may go ahead
+    /// (by key hash; see [`SmallStore::gate`]).
+    pub(super) invals: HashMap<u64, Inval>,
     pub stats: SmallStats,
 }
+
+/// Where a key's invalidation stands ([`SmallStore::gate`]).
+pub(super) struct Inval {
+    key: Vec<u8>,
+    pub(super) state: InvalState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InvalState {
+    /// The invalidation job of this number will rewrite the key's set.
+    Queued(u64),
+    /// No copy of the key is left on flash (none was admitted since the
+    /// job); `found`: the job's set held it, unexpired (until a change
+    /// takes that answer).
+    Done { found: bool },
+}
+
+/// What a change of a key must do first ([`SmallStore::gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Go ahead: no copy of the key is left (true: the store held it).
+    Clear(bool),
+    /// Ask again once the flusher has run the key's invalidation.
+    Wait,
+}
+
+/// Keys answered [`Gate::Clear`] kept per region (each spares a change of
+/// its key a wait while its set's filter still says maybe); past it they are
+/// forgotten, and a change of one waits for an invalidation again.
+const DONE_KEPT: usize = 4096;
 
 /// The key's hash, the set and the tag it implies.
 pub(super) fn place(key: &[u8], sets: usize) -> (u64, u32, u16) {
@@ -380,6 +415,8 @@ impl SmallStore {
             now: crate::clock::unix_now(),
             jobs: Default::default(),
             notify: None,
+            job_ids: 0,
+            invals: HashMap::new(),
             stats: SmallStats::default(),
             cfg,
         }
@@ -410,7 +447,7 @@ impl SmallStore {
     /// [`unwritten`](Self::unwritten) need not be scanned. A few hash
     /// lookups (the buffer's, one per queued job) instead of a scan of up to
     /// three segments' objects.
-    fn maybe_unwritten(&self, h: u64) -> bool {
+    pub(super) fn maybe_unwritten(&self, h: u64) -> bool {
         let maybe = self.buffered.has(h) || self.jobs.iter().any(|j| j.sealed_hashes.has(h));
         debug_assert_eq!(maybe, self.unwritten().any(|(ph, _)| *ph == h));
         maybe
@@ -469,7 +506,13 @@ impl SmallStore {
     pub fn dram_parts(&self) -> (u64, u64, u64) {
         // The open buffer and the sealed segments waiting for their flush.
         let other = self.seg_gen.len() * 8
-            + (1 + self.jobs.len()) * self.cfg.seg_pages * BLOCK
+            + (1 + self.flush_jobs()) * self.cfg.seg_pages * BLOCK
+            + self.invals.capacity() * std::mem::size_of::<(u64, Inval)>()
+            + self
+                .invals
+                .values()
+                .map(|e| e.key.capacity())
+                .sum::<usize>()
             + self.buffered.bytes()
             + self
                 .jobs
@@ -523,7 +566,7 @@ impl SmallStore {
             self.buffer_used + size > BLOCK_PAYLOAD && self.buffer.len() == self.cfg.seg_pages;
         // With a duty of 0 nothing is deferred: a full queue is waited for.
         full && self.flush_duty > 0
-            && (self.jobs.len() >= self.max_jobs()
+            && (self.flush_jobs() >= self.max_jobs()
                 || self.seg_gen[self.head] != 0
                     && self
                         .next_flush_at
@@ -534,6 +577,10 @@ impl SmallStore {
     /// flushes that move objects into sets wait, as in
     /// [`flush_deferred`](Self::flush_deferred)).
     pub(super) fn duty_wait(&self) -> std::time::Duration {
+        if self.jobs.front().is_some_and(|j| j.invalidate) {
+            // Changes wait for it.
+            return std::time::Duration::ZERO;
+        }
         let next = self.jobs.front().map_or(self.head, |j| j.seg);
         match self.next_flush_at {
             Some(t) if self.seg_gen[next] != 0 => {
@@ -576,10 +623,15 @@ impl SmallStore {
 
     pub(super) fn append(&mut self, h: u64, mut obj: Obj) -> io::Result<()> {
         obj.set_rrip(0);
+        // A copy of the key again: what an invalidation said of it no
+        // longer holds (a change waiting for it asks anew).
+        if !self.invals.is_empty() {
+            self.invals.remove(&h);
+        }
         let size = obj.size();
         if self.buffer_used + size > BLOCK_PAYLOAD {
             if self.buffer.len() == self.cfg.seg_pages {
-                if self.jobs.len() >= self.max_jobs() {
+                if self.flush_jobs() >= self.max_jobs() {
                     self.finish_jobs()?;
                 }
                 if self.failed {
@@ -602,6 +654,11 @@ impl SmallStore {
         self.buffer.last_mut().expect("a page").push((h, obj));
         self.buffered.add(h);
         Ok(())
+    }
+
+    /// Segment flushes queued (the jobs that are not invalidations).
+    pub(super) fn flush_jobs(&self) -> usize {
+        self.jobs.iter().filter(|j| !j.invalidate).count()
     }
 
     /// Sealed segments that may wait for their flush at once (with a
@@ -642,6 +699,109 @@ impl SmallStore {
             || self.filters.may_contain(set as usize, h)
     }
 
+    /// Before a change of `key` (delete, overwrite, touch...), with a
+    /// background flusher: [`Gate::Clear`] when no copy of the key is left
+    /// on flash, else [`Gate::Wait`] with the key queued for an
+    /// invalidation job, which the flusher runs in a batch with the other
+    /// changed keys (their sets rewritten without them, one device sync);
+    /// the change asks again when it is committed. Nothing is read or
+    /// written on the caller's thread, and the store is unchanged until the
+    /// job commits: a get meanwhile still finds the old value, as the
+    /// change has not happened. Without a flusher, or after a failure:
+    /// [`invalidate`](Self::invalidate), here (Err: the store failed).
+    pub fn gate(&mut self, key: &[u8]) -> io::Result<Gate> {
+        if self.notify.is_none() || self.failed {
+            if !self.may_contain(key) {
+                return Ok(Gate::Clear(false));
+            }
+            return self.invalidate(key).map(Gate::Clear);
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        let now = self.now;
+        // (The answer of a job is looked for first: the job's set rewrite
+        // took the key out of its filter.)
+        if let Some(e) = self.invals.get_mut(&h).filter(|e| e.key == key) {
+            match e.state {
+                InvalState::Queued(_) => {
+                    self.stats.invalidate_waits += 1;
+                    return Ok(Gate::Wait);
+                }
+                InvalState::Done { found } => {
+                    // Flash holds no copy; one admitted since is in the
+                    // buffer (a sealed one took the entry away).
+                    e.state = InvalState::Done { found: false };
+                    let buffered = self.buffered_unexpired(key, h, now);
+                    self.drop_buffered(key, h);
+                    return Ok(Gate::Clear(found || buffered));
+                }
+            }
+        }
+        let on_flash = self.jobs.iter().any(|j| j.seals(h, key))
+            || self.log.of_set(set).any(|r| r.tag == tag)
+            || self.filters.may_contain(set as usize, h);
+        if !on_flash {
+            let buffered = self.buffered_unexpired(key, h, now);
+            self.drop_buffered(key, h);
+            return Ok(Gate::Clear(buffered));
+        }
+        self.queue_key(h, key);
+        self.stats.invalidate_waits += 1;
+        Ok(Gate::Wait)
+    }
+
+    /// Queues the invalidation a change of `key` will wait for, ahead of
+    /// the change (with a background flusher; nothing otherwise, or when
+    /// it is queued or answered already, or when no copy of the key can be
+    /// on flash). Only for a change that replaces or deletes the key
+    /// whatever it holds: the key's copy is dropped when the job commits.
+    pub fn prepare(&mut self, key: &[u8]) {
+        if self.notify.is_none() || self.failed {
+            return;
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        if self.invals.get(&h).is_some_and(|e| e.key == key) {
+            return;
+        }
+        let on_flash = self.log.of_set(set).any(|r| r.tag == tag)
+            || self.filters.may_contain(set as usize, h)
+            || self.jobs.iter().any(|j| j.sealed_hashes.has(h));
+        if on_flash {
+            self.queue_key(h, key);
+        }
+    }
+
+    /// Queues `key` for an invalidation job and notes that its change waits.
+    fn queue_key(&mut self, h: u64, key: &[u8]) {
+        if self.invals.len() >= DONE_KEPT {
+            // Answers a change has taken first (a change still to come for
+            // one of the others would answer "not found" if dropped).
+            self.invals
+                .retain(|_, e| e.state != InvalState::Done { found: false });
+            if self.invals.len() >= DONE_KEPT * 2 {
+                self.invals
+                    .retain(|_, e| matches!(e.state, InvalState::Queued(_)));
+            }
+        }
+        let id = self.queue_invalidation(h, key);
+        self.invals.insert(
+            h,
+            Inval {
+                key: key.to_vec(),
+                state: InvalState::Queued(id),
+            },
+        );
+    }
+
+    /// Whether the open buffer holds an unexpired copy of the key.
+    fn buffered_unexpired(&self, key: &[u8], h: u64, now: u32) -> bool {
+        self.buffered.has(h)
+            && self
+                .buffer
+                .iter()
+                .flatten()
+                .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now))
+    }
+
     /// Makes sure no copy of the key survives, durably, before a delete or
     /// an overwrite is answered: the key's set is rewritten without it (its
     /// generation then kills the older log copies too). Returns whether the
@@ -657,13 +817,7 @@ impl SmallStore {
         // never seals a new job, so this ends; the loop is a safeguard.)
         let held = loop {
             let held = self.holds_on_flash(key, h, set, tag)?;
-            let sealed = self.jobs.iter().any(|j| {
-                j.sealed_hashes.has(h)
-                    && j.sealed
-                        .iter()
-                        .flatten()
-                        .any(|(ph, o)| *ph == h && o.key == key)
-            });
+            let sealed = self.jobs.iter().any(|j| j.seals(h, key));
             match self.jobs.iter().rposition(|j| j.touches(set)) {
                 Some(last) if held || sealed => self.finish_jobs_to(last + 1)?,
                 _ => break held,
@@ -672,17 +826,11 @@ impl SmallStore {
                 return Err(io::Error::other("small-object store failed"));
             }
         };
-        let now = self.now;
-        let buffered = self.buffered.has(h)
-            && self
-                .buffer
-                .iter()
-                .flatten()
-                .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now));
+        let buffered = self.buffered_unexpired(key, h, self.now);
         self.drop_buffered(key, h);
         if held {
             self.stats.invalidations += 1;
-            let on_flash = self.rewrite_sets(&[set], Some(key), &HashMap::new(), true)?;
+            let on_flash = self.rewrite_sets(&[set], &[key.to_vec()], &HashMap::new(), true)?;
             return Ok(buffered || on_flash);
         }
         Ok(buffered)

@@ -247,7 +247,8 @@ impl Background {
 /// value, or the value of the operation under way. With `background`,
 /// segment flushes run on their own thread meanwhile (the crash may cut
 /// one of its writes); returns the flushes that changes had to finish.
-fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, background: bool) -> (bool, usize, u64) {
+fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, usize, u64) {
+    let background = mode != Mode::Inline;
     let dev = Arc::new(CrashDevice::new(
         c.region_bytes() as usize + BLOCK,
         CrashPlan::Cut {
@@ -277,19 +278,34 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, background: bool) -> (b
         // when their set drops them, and every get is checked as it runs.
         let probe = (i as usize * 53 + 11) % 90;
         let want = acked.get(&probe).copied().flatten();
-        with(&mut |st| {
-            st.invalidate(key.as_bytes()).unwrap();
-            if v.is_some() {
-                st.insert(obj(&key, &val(k, i))).unwrap();
-            }
-            if background {
-                if let Some(f) = st.get(format!("k{probe}").as_bytes(), 1) {
-                    let ok = want.is_some_and(|w| f.obj().value == val(probe, w))
-                        || probe == k && v.is_some_and(|w| f.obj().value == val(k, w));
-                    assert!(ok, "k{probe} served a value it no longer has");
+        // As the server does in Gate mode: the change waits for the
+        // invalidation job (the flusher's), asking again until the gate
+        // clears, and is made in the lock hold of the last ask.
+        let mut cleared = false;
+        while !cleared {
+            with(&mut |st| {
+                cleared = match mode {
+                    Mode::Gate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
+                    _ => st.invalidate(key.as_bytes()).map(|_| true).unwrap(),
+                };
+                if !cleared {
+                    return;
                 }
+                if v.is_some() {
+                    st.insert(obj(&key, &val(k, i))).unwrap();
+                }
+                if background {
+                    if let Some(f) = st.get(format!("k{probe}").as_bytes(), 1) {
+                        let ok = want.is_some_and(|w| f.obj().value == val(probe, w))
+                            || probe == k && v.is_some_and(|w| f.obj().value == val(k, w));
+                        assert!(ok, "k{probe} served a value it no longer has");
+                    }
+                }
+            });
+            if !cleared {
+                std::thread::sleep(std::time::Duration::from_micros(20));
             }
-        });
+        }
         if dev.crash_image().is_some() {
             in_flight = Some((k, v));
             break;
@@ -297,7 +313,12 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, background: bool) -> (b
         acked.insert(k, v);
     }
     let mut waits = 0;
-    with(&mut |st| waits = st.stats.flush_waits);
+    with(&mut |st| {
+        waits = match mode {
+            Mode::Gate => st.stats.invalidate_jobs,
+            _ => st.stats.flush_waits,
+        }
+    });
     if let Some(b) = bg {
         b.stop();
     }
@@ -329,28 +350,59 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, background: bool) -> (b
     (true, found, waits)
 }
 
-fn crash_points(background: bool) -> u64 {
+/// How a crash-point run changes keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Flushes and changes' set rewrites on the changing thread.
+    Inline,
+    /// Flushes on a thread of their own; changes rewrite their set durably.
+    Background,
+    /// Flushes on a thread of their own; changes wait for its
+    /// invalidation jobs ([`SmallStore::gate`]), as in the server.
+    Gate,
+}
+
+/// Asks the gate for `key` until it clears (the flusher runs the key's
+/// invalidation meanwhile); returns what it said of the key. The caller's
+/// change must follow in the same lock hold as the last ask: here the
+/// change is made in the next one, which holds too because nothing but the
+/// caller admits objects in these tests.
+fn gate_cleared(bg: &Background, key: &[u8]) -> bool {
+    for _ in 0..100_000 {
+        match bg.st.lock().gate(key).unwrap() {
+            Gate::Clear(found) => return found,
+            Gate::Wait => std::thread::sleep(std::time::Duration::from_micros(50)),
+        }
+    }
+    panic!("the gate never cleared");
+}
+
+fn crash_points(mode: Mode) -> u64 {
     // In the background, more sets: some are dropped from the log (one
     // object each) and their hit objects readmitted.
+    let background = mode != Mode::Inline;
     let c = cfg(if background { 24 } else { 6 });
     let ops = 900;
     let mut points = 0;
     let mut recovered = 0;
     let mut waits = 0;
-    for at in (1..400).step_by(3) {
+    // Gate mode waits for a job per change: fewer points keep it to
+    // seconds in release, about a minute in debug.
+    let step = if mode == Mode::Gate { 9 } else { 3 };
+    for at in (1..400).step_by(step) {
         for plan in [
             CrashPlan::Cut { at, torn: 0 },
             CrashPlan::Cut { at, torn: 2048 },
             CrashPlan::Cut { at, torn: 5000 },
             CrashPlan::DropUnsynced { at },
         ] {
-            let (hit, found, w) = crash_at(c, plan, ops, background);
+            let (hit, found, w) = crash_at(c, plan, ops, mode);
             points += hit as usize;
             recovered += found;
             waits += w;
         }
     }
-    assert!(points > 300, "crash points reached: {points}");
+    assert!(points > 900 / step, "crash points reached: {points}");
     assert!(
         recovered > points * 5,
         "objects recovered: {recovered} over {points} crashes"
@@ -360,14 +412,161 @@ fn crash_points(background: bool) -> u64 {
 
 #[test]
 fn a_crash_at_any_write_never_brings_back_a_stale_value() {
-    crash_points(false);
+    crash_points(Mode::Inline);
 }
 
 #[test]
 fn a_crash_during_background_flushes_never_brings_back_a_stale_value() {
     // Changes raced the flusher thread: some had to finish its job first.
-    let waits = crash_points(true);
+    let waits = crash_points(Mode::Background);
     assert!(waits > 0, "no change met a flush under way");
+}
+
+#[test]
+fn a_crash_while_changes_wait_for_invalidation_jobs_never_brings_back_a_stale_value() {
+    let jobs = crash_points(Mode::Gate);
+    assert!(jobs > 0, "no change waited for an invalidation job");
+}
+
+/// Changes of keys held in sets wait for one invalidation job that takes
+/// them all; once it is committed they go ahead, the store answers as if
+/// each had been rewritten on its own (found or not), and nothing comes
+/// back after a restart.
+#[test]
+fn changes_wait_for_a_batched_invalidation_and_stay_dead() {
+    let c = cfg(16);
+    let (dev, st) = mem(c);
+    let bg = Background::start(st);
+    let idle = |bg: &Background| {
+        while !bg.st.lock().jobs.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    for i in 0..400u32 {
+        let k = i as usize % 120;
+        let key = format!("k{k}");
+        let found = gate_cleared(&bg, key.as_bytes());
+        let mut st = bg.st.lock();
+        assert!(st.gate(key.as_bytes()).unwrap() == Gate::Clear(false) || !found);
+        st.insert(obj(&key, &val(k, i))).unwrap();
+    }
+    idle(&bg);
+    // The keys the store holds on flash now (a key only in the open
+    // buffer needs no invalidation: the gate drops it at once).
+    let mut held = Vec::new();
+    {
+        let mut st = bg.st.lock();
+        for k in 0..120 {
+            if let Some(Found::Log(_) | Found::Set(_)) = st.get(format!("k{k}").as_bytes(), 1) {
+                held.push(k);
+            }
+        }
+    }
+    assert!(held.len() > 40, "held {}", held.len());
+    // A batch: every change asks once before any job has run.
+    let (jobs, keys) = {
+        let st = bg.st.lock();
+        (st.stats.invalidate_jobs, st.stats.invalidate_keys)
+    };
+    let victims: Vec<usize> = held.iter().copied().step_by(2).collect();
+    {
+        let mut st = bg.st.lock();
+        for k in &victims {
+            assert_eq!(st.gate(format!("k{k}").as_bytes()).unwrap(), Gate::Wait);
+        }
+        // A key it never held, in a set without a copy: no wait.
+        assert_eq!(st.gate(b"never").unwrap(), Gate::Clear(false));
+        // While they wait, gets still find the old values.
+        for k in &victims {
+            assert!(st.get(format!("k{k}").as_bytes(), 1).is_some());
+        }
+    }
+    for k in &victims {
+        assert!(
+            gate_cleared(&bg, format!("k{k}").as_bytes()),
+            "k{k} was held"
+        );
+    }
+    {
+        let mut st = bg.st.lock();
+        assert!(
+            st.stats.invalidate_jobs - jobs <= 2,
+            "one job for the batch (and maybe one the flusher had started)"
+        );
+        assert_eq!(st.stats.invalidate_keys - keys, victims.len() as u64);
+        for k in &victims {
+            // Asked again after the change: the store no longer holds it.
+            assert_eq!(
+                st.gate(format!("k{k}").as_bytes()).unwrap(),
+                Gate::Clear(false)
+            );
+            assert!(
+                st.get(format!("k{k}").as_bytes(), 1).is_none(),
+                "k{k} served after its change"
+            );
+        }
+        for k in held.iter().filter(|k| !victims.contains(k)) {
+            assert!(st.get(format!("k{k}").as_bytes(), 1).is_some(), "k{k} lost");
+        }
+    }
+    bg.stop();
+    let (mut again, _) = SmallStore::open(dev, BLOCK as u64, c, 1).unwrap();
+    for k in &victims {
+        assert!(
+            again.get(format!("k{k}").as_bytes(), 1).is_none(),
+            "k{k} back after a restart"
+        );
+    }
+}
+
+/// A key in the open buffer when its change asks, whose buffer is sealed
+/// before the invalidation is answered, is invalidated again after that
+/// segment is written: its copy there never outlives the change.
+#[test]
+fn a_key_sealed_while_its_change_waits_is_invalidated_after_the_segment() {
+    let c = cfg(16);
+    let (dev, st) = mem(c);
+    let bg = Background::start(st);
+    // An old copy in a set (the log wraps), then a newer one in the buffer.
+    for i in 0..300u32 {
+        let k = i as usize % 100;
+        let key = format!("k{k}");
+        gate_cleared(&bg, key.as_bytes());
+        bg.st.lock().insert(obj(&key, &val(k, i))).unwrap();
+    }
+    // A key with a copy on flash.
+    let k = (0..100)
+        .find(|k| {
+            let mut st = bg.st.lock();
+            let on_flash = matches!(
+                st.get(format!("k{k}").as_bytes(), 1),
+                Some(Found::Set(_) | Found::Log(_))
+            );
+            on_flash && !st.maybe_unwritten(place(format!("k{k}").as_bytes(), c.sets).0)
+        })
+        .expect("a key on flash");
+    let key = format!("k{k}").into_bytes();
+    let h = place(&key, c.sets).0;
+    let mut st = bg.st.lock();
+    // Its change asks with a newer copy in the open buffer.
+    st.insert(obj(&format!("k{k}"), &val(k, 1000))).unwrap();
+    assert!(st.buffered.has(h));
+    assert_eq!(st.gate(&key).unwrap(), Gate::Wait);
+    // The buffer is sealed (with the key) before the invalidation is
+    // answered: the segment is written after the invalidation job.
+    let mut i = 0;
+    while st.buffered.has(h) {
+        st.insert(obj(&format!("f{i}"), &val(500 + i, 1))).unwrap();
+        i += 1;
+    }
+    drop(st);
+    assert!(gate_cleared(&bg, &key));
+    let mut st = bg.st.lock();
+    assert!(st.get(&key, 1).is_none(), "k{k} served after its change");
+    drop(st);
+    bg.stop();
+    let (mut again, _) = SmallStore::open(dev, BLOCK as u64, c, 1).unwrap();
+    assert!(again.get(&key, 1).is_none(), "k{k} back after a restart");
 }
 
 #[test]
