@@ -412,12 +412,11 @@ impl SmallStore {
 
     /// Queues an invalidation job for `key` behind every job under way
     /// (or adds the key to the last one, if it is an invalidation nobody
-    /// has planned); returns the job's number. The flusher is told when it
-    /// is the first.
-    pub(super) fn queue_invalidation(&mut self, h: u64, key: &[u8]) -> u64 {
+    /// has planned); returns the job's number and whether the job is new.
+    pub(super) fn queue_invalidation(&mut self, h: u64, key: &[u8]) -> (u64, bool) {
         if let Some(last) = self.jobs.back() {
             if last.add_key(h, key) {
-                return last.id;
+                return (last.id, false);
             }
         }
         let keys = vec![(h, key.to_vec())];
@@ -431,11 +430,7 @@ impl SmallStore {
         );
         self.jobs.push_back(job);
         self.stats.invalidate_jobs += 1;
-        if self.jobs.len() == 1 && !self.tell_flusher() {
-            // No flusher (it stopped): the next change runs it inline.
-            tracing::debug!("small store: no flusher for an invalidation");
-        }
-        self.job_ids
+        (self.job_ids, true)
     }
 
     /// The store's next job, if nobody has planned it yet (jobs run one

@@ -782,7 +782,7 @@ impl SmallStore {
                     .retain(|_, e| matches!(e.state, InvalState::Queued(_)));
             }
         }
-        let id = self.queue_invalidation(h, key);
+        let (id, new) = self.queue_invalidation(h, key);
         self.invals.insert(
             h,
             Inval {
@@ -790,6 +790,11 @@ impl SmallStore {
                 state: InvalState::Queued(id),
             },
         );
+        if new && self.jobs.len() == 1 && !self.tell_flusher() {
+            // No flusher (it stopped): the job runs here, now; the change
+            // finds its answer when it asks again.
+            let _ = self.finish_jobs();
+        }
     }
 
     /// Whether the open buffer holds an unexpired copy of the key.
