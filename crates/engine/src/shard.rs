@@ -557,6 +557,11 @@ impl Shard {
         }
         let size = item::stored_size(key.len(), vlen);
         let q = self.policy.insert_queue(hash);
+        // A change that waits for the small store asks before it takes RAM
+        // (each retry would take a new slot, evicting items for nothing).
+        if self.small_must_wait(key) {
+            return Err(InsertError::Busy);
+        }
         // Room first: if none can be had, the old item must stay.
         let loc = self.alloc(q, size)?;
         // After the allocation, which may have moved the old item to flash:

@@ -305,6 +305,13 @@ impl Shard {
         }
     }
 
+    /// Whether a change of `key` must wait for the store's invalidation of
+    /// it ([`SmallStore::must_wait`]; the key is queued for one): asked
+    /// before a store takes RAM for the new item.
+    pub(super) fn small_must_wait(&mut self, key: &[u8]) -> bool {
+        self.small.as_mut().is_some_and(|p| p.store.must_wait(key))
+    }
+
     /// Ahead of a change that replaces or deletes `key` whatever it holds
     /// (pipelined behind a change that waits): queues the key's
     /// invalidation now, so that one job serves both

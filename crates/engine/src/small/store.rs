@@ -632,7 +632,10 @@ impl SmallStore {
         if self.buffer_used + size > BLOCK_PAYLOAD {
             if self.buffer.len() == self.cfg.seg_pages {
                 if self.flush_jobs() >= self.max_jobs() {
-                    self.finish_jobs()?;
+                    // Up to the first segment flush: the invalidations
+                    // queued behind it need not run under the caller's lock.
+                    let first = self.jobs.iter().position(|j| !j.invalidate);
+                    self.finish_jobs_to(first.map_or(0, |i| i + 1))?;
                 }
                 if self.failed {
                     return Err(io::Error::other("small-object store failed"));
@@ -716,37 +719,50 @@ impl SmallStore {
             }
             return self.invalidate(key).map(Gate::Clear);
         }
+        if self.must_wait(key) {
+            return Ok(Gate::Wait);
+        }
+        let (h, now) = (xxh3_64(key), self.now);
+        let found = match self.invals.get_mut(&h).filter(|e| e.key == key) {
+            // Flash holds no copy; one admitted since is in the buffer (a
+            // sealed one took the entry away). The answer is taken.
+            Some(e) => {
+                std::mem::replace(&mut e.state, InvalState::Done { found: false })
+                    == InvalState::Done { found: true }
+            }
+            None => false,
+        };
+        let buffered = self.buffered_unexpired(key, h, now);
+        self.drop_buffered(key, h);
+        Ok(Gate::Clear(found || buffered))
+    }
+
+    /// Whether a change of `key` must wait for an invalidation job (with a
+    /// background flusher): its job is queued, or a copy of the key may be
+    /// on flash (its set's filter, a log entry with its tag, a sealed
+    /// segment) and no job has answered for it since its last admission;
+    /// the key is queued then. Takes no answer: for a change that asks
+    /// before it takes RAM (a retry must not take a new slot each time).
+    pub fn must_wait(&mut self, key: &[u8]) -> bool {
+        if self.notify.is_none() || self.failed {
+            return false;
+        }
         let (h, set, tag) = place(key, self.cfg.sets);
-        let now = self.now;
         // (The answer of a job is looked for first: the job's set rewrite
         // took the key out of its filter.)
-        if let Some(e) = self.invals.get_mut(&h).filter(|e| e.key == key) {
-            match e.state {
-                InvalState::Queued(_) => {
-                    self.stats.invalidate_waits += 1;
-                    return Ok(Gate::Wait);
-                }
-                InvalState::Done { found } => {
-                    // Flash holds no copy; one admitted since is in the
-                    // buffer (a sealed one took the entry away).
-                    e.state = InvalState::Done { found: false };
-                    let buffered = self.buffered_unexpired(key, h, now);
-                    self.drop_buffered(key, h);
-                    return Ok(Gate::Clear(found || buffered));
-                }
-            }
+        if let Some(e) = self.invals.get(&h).filter(|e| e.key == key) {
+            let wait = matches!(e.state, InvalState::Queued(_));
+            self.stats.invalidate_waits += u64::from(wait);
+            return wait;
         }
         let on_flash = self.jobs.iter().any(|j| j.seals(h, key))
             || self.log.of_set(set).any(|r| r.tag == tag)
             || self.filters.may_contain(set as usize, h);
-        if !on_flash {
-            let buffered = self.buffered_unexpired(key, h, now);
-            self.drop_buffered(key, h);
-            return Ok(Gate::Clear(buffered));
+        if on_flash {
+            self.queue_key(h, key);
+            self.stats.invalidate_waits += 1;
         }
-        self.queue_key(h, key);
-        self.stats.invalidate_waits += 1;
-        Ok(Gate::Wait)
+        on_flash
     }
 
     /// Queues the invalidation a change of `key` will wait for, ahead of
