@@ -11,9 +11,13 @@ shards while overwrites run.
 
 Each run starts a fresh server
 `tiercache -m MEM -t 2 -o ext_path=DIR/tc.flash:SIZE,ext_small_max=512,ext_small_share=90,ext_small_flush_duty=0`
-(the binary under test), sets PREFILL keys (`w:N`, VLEN bytes; most leave
-RAM for the store), sets HOT keys (`hot:N`) and reads them once (RAM holds
-them), then for SECS seconds runs at once:
+(the binary under test), sets PREFILL keys (`w:N`, VLEN bytes; with a flush
+duty of 0 the sets wait for the store, so most of them end there), stops it
+gracefully (the store is kept) and starts it again with
+`ext_small_flush_duty=DUTY` (3, the server's default: admissions that would
+wait for a flush go to the log tier instead of holding the shard's lock),
+sets HOT keys (`hot:N`) and reads them once (RAM holds them), then for SECS
+seconds runs at once:
 - a writer: `tiercache-bench` sets of the prefilled keys (uniform) at WRATE
   per second, open loop: overwrites of keys the store holds;
 - a reader: `tiercache-bench` gets of the HOT keys at RRATE per second, open
@@ -24,7 +28,7 @@ store's set writes and invalidations.
 
 Environment: BEFORE=path AFTER=path (tiercache binaries; AFTER defaults to
              target/release/tiercache) RUNS=3 MEM=64 SIZE=512M PREFILL=1000000
-             HOT=2000 VLEN=100 WRATE=2000 RRATE=10000 SECS=10 PORT=21640
+             HOT=2000 VLEN=100 WRATE=1000 RRATE=10000 SECS=10 DUTY=3 PORT=21640
              RESULTS=bench/RESULTS.md (RESULTS=- to only print)
 """
 import os
@@ -36,15 +40,16 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_change_latency"
 K = fl.knobs(RUNS=3, MEM=64, SIZE="512M", PREFILL=1_000_000, HOT=2000, VLEN=100,
-             WRATE=2000, RRATE=10000, SECS=10, PORT=21640)
+             WRATE=1000, RRATE=10000, SECS=10, DUTY=3, PORT=21640)
 DELTAS = ("cmd_set", "small_sets_written", "small_invalidations", "small_invalidate_jobs",
-          "small_invalidate_keys", "small_flush_locked_us", "get_hits")
-OPTS = ["ext_small_max=512", "ext_small_share=90", "ext_small_flush_duty=0"]
+          "small_invalidate_keys", "small_flush_locked_us", "small_deferred", "get_hits")
+OPTS = ["ext_small_max=512", "ext_small_share=90"]
 
 
-def server_cmd(binary):
+def server_cmd(binary, duty):
     def make(d):
-        cmd = fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"] + OPTS)
+        cmd = fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"] + OPTS
+                               + [f"ext_small_flush_duty={duty}"])
         return [binary] + cmd[1:]
     return make
 
@@ -65,30 +70,44 @@ def lat(path, kind):
 
 
 def one(name, binary):
-    with fl.scratch_server(TAG, name, server_cmd(binary), K.PORT) as (srv, cmd):
+    with fl.scratch_server(TAG, name, server_cmd(binary, 0), K.PORT) as (first, _):
         t = fl.set_keys(K.PORT, range(K.PREFILL), K.VLEN, prefix="w:")
         fl.log(TAG, f"{name}: prefill of {K.PREFILL:,} keys took {t:.1f} s")
-        fl.set_keys(K.PORT, range(K.HOT), K.VLEN, prefix="hot:")
-        fl.get_values(K.PORT, range(K.HOT), prefix="hot:")
-        a = srv.stats()
-        d = fl.workdir(TAG)
-        wj, rj = os.path.join(d, "w.json"), os.path.join(d, "r.json")
-        writer = subprocess.Popen(bench_cmd(["--key-prefix", "w:", "--keys", K.PREFILL,
-                                             "--dist", "uniform", "--get-ratio", 0,
-                                             "--rate", K.WRATE], wj),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        reader = subprocess.run(bench_cmd(["--key-prefix", "hot:", "--keys", K.HOT,
-                                           "--get-ratio", 1, "--rate", K.RRATE], rj),
-                                capture_output=True, text=True)
-        writer.wait(timeout=K.SECS * 3 + 60)
-        if reader.returncode or writer.returncode:
-            raise RuntimeError(f"tiercache-bench failed: {reader.stderr[-1000:]}")
-        b = srv.stats()
-        out = {k: float(b.get(k, 0) or 0) - float(a.get(k, 0) or 0) for k in DELTAS}
-        out["reader"] = lat(rj, "get_hit")
-        out["writer"] = lat(wj, "set")
-        out["cmd"] = cmd
-        return out
+        # The fill waited for the store (duty 0); the measured server runs
+        # with DUTY, after a graceful restart that keeps the store.
+        first.stop()
+        cmd = server_cmd(binary, K.DUTY)(first.cwd)
+        srv = fl.Server(name + "-measured", cmd, K.PORT, first.cwd)
+        try:
+            return measure(name, srv, fl.show_cmd(cmd, first.cwd))
+        finally:
+            srv.stop()
+
+
+def measure(name, srv, cmd):
+    """The load on a started server; its figures."""
+    fl.set_keys(K.PORT, range(K.HOT), K.VLEN, prefix="hot:")
+    fl.get_values(K.PORT, range(K.HOT), prefix="hot:")
+    a = srv.stats()
+    fl.log(TAG, f"{name}: {a.get('small_objects', 0):,} objects in the store after the restart")
+    d = fl.workdir(TAG)
+    wj, rj = os.path.join(d, "w.json"), os.path.join(d, "r.json")
+    writer = subprocess.Popen(bench_cmd(["--key-prefix", "w:", "--keys", K.PREFILL,
+                                         "--dist", "uniform", "--get-ratio", 0,
+                                         "--rate", K.WRATE], wj),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    reader = subprocess.run(bench_cmd(["--key-prefix", "hot:", "--keys", K.HOT,
+                                       "--get-ratio", 1, "--rate", K.RRATE], rj),
+                            capture_output=True, text=True)
+    writer.wait(timeout=K.SECS * 3 + 60)
+    if reader.returncode or writer.returncode:
+        raise RuntimeError(f"tiercache-bench failed: {reader.stderr[-1000:]}")
+    b = srv.stats()
+    out = {k: float(b.get(k, 0) or 0) - float(a.get(k, 0) or 0) for k in DELTAS}
+    out["reader"] = lat(rj, "get_hit")
+    out["writer"] = lat(wj, "set")
+    out["cmd"] = cmd
+    return out
 
 
 def main():
@@ -119,10 +138,11 @@ def main():
 
     def ratio(who, q):
         return m([runs["before"][i][who][q] / max(1, runs["after"][i][who][q]) for i in range(K.RUNS)])
-    body = f"""- command: `BEFORE=... RUNS={K.RUNS} SECS={K.SECS} WRATE={K.WRATE} RRATE={K.RRATE} PREFILL={K.PREFILL} python3 bench/small_change_latency.py`
+    body = f"""- command: `BEFORE=... RUNS={K.RUNS} SECS={K.SECS} WRATE={K.WRATE} RRATE={K.RRATE} PREFILL={K.PREFILL} DUTY={K.DUTY} python3 bench/small_change_latency.py`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
-- server: `{runs['after'][0]['cmd']}` with each build; {K.PREFILL:,} keys set first
-  ({K.VLEN}-byte values, most in the store), {K.HOT:,} hot keys in RAM, then for {K.SECS} s at once:
+- server: `{runs['after'][0]['cmd']}` with each build, after {K.PREFILL:,} keys were set
+  ({K.VLEN}-byte values) into the same server with `ext_small_flush_duty=0` and a graceful
+  restart (most keys in the store); {K.HOT:,} hot keys in RAM, then for {K.SECS} s at once:
   overwrites of the prefilled keys (uniform) at {K.WRATE:,}/s and gets of the hot keys at
   {K.RRATE:,}/s (open loop, 4 connections each)
 
