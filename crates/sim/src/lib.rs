@@ -15,7 +15,7 @@
 //! - [`replay`]: the replay loop, windows, the thread pool;
 //! - [`report`]: output formats and the miss-ratio-curve plot;
 //! - [`plan`]: the capacity planner (`tiercache-sim plan`);
-//! - [`synth`]: synthetic Zipf traces (`tiercache-sim synth`);
+//! - [`synth`]: synthetic Zipf traces and trace-like mixes (`tiercache-sim synth`);
 //! - [`nhc`]: the NHC scheduler against two device models (`tiercache-sim nhc`);
 //! - [`small_replay`]: the small-object store on an in-memory device (`tiercache-sim small`);
 //! - [`units`]: human sizes.

@@ -29,7 +29,8 @@ struct Cli {
 enum Cmd {
     /// Capacity planner: DRAM, flash, endurance, NIC limit, hit ratio, cost.
     Plan(plan::PlanArgs),
-    /// Writes a synthetic Zipf trace in oracleGeneral format.
+    /// Writes a synthetic Zipf trace in oracleGeneral format, optionally a
+    /// trace-like mix (weighted sizes, one-hit objects, a drifting hot set).
     Synth(synth::SynthArgs),
     /// The NHC scheduler (the server's code) against two device models.
     Nhc(tiercache_sim::nhc::NhcArgs),
