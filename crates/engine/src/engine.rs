@@ -802,22 +802,7 @@ fn start_small_flushers(
         let (rx, shards) = (rx.clone(), shards.clone());
         let t = std::thread::Builder::new()
             .name(format!("small-flush-{n}"))
-            .spawn(move || {
-                while let Ok(i) = rx.recv() {
-                    let Some(shard) = shards.list.get(i as usize) else {
-                        break;
-                    };
-                    let committed =
-                        crate::small::flush::run_sealed_job(&|f| shard.lock().with_small_store(f));
-                    if committed {
-                        // Changes that waited for the invalidation go ahead.
-                        let flash = shard.lock().flash_tier();
-                        if let Some(f) = flash {
-                            f.wake_all();
-                        }
-                    }
-                }
-            })
+            .spawn(move || small_flusher(&rx, &shards))
             .map_err(|error| ConfigError::Thread {
                 thread: "the small-object store's flusher",
                 error,
@@ -825,6 +810,55 @@ fn start_small_flushers(
         threads.push(t);
     }
     Ok((Some(tx), threads))
+}
+
+/// A small-object flusher thread: runs the job of each shard it is told
+/// of; a shard whose next flush the duty holds back is run again when its
+/// wait ends, while the other shards' jobs (their changes' invalidations
+/// among them) run meanwhile.
+fn small_flusher(rx: &crossbeam_channel::Receiver<u32>, shards: &Shards) {
+    use crate::small::flush::{run_job, Ran};
+    use std::time::{Duration, Instant};
+    let mut later: Vec<(Instant, u32)> = Vec::new();
+    loop {
+        let next = later.iter().map(|&(t, _)| t).min();
+        let msg = match next {
+            None => rx.recv().map_err(|_| ()),
+            Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
+                Ok(i) => Ok(i),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    let due = later.iter().position(|&(t, _)| t <= now);
+                    match due {
+                        Some(k) => Ok(later.swap_remove(k).1),
+                        None => continue,
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
+            },
+        };
+        let Ok(i) = msg else {
+            break;
+        };
+        let Some(shard) = shards.list.get(i as usize) else {
+            break;
+        };
+        match run_job(&|f| shard.lock().with_small_store(f)) {
+            Ran::Later(d) => {
+                if !later.iter().any(|&(_, p)| p == i) {
+                    later.push((Instant::now() + d.max(Duration::from_micros(100)), i));
+                }
+            }
+            Ran::Invalidation => {
+                // Changes that waited for the invalidation go ahead.
+                let flash = shard.lock().flash_tier();
+                if let Some(f) = flash {
+                    f.wake_all();
+                }
+            }
+            Ran::Flush => {}
+        }
+    }
 }
 
 /// Opens (recovers, or formats) each shard's part of the small-object store.

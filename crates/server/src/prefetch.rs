@@ -162,13 +162,15 @@ fn changed_key<'a>(req: &'a Request<'a>) -> Option<&'a [u8]> {
 }
 
 /// Whether a change replaces or deletes its key whatever it held (`set`,
-/// `delete`, `md`): the small-object store may drop the key's copy ahead of
-/// it. The others read the item first (add, cas, append, incr, `ms` with
+/// `delete`, `md` without C or I): the small-object store may drop the
+/// key's copy ahead of it. The others read the item first (add, cas, append, incr, `ms` with
 /// a mode flag...), which a copy dropped early would change.
 fn replaces_key(req: &Request<'_>) -> bool {
     match req {
         Request::Store(s) => s.mode == StoreMode::Set,
-        Request::Delete { .. } | Request::MetaDelete { .. } => true,
+        Request::Delete { .. } => true,
+        // `md` with a CAS to compare or `I` (mark stale) reads the item.
+        Request::MetaDelete { flags, .. } => flags.compare_cas.is_none() && !flags.invalidate,
         _ => false,
     }
 }

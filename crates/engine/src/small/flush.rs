@@ -35,6 +35,11 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Keys one invalidation job takes at most: its blocks (each set it reads
+/// and writes, 4 KiB each, with their log pages) stay in DRAM until it
+/// commits; the next key starts another job.
+const MAX_JOB_KEYS: usize = 256;
+
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -76,8 +81,8 @@ struct Written {
     live: Vec<(u32, u32, u64, Obj)>,
     new_gen: u64,
     took: Duration,
-    /// An invalidation job: each key (its hash) and whether a set held it.
-    found: Vec<(u64, bool)>,
+    /// An invalidation job: each key (its hash, the key) and whether a set held it.
+    found: Vec<(u64, Vec<u8>, bool)>,
 }
 
 struct Inner {
@@ -252,7 +257,7 @@ impl Job {
             found.extend(
                 keys.iter()
                     .zip(&b.found)
-                    .map(|(k, &f)| (xxhash_rust::xxh3::xxh3_64(k), f)),
+                    .map(|(k, &f)| (xxhash_rust::xxh3::xxh3_64(k), k.clone(), f)),
             );
             if b.present || b.verify_failures > 0 {
                 built.push(b);
@@ -277,7 +282,7 @@ impl Job {
     /// when it is planned (the key needs a job of its own).
     pub(super) fn add_key(&self, h: u64, key: &[u8]) -> bool {
         let mut g = self.inner.lock();
-        if !self.invalidate || g.phase != Phase::Reading {
+        if !self.invalidate || g.phase != Phase::Reading || g.keys.len() >= MAX_JOB_KEYS {
             return false;
         }
         g.keys.push((h, key.to_vec()));
@@ -312,22 +317,35 @@ impl Job {
 /// Gives a store to a closure, holding its owner's lock meanwhile.
 pub type WithStore<'a> = &'a dyn Fn(&mut dyn FnMut(&mut SmallStore));
 
+/// What [`run_job`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    /// Nothing to run, or a segment flush.
+    Flush,
+    /// An invalidation job was committed: changes that waited for it may go
+    /// ahead (wake them).
+    Invalidation,
+    /// The next job is a segment flush that the flush duty holds back this
+    /// long: call again then (meanwhile, run other stores' jobs).
+    Later(Duration),
+}
+
 /// Runs the job the store has sealed, with its I/O outside the store's
 /// owner: `with` gives the store (locking it) for the short phases. What a
-/// background flusher thread does for each job it is told of. True when it
-/// committed an invalidation job: changes that waited for it may go ahead
-/// (wake them).
-pub fn run_sealed_job(with: WithStore<'_>) -> bool {
+/// background flusher thread does for each job it is told of. It never
+/// sleeps: a flush the duty holds back is [`Ran::Later`] (one flusher
+/// serves every shard, whose invalidations must not wait for another's
+/// duty).
+pub fn run_job(with: WithStore<'_>) -> Ran {
     let (mut job, mut wait) = (None, Duration::ZERO);
     with(&mut |st| (job, wait) = (st.job_to_run(), st.duty_wait()));
     if !wait.is_zero() {
         // The flush duty holds for queued jobs too: the device's share of
         // flushes stays bounded.
-        std::thread::sleep(wait);
-        with(&mut |st| job = st.job_to_run());
+        return Ran::Later(wait);
     }
     let Some(job) = job else {
-        return false;
+        return Ran::Flush;
     };
     let mut old = Some(job.read_old());
     let mut planned = false;
@@ -337,7 +355,7 @@ pub fn run_sealed_job(with: WithStore<'_>) -> bool {
         st.held_lock(t);
     });
     if !planned {
-        return false;
+        return Ran::Flush;
     }
     job.write();
     with(&mut |st| {
@@ -345,14 +363,29 @@ pub fn run_sealed_job(with: WithStore<'_>) -> bool {
         let _ = st.commit_job(&job);
         st.held_lock(t);
     });
-    job.invalidate
+    match job.invalidate {
+        true => Ran::Invalidation,
+        false => Ran::Flush,
+    }
+}
+
+/// [`run_job`] on this thread, sleeping while the flush duty holds the job
+/// back (a store's own flusher, as in the tests). True when it committed an
+/// invalidation job.
+pub fn run_sealed_job(with: WithStore<'_>) -> bool {
+    loop {
+        match run_job(with) {
+            Ran::Later(d) => std::thread::sleep(d),
+            r => return r == Ran::Invalidation,
+        }
+    }
 }
 
 impl SmallStore {
     /// Phase 1: the full buffer becomes a job's sealed segment, queued
     /// behind the jobs under way (it writes over the segment after theirs).
     pub(super) fn seal(&mut self) -> Arc<Job> {
-        debug_assert!(self.jobs.len() < self.cfg.log_segments);
+        debug_assert!(self.flush_jobs() < self.cfg.log_segments);
         let seg = (self.head + self.flush_jobs()) % self.cfg.log_segments;
         let sealed = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
         let sealed_hashes = std::mem::take(&mut self.buffered);
@@ -610,8 +643,8 @@ impl SmallStore {
             self.apply_built(b);
         }
         self.stats.invalidations += w.built.len() as u64;
-        for (h, found) in w.found {
-            if let Some(e) = self.invals.get_mut(&h) {
+        for (h, key, found) in w.found {
+            if let Some(e) = self.invals.get_mut(&h).filter(|e| e.key == key) {
                 if e.state == super::store::InvalState::Queued(job.id) {
                     e.state = super::store::InvalState::Done { found };
                 }

@@ -224,7 +224,7 @@ pub struct SmallStore {
 
 /// Where a key's invalidation stands ([`SmallStore::gate`]).
 pub(super) struct Inval {
-    key: Vec<u8>,
+    pub(super) key: Vec<u8>,
     pub(super) state: InvalState,
 }
 
@@ -384,6 +384,9 @@ impl SmallStore {
         self.buffered = Hashes::default();
         self.buffer_used = 0;
         self.set_objects = 0;
+        // Jobs are finished before this: no answer is awaited, and those
+        // not taken no longer hold (nothing is left to have been found).
+        self.invals = HashMap::new();
     }
 
     /// Whether the store stopped after a device error.
@@ -771,7 +774,8 @@ impl SmallStore {
     /// on flash). Only for a change that replaces or deletes the key
     /// whatever it holds: the key's copy is dropped when the job commits.
     pub fn prepare(&mut self, key: &[u8]) {
-        if self.notify.is_none() || self.failed {
+        // (Past the bound of kept answers, changes ask for themselves.)
+        if self.notify.is_none() || self.failed || self.invals.len() >= DONE_KEPT {
             return;
         }
         let (h, set, tag) = place(key, self.cfg.sets);
@@ -789,11 +793,13 @@ impl SmallStore {
     /// Queues `key` for an invalidation job and notes that its change waits.
     fn queue_key(&mut self, h: u64, key: &[u8]) {
         if self.invals.len() >= DONE_KEPT {
-            // Answers a change has taken first (a change still to come for
-            // one of the others would answer "not found" if dropped).
+            // Answers a change has taken first: an answer still to be taken
+            // ("the store held it") is kept for its change, which asks again
+            // within milliseconds, unless its connection went away; those
+            // go past four times the bound.
             self.invals
                 .retain(|_, e| e.state != InvalState::Done { found: false });
-            if self.invals.len() >= DONE_KEPT * 2 {
+            if self.invals.len() >= DONE_KEPT * 4 {
                 self.invals
                     .retain(|_, e| matches!(e.state, InvalState::Queued(_)));
             }
