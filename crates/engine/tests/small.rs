@@ -198,3 +198,40 @@ fn admission_keeps_to_the_device_write_budget() {
     );
     assert!(s.objects_admitted > 0 && s.objects_admitted < N, "{s:?}");
 }
+
+/// The set rewrites of deletes (which cannot be refused) are charged to the
+/// device write budget: admissions wait until they are paid back.
+#[test]
+fn deletes_set_rewrites_are_charged_to_the_write_budget() {
+    let budget = 1u64 << 20;
+    let mut c = config();
+    c.flash.as_mut().unwrap().params.write_budget = budget;
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(c, vec![dev]).unwrap();
+    load(&e);
+    assert!(small_objects(&e) > 1000, "store holds {}", small_objects(&e));
+    // A full second of budget again, then deletes of keys the store holds.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let flash = e.flash().unwrap();
+    let before = e.small_stats().unwrap().stats.invalidations;
+    let mut deleted = 0;
+    for i in 0..N {
+        if common::delete(&e, &key(i)) {
+            deleted += 1;
+        }
+        let rewrites = e.small_stats().unwrap().stats.invalidations - before;
+        if rewrites * 4096 > budget * 3 / 2 {
+            break;
+        }
+    }
+    let rewrites = e.small_stats().unwrap().stats.invalidations - before;
+    assert!(
+        rewrites * 4096 > budget,
+        "{rewrites} set rewrites for {deleted} deletes"
+    );
+    // More than the budget was written for them: nothing is left to admit.
+    assert!(
+        !flash.take_write_budget(4096),
+        "the deletes' writes were not charged"
+    );
+}

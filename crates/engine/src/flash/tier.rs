@@ -778,6 +778,21 @@ impl FlashTier {
         false
     }
 
+    /// Takes `bytes` of device writes that were made whatever the budget
+    /// (the small-object store's set rewrites for changes, which cannot
+    /// be refused) from the write budget: admissions wait until it is paid
+    /// back (a debt of one second of budget at most). Nothing with no budget.
+    pub fn charge_write_budget(&self, bytes: usize) {
+        if self.params.write_budget == 0 || bytes == 0 {
+            return;
+        }
+        let mut st = self.state.lock();
+        if !self.take_budget(&mut st, bytes) {
+            let rate = self.params.write_budget as f64;
+            st.budget_tokens = (st.budget_tokens - bytes as f64).max(-rate);
+        }
+    }
+
     fn take_budget(&self, st: &mut State, size: usize) -> bool {
         let rate = self.params.write_budget as f64;
         let now = Instant::now();

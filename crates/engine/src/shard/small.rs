@@ -20,6 +20,8 @@ pub(crate) struct SmallPart {
     pub(crate) max: usize,
     /// The store's DRAM as last counted in the pool.
     reported: usize,
+    /// Set rewrites for changes already charged to the write budget.
+    charged: u64,
 }
 
 /// What the store says about a key, given the blocks read so far.
@@ -70,10 +72,12 @@ impl Shard {
     pub(crate) fn attach_small(&mut self, store: SmallStore, max: usize) {
         let reported = store.dram_bytes() as usize;
         self.shared.pool.add_index_bytes(reported as isize);
+        let charged = store.stats.invalidations;
         self.small = Some(SmallPart {
             store,
             max,
             reported,
+            charged,
         });
     }
 
@@ -100,6 +104,22 @@ impl Shard {
             f(&mut p.store);
         }
         self.report_small_bytes();
+        self.charge_small_writes();
+    }
+
+    /// Charges the store's set rewrites for changes made since the last
+    /// call to the device write budget (`ext_write_budget`): they are not
+    /// admissions and cannot be refused, so admissions pay them back.
+    fn charge_small_writes(&mut self) {
+        let Some(p) = self.small.as_mut() else {
+            return;
+        };
+        let done = p.store.stats.invalidations;
+        let sets = done.saturating_sub(p.charged);
+        p.charged = done;
+        if let Some(f) = self.flash.as_ref() {
+            f.charge_write_budget(sets as usize * crate::flash::aligned::BLOCK);
+        }
     }
 
     /// The store's figures for this shard's region; None without one.
@@ -295,7 +315,10 @@ impl Shard {
         let Some(p) = self.small.as_mut() else {
             return Some(false);
         };
-        match p.store.gate(key) {
+        let r = p.store.gate(key);
+        self.charge_small_writes();
+        let p = self.small.as_mut().expect("checked");
+        match r {
             Ok(crate::small::Gate::Clear(found)) => Some(found),
             Ok(crate::small::Gate::Wait) => None,
             Err(e) => {
