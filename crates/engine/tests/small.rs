@@ -209,7 +209,11 @@ fn deletes_set_rewrites_are_charged_to_the_write_budget() {
     let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
     let e = Engine::with_devices(c, vec![dev]).unwrap();
     load(&e);
-    assert!(small_objects(&e) > 1000, "store holds {}", small_objects(&e));
+    assert!(
+        small_objects(&e) > 1000,
+        "store holds {}",
+        small_objects(&e)
+    );
     // A full second of budget again, then deletes of keys the store holds.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let flash = e.flash().unwrap();
