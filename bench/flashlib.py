@@ -577,3 +577,22 @@ def fill_all(port, n, vlen, mb_per_s, tag, rounds=4):
         time.sleep(1)
         miss = missing_keys(port, n, vlen)
     return t, first, n - len(miss)
+
+
+def latency_bench_cmd(port, secs, vlen, args, out):
+    """tiercache-bench in open-loop latency mode (one thread, 4 connections)
+    for `secs` seconds, JSON to `out`; `args` add the keys, mix and rate."""
+    return [BENCH, "-s", f"127.0.0.1:{port}", "-q", "--no-stats", "--json", out,
+            "--mode", "latency", "-d", f"{secs}s", "--threads", "1", "--conns", "4",
+            "--value-size", str(vlen)] + [str(a) for a in args]
+
+
+def latency_of(path, kind):
+    """ops/s and p50/p99/p99.9/max µs of one kind ("get_hit", "set"...) from
+    a tiercache-bench JSON result (all requests if it has no such kind)."""
+    import json
+    with open(path) as f:
+        r = json.load(f)["runs"][0]
+    g = r["latency"].get(kind) or r["latency"]["all"]
+    return {"ops": r["ops_per_sec"], "p50": g["p50_us"], "p99": g["p99_us"],
+            "p999": g["p999_us"], "max": g["max_us"]}

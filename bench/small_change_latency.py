@@ -55,18 +55,7 @@ def server_cmd(binary, duty):
 
 
 def bench_cmd(args, out):
-    return [fl.BENCH, "-s", f"127.0.0.1:{K.PORT}", "-q", "--no-stats", "--json", out,
-            "--mode", "latency", "-d", f"{K.SECS}s", "--threads", "1", "--conns", "4",
-            "--value-size", str(K.VLEN)] + [str(a) for a in args]
-
-
-def lat(path, kind):
-    import json
-    with open(path) as f:
-        r = json.load(f)["runs"][0]
-    g = r["latency"].get(kind) or r["latency"]["all"]
-    return {"ops": r["ops_per_sec"], "p50": g["p50_us"], "p99": g["p99_us"],
-            "p999": g["p999_us"], "max": g["max_us"]}
+    return fl.latency_bench_cmd(K.PORT, K.SECS, K.VLEN, args, out)
 
 
 def one(name, binary):
@@ -104,8 +93,8 @@ def measure(name, srv, cmd):
         raise RuntimeError(f"tiercache-bench failed: {reader.stderr[-1000:]}")
     b = srv.stats()
     out = {k: float(b.get(k, 0) or 0) - float(a.get(k, 0) or 0) for k in DELTAS}
-    out["reader"] = lat(rj, "get_hit")
-    out["writer"] = lat(wj, "set")
+    out["reader"] = fl.latency_of(rj, "get_hit")
+    out["writer"] = fl.latency_of(wj, "set")
     out["cmd"] = cmd
     return out
 

@@ -57,18 +57,7 @@ def server_cmd(mode):
 
 
 def bench_cmd(args, out):
-    return [fl.BENCH, "-s", f"127.0.0.1:{K.PORT}", "-q", "--no-stats", "--json", out,
-            "--mode", "latency", "-d", f"{K.SECS}s", "--threads", "1", "--conns", "4",
-            "--value-size", str(K.VLEN)] + [str(a) for a in args]
-
-
-def lat(path, kind):
-    import json
-    with open(path) as f:
-        r = json.load(f)["runs"][0]
-    g = r["latency"].get(kind) or r["latency"]["all"]
-    return {"ops": r["ops_per_sec"], "p50": g["p50_us"], "p99": g["p99_us"],
-            "p999": g["p999_us"], "max": g["max_us"]}
+    return fl.latency_bench_cmd(K.PORT, K.SECS, K.VLEN, args, out)
 
 
 def one(mode):
@@ -97,8 +86,8 @@ def one(mode):
         cpu = {n: sum(cb[n]) - sum(ca.get(n, (0, 0))) for n in cb}
         fl.log(TAG, f"{mode}: CPU s by thread " + ", ".join(f"{n} {c:.2f}" for n, c in sorted(cpu.items()) if c > 0.01)
                + "; " + ", ".join(f"{k} {out[k]:,}" for k in DELTAS))
-        out["reader"] = lat(rj, "get_hit")
-        out["writer"] = lat(wj, "set")
+        out["reader"] = fl.latency_of(rj, "get_hit")
+        out["writer"] = fl.latency_of(wj, "set")
         out["cmd"] = cmd
         return out
 

@@ -341,9 +341,7 @@ impl Shard {
     /// ([`SmallStore::prepare`]).
     pub(crate) fn small_prepare(&mut self, key: &[u8]) {
         if let Some(p) = self.small.as_mut() {
-            if p.store.may_contain(key) {
-                p.store.prepare(key);
-            }
+            p.store.prepare(key);
         }
     }
 

@@ -750,20 +750,25 @@ impl SmallStore {
         if self.notify.is_none() || self.failed {
             return false;
         }
+        let wait = self.ask(key);
+        self.stats.invalidate_waits += u64::from(wait);
+        wait
+    }
+
+    /// [`must_wait`](Self::must_wait) with a flusher: true when the key's
+    /// job is queued, or is queued now.
+    fn ask(&mut self, key: &[u8]) -> bool {
         let (h, set, tag) = place(key, self.cfg.sets);
         // (The answer of a job is looked for first: the job's set rewrite
         // took the key out of its filter.)
         if let Some(e) = self.invals.get(&h).filter(|e| e.key == key) {
-            let wait = matches!(e.state, InvalState::Queued(_));
-            self.stats.invalidate_waits += u64::from(wait);
-            return wait;
+            return matches!(e.state, InvalState::Queued(_));
         }
         let on_flash = self.jobs.iter().any(|j| j.seals(h, key))
             || self.log.of_set(set).any(|r| r.tag == tag)
             || self.filters.may_contain(set as usize, h);
         if on_flash {
             self.queue_key(h, key);
-            self.stats.invalidate_waits += 1;
         }
         on_flash
     }
@@ -775,18 +780,8 @@ impl SmallStore {
     /// whatever it holds: the key's copy is dropped when the job commits.
     pub fn prepare(&mut self, key: &[u8]) {
         // (Past the bound of kept answers, changes ask for themselves.)
-        if self.notify.is_none() || self.failed || self.invals.len() >= DONE_KEPT {
-            return;
-        }
-        let (h, set, tag) = place(key, self.cfg.sets);
-        if self.invals.get(&h).is_some_and(|e| e.key == key) {
-            return;
-        }
-        let on_flash = self.log.of_set(set).any(|r| r.tag == tag)
-            || self.filters.may_contain(set as usize, h)
-            || self.jobs.iter().any(|j| j.sealed_hashes.has(h));
-        if on_flash {
-            self.queue_key(h, key);
+        if self.notify.is_some() && !self.failed && self.invals.len() < DONE_KEPT {
+            self.ask(key);
         }
     }
 
