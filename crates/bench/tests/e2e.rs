@@ -40,6 +40,27 @@ fn euid_is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The pid of the memcached answering at `addr` (`stats`), if one does.
+fn served_by(addr: &str) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"stats\r\n").ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"END\r\n") {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT pid "))
+        .and_then(|p| p.trim().parse().ok())
+}
+
 /// Starts memcached on a free port, or says why not.
 fn start_memcached() -> Option<Memcached> {
     let Some(bin) = find_on_path("memcached") else {
@@ -65,7 +86,9 @@ fn start_memcached() -> Option<Memcached> {
         let addr = format!("127.0.0.1:{port}");
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(5) {
-            if TcpStream::connect(&addr).is_ok() {
+            // Ours, not another test's memcached that took the port first
+            // (ours then fails to bind and exits): its pid says so.
+            if served_by(&addr) == Some(child.id()) {
                 return Some(Memcached { child, addr });
             }
             if let Ok(Some(_)) = child.try_wait() {
