@@ -50,7 +50,7 @@ TAG = "nhc_loads"
 K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, HIT=0.95, FAST_MB=0, CAP_MB=1536, KEYS=150000,
              VALUE=4000, SKEW=0.99, RUNS=3, WARM_S=40, SETTLE_S=5, RUN_S=10, LOADS="2.0,1.5,1.0,0.5",
              LOAD1=0.0, PORT=24180, MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4,
-             OPEN_THREADS=2, OPEN_CONNS=16, SERVER_THREADS=2, IO_THREADS=64, TRACE_DIR="")
+             OPEN_THREADS=2, OPEN_CONNS=16, SERVER_THREADS=2, IO_THREADS=64, TRACE_DIR="", EXT="")
 # measured with bench/nhc_hit.py on 2026-11-25 (0.955 and 0.794; before c157b4e a full copy
 # table filtered promotions and 160 MiB gave 0.95, 80 MiB 0.70)
 FAST_MB_FOR_HIT = {0.95: 256, 0.80: 160}

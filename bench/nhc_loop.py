@@ -133,11 +133,18 @@ def timeline(samples):
         dt = tb - ta
         fast = (b["flash_fast_reads"] - a["flash_fast_reads"]) / dt
         cap = (b["flash_capacity_reads"] - a["flash_capacity_reads"]) / dt
+
+        def lat(c):
+            # mean read latency of a class over the sample (servers with the sums)
+            n = b[f"flash_{c}_reads"] - a[f"flash_{c}_reads"]
+            k = f"flash_{c}_read_latency_us_sum"
+            return round((b[k] - a[k]) / n) if k in b and k in a and n > 0 else ""
         out.append({"t": round(tb, 3), "state": b["flash_nhc_state"], "data_admit": b["flash_nhc_data_admit"],
                     "load_admit": b["flash_nhc_load_admit"], "fast_per_s": round(fast),
                     "capacity_per_s": round(cap), "reads_per_s": round(fast + cap),
                     "tune_entries": b["flash_nhc_tune_entries"], "tune_exits": b["flash_nhc_tune_exits"],
-                    "moves": b["flash_nhc_load_admit_moves"]})
+                    "moves": b["flash_nhc_load_admit_moves"], "fast_lat_us": lat("fast"),
+                    "capacity_lat_us": lat("capacity")})
     return out
 
 
@@ -177,13 +184,17 @@ def write_csv(path, rows):
 
 def start_server(devs, cg, nhc, d, k):
     """A fresh server on the wiped devices in the blkio group, with the
-    knobs PORT, MEM, SERVER_THREADS, IO_THREADS and SHARDS (if set) of `k`; returns it and
+    knobs PORT, MEM, SERVER_THREADS, IO_THREADS, SHARDS and EXT (if set) of `k`; returns it and
     its command line for RESULTS.md."""
     fast, cap = devs
     ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", "ext_io=pool",
            f"ext_threads={k.IO_THREADS}", f"ext_nhc={nhc}", "ext_promote=never"]
     if getattr(k, "SHARDS", 0):
         ext.append(f"shards={k.SHARDS}")
+    # EXT="a=b,c=d": more -o options for the nhc=1 server (for example
+    # ext_nhc_feedback=throughput, the scheduler's older feedback).
+    if nhc and getattr(k, "EXT", ""):
+        ext += [x for x in k.EXT.split(",") if x]
     cmd = fl.tiercache_cmd(k.PORT, k.MEM, k.SERVER_THREADS, ext)
     return fl.Server(f"nhc{nhc}", cmd, k.PORT, d, cgroup=cg), fl.show_cmd(cmd, d)
 

@@ -72,6 +72,16 @@ pub struct NhcParams {
     /// Iterations in a row that must choose the same move before it is
     /// made (1: at once).
     pub confirm: u32,
+    /// [`Objective::Balance`]: how much more one class's mean read latency
+    /// must be than the other's (relative) for a move of load off it.
+    pub balance_tol: f64,
+    /// [`Objective::Balance`]: load moves off the fast class only while its
+    /// mean read latency is at least this many times the lowest either
+    /// class showed (its reads queue: it is busy; the capacity class,
+    /// lightly used in classic caching, shows a device's latency without a
+    /// queue even when the fast one never had one). Below that the fast
+    /// class has headroom, and classic caching serves as well.
+    pub busy: f64,
 }
 
 /// The order of an iteration's probes (bench/RESULTS.md, issue 17, "the
@@ -113,6 +123,8 @@ impl Default for NhcParams {
             grow_after: 4,
             scale_gain: true,
             confirm: 1,
+            balance_tol: 0.25,
+            busy: 2.0,
         }
     }
 }
@@ -128,6 +140,10 @@ pub struct Measurement {
     pub fast_resident: u64,
     /// Sum of the read latencies, in microseconds (for [`Objective::Latency`]).
     pub latency_us: f64,
+    /// Reads completed by each class (fast, capacity), and the sum of their
+    /// latencies in microseconds (for [`Objective::Balance`]).
+    pub class_reads: [u64; 2],
+    pub class_latency_us: [f64; 2],
 }
 
 impl Measurement {
@@ -148,13 +164,66 @@ pub enum Objective {
     Throughput,
     /// Minus the mean read latency (open-loop clients at a fixed rate).
     Latency,
+    /// The classes' own load, a device-level figure the seed names: each
+    /// iteration measures the current point only and moves load off the
+    /// class whose mean read latency is more than `balance_tol` above the
+    /// other's (stays otherwise), off the fast class only while its latency
+    /// is `busy` times the lowest either class showed. No neighbour is probed, so no point is
+    /// measured right after a device was left idle (the throttle's banked
+    /// budget made those score high: docs/CLASSES.md). Where both classes
+    /// are busy their latencies meet; where the fast class has headroom it
+    /// is the faster one and the tuning goes up to classic caching.
+    Balance,
 }
 
 impl Objective {
+    /// The name `ext_nhc_feedback` and `stats` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Throughput => "throughput",
+            Objective::Latency => "latency",
+            Objective::Balance => "balance",
+        }
+    }
+
+    /// The objective of a name (see [`Objective::name`]).
+    pub fn parse(s: &str) -> Option<Objective> {
+        [
+            Objective::Throughput,
+            Objective::Latency,
+            Objective::Balance,
+        ]
+        .into_iter()
+        .find(|o| o.name() == s)
+    }
+
     fn score(self, m: &Measurement) -> f64 {
         match self {
             Objective::Throughput => m.reads as f64 / m.secs.max(1e-9),
             Objective::Latency => -(m.latency_us / m.reads.max(1) as f64),
+            Objective::Balance => m.class_latency().map_or(1.0, |[f, c]| f / c.max(1e-9)),
+        }
+    }
+}
+
+impl Measurement {
+    /// Mean read latency of each class, when both completed reads.
+    pub fn class_latency(&self) -> Option<[f64; 2]> {
+        let mean = |c: usize| {
+            (self.class_reads[c] > 0).then(|| self.class_latency_us[c] / self.class_reads[c] as f64)
+        };
+        Some([mean(0)?, mean(1)?])
+    }
+
+    /// Adds another interval's figures.
+    fn add(&mut self, m: &Measurement) {
+        self.secs += m.secs;
+        self.reads += m.reads;
+        self.fast_resident += m.fast_resident;
+        self.latency_us += m.latency_us;
+        for c in 0..2 {
+            self.class_reads[c] += m.class_reads[c];
+            self.class_latency_us[c] += m.class_latency_us[c];
         }
     }
 }
@@ -243,6 +312,11 @@ pub struct Nhc {
     /// Intervals spent at the probed point, and the sum of the measured ones.
     at_point: usize,
     acc: Measurement,
+    /// The figures of the last point measured.
+    measured: Measurement,
+    /// The lowest mean read latency of each class over an interval with at
+    /// least `min_reads` reads of it ([`Objective::Balance`]).
+    floor: [f64; 2],
     /// Consecutive iterations that ended at `load_admit` 1.
     at_one: usize,
     /// Fast hit ratios of the last intervals (state 1).
@@ -279,6 +353,8 @@ impl Nhc {
             pending: (0, 0),
             at_point: 0,
             acc: Measurement::default(),
+            measured: Measurement::default(),
+            floor: [f64::INFINITY; 2],
             at_one: 0,
             recent: Vec::new(),
             reference: 0.0,
@@ -294,6 +370,11 @@ impl Nhc {
 
     pub fn state(&self) -> State {
         self.state
+    }
+
+    /// What the feedback measures.
+    pub fn objective(&self) -> Objective {
+        self.objective
     }
 
     /// Copy capacity hits into the fast class (state 1 only).
@@ -333,6 +414,12 @@ impl Nhc {
             return;
         }
         let ratio = m.fast_ratio();
+        for c in 0..2 {
+            if m.class_reads[c] >= self.params.min_reads {
+                let mean = m.class_latency_us[c] / m.class_reads[c] as f64;
+                self.floor[c] = self.floor[c].min(mean);
+            }
+        }
         match self.state {
             State::Classic => {
                 self.recent.push(ratio);
@@ -359,16 +446,14 @@ impl Nhc {
                 if self.at_point <= self.params.settle_intervals {
                     return;
                 }
-                self.acc.secs += m.secs;
-                self.acc.reads += m.reads;
-                self.acc.fast_resident += m.fast_resident;
-                self.acc.latency_us += m.latency_us;
+                self.acc.add(m);
                 if self.at_point < self.params.settle_intervals + self.params.probe_intervals.max(1)
                 {
                     return;
                 }
                 let score = self.objective.score(&self.acc);
                 self.scores[self.next - 1] = Some(score);
+                self.measured = self.acc;
                 if let Some(p) = self.trace.points.get_mut(self.trace.probed) {
                     p.score = score;
                     self.trace.probed += 1;
@@ -446,6 +531,7 @@ impl Nhc {
     fn first_probe(&mut self) {
         use Probe::*;
         let order: &[Probe] = match self.params.order {
+            _ if self.objective == Objective::Balance => &[Current],
             ProbeOrder::Fixed => &[Lower, Current, Upper],
             ProbeOrder::Serpentine if self.downward => &[Upper, Current, Lower],
             ProbeOrder::Serpentine => &[Lower, Current, Upper],
@@ -507,6 +593,25 @@ impl Nhc {
         Some((self.scores[i]?, self.scores[c]?))
     }
 
+    /// [`Objective::Balance`]: a step off the class whose reads wait
+    /// longer, by more than `balance_tol` (off the fast class only while it
+    /// is busy: `busy`); the current point if neither does or a class
+    /// completed no read.
+    fn balance_target(&self) -> f64 {
+        let Some([fast, cap]) = self.measured.class_latency() else {
+            return self.load_admit;
+        };
+        let tol = 1.0 + self.params.balance_tol;
+        let floor = self.floor[0].min(self.floor[1]);
+        if fast > cap * tol && fast >= floor * self.params.busy {
+            self.point(Probe::Lower)
+        } else if cap > fast * tol {
+            self.point(Probe::Upper)
+        } else {
+            self.load_admit
+        }
+    }
+
     /// Picks the best point of the iteration (the current one unless a
     /// neighbour beats it by `min_gain`; a tie with the upper neighbour goes
     /// to it, so that light load drifts back to classic caching).
@@ -524,6 +629,7 @@ impl Nhc {
         let beats = |x: Option<f64>| x.is_some_and(|x| x > g);
         let (upper, lower) = (self.point(Probe::Upper), self.point(Probe::Lower));
         let target = match (beats(up), beats(down)) {
+            _ if self.objective == Objective::Balance => self.balance_target(),
             (true, true) if up >= down => upper,
             (true, false) => upper,
             (_, true) => lower,
@@ -607,7 +713,7 @@ mod tests {
             secs: 0.1,
             reads: (reads * 0.1) as u64,
             fast_resident: (reads * 0.1 * ratio) as u64,
-            latency_us: 0.0,
+            ..Measurement::default()
         }
     }
 
@@ -758,6 +864,7 @@ mod tests {
                 reads: 2500,
                 fast_resident: 2400,
                 latency_us: lat(la) * 2500.0,
+                ..Measurement::default()
             });
         }
         // The minimum of that model is near la = 0.68.
@@ -910,6 +1017,140 @@ mod tests {
             let (lo, hi, _) = spread(&tuned[300..]);
             assert!(lo == hi && (lo - 0.926).abs() <= 0.03, "tuned {lo}-{hi}");
         }
+    }
+
+    /// A fake clock over the devices of [`with_credit`] that also reports
+    /// each class's reads and latency: a class's mean latency is its base
+    /// latency (100 us) over one minus its utilisation (capped at 0.98,
+    /// where reads queue), so the class that limits a closed loop shows the
+    /// long waits. Each class's utilisation counts its banked reads (up to
+    /// `burst` times its IOPS more) as capacity. `demand` is the clients'
+    /// reads per second. Returns the scheduler, the tuned point of every
+    /// interval after the warm-up, and the mean reads per second of the
+    /// last half.
+    fn loaded(
+        objective: Objective,
+        burst: f64,
+        demand: f64,
+        (fast, cap, dual): (f64, f64, f64),
+        n: usize,
+    ) -> (Nhc, Vec<f64>, f64) {
+        let mut s = Nhc::new(NhcParams::default(), objective);
+        let mut credit = [0.0f64; 2];
+        let mut tuned = Vec::new();
+        let mut served = 0.0;
+        for i in 0..WARM + n {
+            let la = s.effective_load_admit();
+            let shares = [dual * la, 1.0 - dual * la];
+            let iops = [fast, cap];
+            let room: Vec<f64> = (0..2)
+                .map(|d| iops[d] + (credit[d] / 0.1).min(burst * iops[d]))
+                .collect();
+            let room = |d: usize| room[d];
+            let t = (0..2)
+                .filter(|&d| shares[d] > 0.0)
+                .map(|d| room(d) / shares[d])
+                .fold(demand, f64::min);
+            let mut m = m(t, 0.95);
+            for d in 0..2 {
+                let used = t * shares[d];
+                let rho = (used / room(d)).min(0.98);
+                m.class_reads[d] = (used * 0.1) as u64;
+                m.class_latency_us[d] = m.class_reads[d] as f64 * 100.0 / (1.0 - rho);
+                credit[d] = (credit[d] + (iops[d] - used) * 0.1).clamp(0.0, iops[d]);
+            }
+            s.interval(&m);
+            if i >= WARM {
+                tuned.push(s.load_admit());
+            }
+            if i >= WARM + n / 2 {
+                served += t / (n - n / 2) as f64;
+            }
+        }
+        (s, tuned, served)
+    }
+
+    /// Fast 5,000 and capacity 2,500 reads/s, 72% of the reads on items
+    /// with both copies: best load_admit 0.926 (both devices busy, 7,500
+    /// reads/s).
+    const PAIR: (f64, f64, f64) = (5_000.0, 2_500.0, 0.72);
+
+    #[test]
+    fn balance_settles_at_the_best_split_with_banked_bursts() {
+        // Noise-free: at the best split (between the grid's points, which
+        // the throughput probes stop next to), serving the ceiling.
+        let (s, tuned, served) = loaded(Objective::Balance, 0.0, 10_000.0, PAIR, 600);
+        let (lo, hi, _) = spread(&tuned[300..]);
+        assert!(
+            (lo - 0.926).abs() <= 0.0125 && (hi - 0.926).abs() <= 0.0125,
+            "{lo}-{hi}"
+        );
+        assert!(served >= 0.99 * 7_500.0, "{served}");
+        assert_eq!((s.state(), s.left_tune), (State::Tune, 0));
+        // Reached from 1 within 10 s (25 iterations of 0.4 s).
+        let first = tuned.iter().position(|&v| (v - 0.926).abs() <= 0.05);
+        assert!(first.is_some_and(|i| i <= 100), "{first:?}");
+        let (_, _, probed) = loaded(Objective::Throughput, 0.0, 10_000.0, PAIR, 600);
+        assert!(probed < 0.97 * 7_500.0, "{probed}");
+        // With banked reads spent at up to 20% over a device's IOPS the
+        // point swings with the banks (a class spending its bank waits
+        // less, and takes more load while it lasts), centred on the best
+        // split, and the devices serve the ceiling.
+        let (s, tuned, served) = loaded(Objective::Balance, 0.2, 10_000.0, PAIR, 600);
+        let (lo, hi, mean) = spread(&tuned[300..]);
+        eprintln!("burst 0.2: tuned {lo:.3}-{hi:.3} (mean {mean:.3}), {served:.0} reads/s");
+        assert_eq!((s.state(), s.left_tune), (State::Tune, 0));
+        assert!((mean - 0.926).abs() <= 0.01, "mean {mean}");
+        assert!(served >= 0.98 * 7_500.0, "{served}");
+    }
+
+    #[test]
+    fn balance_leaves_light_load_and_a_busy_capacity_class_to_classic() {
+        // 3,000 reads/s: neither class waits much, the tuning stays at 1
+        // and goes back to state 1 after two iterations there.
+        let (s, tuned, _) = loaded(Objective::Balance, 0.0, 3_000.0, PAIR, 100);
+        assert!(tuned.iter().all(|&v| v == 1.0), "{tuned:?}");
+        assert!(s.left_tune >= 1 && s.moves == 0);
+        // 4:1 (8,000 / 2,000) with half the reads capacity-only: the
+        // capacity class limits the throughput at load_admit 1 already;
+        // nothing below 1 is tried for long.
+        let (s, tuned, _) = loaded(
+            Objective::Balance,
+            0.0,
+            20_000.0,
+            (8_000.0, 2_000.0, 0.5),
+            300,
+        );
+        let below = tuned.iter().filter(|&&v| v < 1.0).count();
+        assert_eq!(below, 0, "{} moves", s.moves);
+        assert!(s.left_tune >= 1);
+    }
+
+    #[test]
+    fn balance_follows_a_load_that_falls_off_and_needs_both_classes_measured() {
+        let (mut s, _, _) = loaded(Objective::Balance, 0.0, 10_000.0, PAIR, 200);
+        assert!(s.load_admit() < 0.98);
+        // A capacity class that completes no read gives no balance: the
+        // point stays, and the tuning goes on.
+        let la = s.load_admit();
+        for _ in 0..40 {
+            let mut m = m(7_000.0, 0.95);
+            m.class_reads = [700, 0];
+            m.class_latency_us = [700.0 * 5_000.0, 0.0];
+            s.interval(&m);
+        }
+        assert_eq!((s.state(), s.load_admit()), (State::Tune, la));
+        // The fast class waits a quarter less than the capacity one: up,
+        // step by step, to 1 and back to state 1.
+        let back = (0..200).position(|_| {
+            let mut m = m(3_000.0, 0.95);
+            m.class_reads = [200, 100];
+            m.class_latency_us = [200.0 * 100.0, 100.0 * 140.0];
+            s.interval(&m);
+            s.state() == State::Classic
+        });
+        assert!(back.is_some(), "still at {}", s.load_admit());
+        assert_eq!(s.effective_load_admit(), 1.0);
     }
 
     #[test]

@@ -26,10 +26,22 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
             &format!("flash_{name}_read_latency_us"),
             format!("{mean:.1}"),
         );
+        // The sum behind the mean, so that a sampler gets each
+        // interval's mean from two samples.
+        stat(
+            out,
+            &format!("flash_{name}_read_latency_us_sum"),
+            c.latency_us,
+        );
     }
     let n = &f.nhc;
     stat(out, "flash_nhc", u8::from(n.enabled));
     stat(out, "flash_nhc_state", n.state);
+    stat(
+        out,
+        "flash_nhc_feedback",
+        n.feedback.map_or("-", |o| o.name()),
+    );
     stat(out, "flash_nhc_data_admit", u8::from(n.data_admit));
     stat(out, "flash_nhc_load_admit", format!("{:.3}", n.load_admit));
     stat(out, "flash_nhc_tune_entries", n.entered_tune);
@@ -50,7 +62,13 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
                         .iter()
                         .map(|x| format!("{x:.0}"))
                         .collect();
-                    format!("{:.3}@{}={:.0}", p.load_admit, r.join(","), p.score)
+                    // Reads per second, or a ratio of latencies (balance).
+                    let score = if p.score.abs() >= 100.0 {
+                        format!("{:.0}", p.score)
+                    } else {
+                        format!("{:.3}", p.score)
+                    };
+                    format!("{:.3}@{}={score}", p.load_admit, r.join(","))
                 })
                 .collect();
             format!("{:.3}|{}>{:.3}", it.from, pts.join("/"), it.to)

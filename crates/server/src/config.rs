@@ -289,6 +289,10 @@ pub struct FlashSection {
     /// Non-hierarchical caching between the fast and the capacity class
     /// (`ext_nhc`, default on; only with both classes). Off: classic caching.
     pub nhc: bool,
+    /// What the scheduler's feedback measures (`ext_nhc_feedback`):
+    /// `balance` (the classes' read latencies, the default) or `throughput`
+    /// (flash reads served per second). docs/CLASSES.md.
+    pub nhc_feedback: String,
     /// Items of at most this many bytes of key and value go to the dense
     /// small-object store instead of the log-structured tier (`ext_small_max`;
     /// 0, the default, = no store; at most 4044). docs/SMALL.md.
@@ -334,6 +338,7 @@ impl Default for FlashSection {
             io: "auto".into(),
             crash_safe: true,
             nhc: true,
+            nhc_feedback: "balance".into(),
             small_max: 0,
             small_share: 50,
             small_flush_duty: 3,
@@ -526,6 +531,7 @@ impl Config {
                     self.flash.promote
                 );
             }
+            self.nhc_feedback()?;
             if self.flash.wbuf_count < 2 {
                 bail!("-o ext_wbuf_count must be at least 2");
             }
@@ -589,6 +595,17 @@ impl Config {
             out.push((host.to_string(), port, tls));
         }
         Ok(out)
+    }
+
+    /// The scheduler's feedback (`ext_nhc_feedback`).
+    pub fn nhc_feedback(&self) -> Result<tiercache_engine::flash::tier::Objective> {
+        match tiercache_engine::flash::tier::Objective::parse(&self.flash.nhc_feedback) {
+            Some(o) if o.name() != "latency" => Ok(o),
+            _ => bail!(
+                "-o ext_nhc_feedback={}: choose balance or throughput",
+                self.flash.nhc_feedback
+            ),
+        }
     }
 
     /// The flash reader asked for (`ext_io`).

@@ -176,6 +176,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                     crash_journal: cfg.flash.crash_safe,
                     classes: cfg.flash_classes()?,
                     nhc: cfg.flash.nhc,
+                    nhc_feedback: cfg.nhc_feedback()?,
                 },
                 read_threads: cfg.flash.threads,
                 io: cfg.io_mode()?,

@@ -72,6 +72,20 @@ fn run(nhc: u8) {
     for i in 0..n {
         tx(&mut s, format!("get a{i}\r\n").as_bytes());
     }
+    // The per-class latency sums behind the means (what the balance
+    // feedback reads, and samplers difference).
+    let all = tx(&mut s, b"stats\r\n");
+    let of = |k: &str| common::stat_of(&all, k).unwrap_or_else(|| panic!("no stat {k}"));
+    let sum: f64 = of("flash_capacity_read_latency_us_sum").parse().unwrap();
+    let reads: f64 = of("flash_capacity_reads").parse().unwrap();
+    let mean: f64 = of("flash_capacity_read_latency_us").parse().unwrap();
+    assert!(reads > 0.0 && sum > 0.0, "{reads} reads, {sum} us");
+    assert!(
+        (sum / reads - mean).abs() <= 0.1,
+        "{sum} / {reads} against {mean}"
+    );
+    let feedback = if nhc == 1 { "balance" } else { "-" };
+    assert_eq!(of("flash_nhc_feedback"), feedback);
     if nhc == 0 {
         assert!(stat(&mut s, "flash_class_promotions") > 1_000);
     }

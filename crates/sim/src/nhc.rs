@@ -20,7 +20,11 @@
 //! that fraction while a device limits the throughput (a throttled device
 //! serves in bursts; below saturation the demand is served as it comes), and
 //! `lag` counts reads completed `lag` intervals after they were routed. With
-//! both at 0 (the default) the model is the noise-free one. The timeline's
+//! both at 0 (the default) the model is the noise-free one. Each class's
+//! mean read latency, which the `balance` feedback compares, is its idle
+//! latency (`fast_us`, `cap_us`) over one minus its utilisation (capped at
+//! 0.98: the class that limits the throughput holds the queue), off by the
+//! same noise while a device limits the throughput. The timeline's
 //! `tuned` column is the point the tuning is at (`load_admit` is the probed
 //! one), and the summary gives its range over the second half.
 
@@ -107,6 +111,17 @@ pub struct NhcArgs {
     /// Keep the gain a move needs fixed when the step is halved.
     #[arg(long)]
     pub fixed_gain: bool,
+    /// What the scheduler's feedback measures: `balance` (the classes' read
+    /// latencies, the server's default) or `throughput`.
+    #[arg(long, default_value = "balance")]
+    pub feedback: String,
+    /// Each device's read latency when idle, microseconds (the model: that
+    /// over one minus the device's utilisation, capped at 0.98 where reads
+    /// queue; credit counts as capacity).
+    #[arg(long, default_value_t = 100.0)]
+    pub fast_us: f64,
+    #[arg(long, default_value_t = 100.0)]
+    pub cap_us: f64,
     /// Write the timeline (t, state, data_admit, load_admit, throughput of
     /// NHC and of classic caching) as CSV to this file.
     #[arg(long)]
@@ -183,7 +198,8 @@ pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
     params.grow_after = a.grow_after.unwrap_or(params.grow_after);
     params.confirm = a.confirm.unwrap_or(params.confirm);
     params.scale_gain &= !a.fixed_gain;
-    let mut s = Nhc::new(params, Objective::Throughput);
+    let objective = Objective::parse(&a.feedback).unwrap_or(Objective::Balance);
+    let mut s = Nhc::new(params, objective);
     let mut hit = a.hit;
     let mut out = Vec::new();
     let steps = (a.secs / a.interval).round() as usize;
@@ -220,6 +236,20 @@ pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
             iops[0] + extra(0),
             iops[1] + extra(1),
         );
+        // As the throughput: off by the noise only while a device limits it.
+        let jitter = if fluid < a.load * a.fast_iops {
+            1.0 + a.noise * (2.0 * r - 1.0)
+        } else {
+            1.0
+        };
+        let mut class_reads = [0u64; 2];
+        let mut class_latency_us = [0.0f64; 2];
+        let idle_us = [a.fast_us, a.cap_us];
+        for (d, used) in [fast_used, cap_used].into_iter().enumerate() {
+            let rho = (used / (iops[d] + extra(d))).min(0.98);
+            class_reads[d] = (used * a.interval) as u64;
+            class_latency_us[d] = class_reads[d] as f64 * idle_us[d] / (1.0 - rho) * jitter;
+        }
         for (d, used) in [fast_used, cap_used].into_iter().enumerate() {
             credit[d] = (credit[d] + (iops[d] - used) * a.interval).clamp(0.0, a.carry * iops[d]);
         }
@@ -246,6 +276,8 @@ pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
                 reads,
                 fast_resident: (reads as f64 * hit) as u64,
                 latency_us: 0.0,
+                class_reads,
+                class_latency_us,
             });
         }
         if da {
@@ -266,6 +298,12 @@ pub fn run(a: &NhcArgs) -> Result<()> {
     }
     if !(0.0..=1.0).contains(&a.hit) || !(0.0..=1.0).contains(&a.hit_after_change) {
         bail!("hit ratios are between 0 and 1");
+    }
+    if !matches!(a.feedback.as_str(), "balance" | "throughput") {
+        bail!("--feedback is balance or throughput, not {}", a.feedback);
+    }
+    if a.fast_us <= 0.0 || a.cap_us <= 0.0 {
+        bail!("--fast-us and --cap-us must be positive");
     }
     if let Some(o) = a.order.as_deref() {
         if !["fixed", "serpentine", "centered", "balanced"].contains(&o) {
@@ -298,8 +336,8 @@ pub fn run(a: &NhcArgs) -> Result<()> {
     let (xn, xc) = (mean(&nhc, from), mean(&classic, from));
     let ceiling = (a.fast_iops + a.cap_iops).min(a.load * a.fast_iops);
     println!(
-        "fast {:.0} IOPS, capacity {:.0} IOPS, load {:.2}, hit {:.2}",
-        a.fast_iops, a.cap_iops, a.load, a.hit
+        "fast {:.0} IOPS, capacity {:.0} IOPS, load {:.2}, hit {:.2}, feedback {}",
+        a.fast_iops, a.cap_iops, a.load, a.hit, a.feedback
     );
     println!(
         "classic {xc:.0} reads/s, nhc {xn:.0} reads/s: {:.2}x (ceiling {:.2}x), load_admit at the end {:.3}",
@@ -351,6 +389,9 @@ mod tests {
             grow_after: None,
             confirm: None,
             fixed_gain: false,
+            feedback: "balance".into(),
+            fast_us: 100.0,
+            cap_us: 100.0,
             csv_out: None,
         }
     }

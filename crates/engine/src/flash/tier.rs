@@ -413,7 +413,7 @@ impl FlashTier {
             },
             present,
             new_class,
-            nhc: (two && params.nhc).then(classes::NhcCtl::new),
+            nhc: (two && params.nhc).then(|| classes::NhcCtl::new(params.nhc_feedback)),
             params,
             work: Condvar::new(),
             degraded: AtomicBool::new(false),
@@ -881,7 +881,7 @@ mod recovery;
 mod snapshot;
 mod superblock;
 
-pub use params::{DeviceClass, Promote, TierParams};
+pub use params::{DeviceClass, Objective, Promote, TierParams};
 
 use classes::STREAMS;
 pub use classes::{Dest, DevStats, NhcStats};

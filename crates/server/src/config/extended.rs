@@ -155,6 +155,7 @@ impl Config {
                     _ => bail!("ext_nhc takes 1 or 0, not '{v}'"),
                 }
             }
+            "ext_nhc_feedback" => self.flash.nhc_feedback = v.to_string(),
             "ext_small_background" => {
                 self.flash.small_background = match v {
                     "1" | "true" | "yes" | "on" => true,
@@ -203,7 +204,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_background, ext_small_threshold, ext_small_log, watcher_logbuf_size"
+                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_nhc_feedback, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_background, ext_small_threshold, ext_small_log, watcher_logbuf_size"
             ),
         }
         Ok(())

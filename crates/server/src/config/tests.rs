@@ -129,6 +129,17 @@ fn ext_path_takes_a_device_class_and_memcached_bucket_names() {
     let e = load(&["-o", "ext_nhc=2"]).unwrap_err().to_string();
     assert!(e.contains("ext_nhc takes 1 or 0"), "{e}");
     assert!(load(&[]).unwrap().flash.nhc);
+    // The scheduler's feedback: balance by default, throughput on request,
+    // in the TOML too; anything else is refused at start with the choices.
+    assert_eq!(c.nhc_feedback().unwrap().name(), "balance");
+    assert!(toml.contains("nhc_feedback = \"balance\""), "{toml}");
+    let t = load(&["-o", "ext_path=/tmp/nhc-f:1G,ext_nhc_feedback=throughput"]).unwrap();
+    assert_eq!(t.nhc_feedback().unwrap().name(), "throughput");
+    let e = load(&["-o", "ext_path=/tmp/nhc-g:1G,ext_nhc_feedback=fast"]).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("ext_nhc_feedback=fast: choose balance or throughput"),
+        "{e:#}"
+    );
 }
 
 #[test]

@@ -41,7 +41,7 @@ const NHC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The scheduler and the counters of its current interval.
 pub(super) struct NhcCtl {
-    sched: Mutex<(Nhc, Instant, [u64; 4])>,
+    sched: Mutex<(Nhc, Instant, [u64; 8])>,
     /// The scheduler's outputs, read without its lock: the effective
     /// load_admit (f64 bits), data_admit, state (1 or 2).
     load_admit: AtomicU64,
@@ -56,13 +56,13 @@ pub(super) struct NhcCtl {
 }
 
 impl NhcCtl {
-    pub(super) fn new() -> NhcCtl {
-        let s = Nhc::new(NhcParams::default(), Objective::Throughput);
+    pub(super) fn new(feedback: Objective) -> NhcCtl {
+        let s = Nhc::new(NhcParams::default(), feedback);
         NhcCtl {
             load_admit: AtomicU64::new(s.effective_load_admit().to_bits()),
             data_admit: AtomicBool::new(s.data_admit()),
             state: AtomicU32::new(u32::from(s.state().number())),
-            sched: Mutex::new((s, Instant::now(), [0; 4])),
+            sched: Mutex::new((s, Instant::now(), [0; 8])),
             lookups: AtomicU64::new(0),
             fast_resident: AtomicU64::new(0),
             rng: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
@@ -85,6 +85,8 @@ pub struct NhcStats {
     /// reads per interval and scores, and the move), for traces.
     pub iterations: u64,
     pub last_iteration: Option<Iteration>,
+    /// What the feedback measures.
+    pub feedback: Option<Objective>,
 }
 
 impl FlashTier {
@@ -221,14 +223,30 @@ impl FlashTier {
             return;
         }
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let reads: u64 = self.stats.devs.iter().map(|d| l(&d.reads)).sum();
-        let lat: u64 = self.stats.devs.iter().map(|d| l(&d.latency_us)).sum();
-        let now = [reads, lat, l(&n.lookups), l(&n.fast_resident)];
+        // Reads and latency sums of each class.
+        let mut class = [[0u64; 2]; 2];
+        for (dev, d) in self.stats.devs.iter().enumerate() {
+            let c = self.params.class_of_device(dev).index();
+            class[c][0] += l(&d.reads);
+            class[c][1] += l(&d.latency_us);
+        }
+        let now = [
+            class[0][0] + class[1][0],
+            class[0][1] + class[1][1],
+            l(&n.lookups),
+            l(&n.fast_resident),
+            class[0][0],
+            class[0][1],
+            class[1][0],
+            class[1][1],
+        ];
         let m = Measurement {
             secs: elapsed.as_secs_f64(),
             reads: now[0] - prev[0],
             latency_us: (now[1] - prev[1]) as f64,
             fast_resident: (now[3] - prev[3]).min(now[2] - prev[2]),
+            class_reads: [now[4] - prev[4], now[6] - prev[6]],
+            class_latency_us: [(now[5] - prev[5]) as f64, (now[7] - prev[7]) as f64],
         };
         // The hit ratio is of lookups, the throughput of device reads.
         let lookups = now[2] - prev[2];
@@ -295,6 +313,7 @@ impl FlashTier {
             load_admit_moves: g.0.moves,
             iterations: g.0.iterations,
             last_iteration: g.0.last_iteration().copied(),
+            feedback: Some(g.0.objective()),
         }
     }
 }

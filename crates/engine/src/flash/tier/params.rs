@@ -1,6 +1,8 @@
 //! The flash tier's settings, its promotion policy's names and the device
 //! classes.
 
+pub use tiercache_policy::nhc::Objective;
+
 /// Settings of the flash tier.
 #[derive(Debug, Clone)]
 pub struct TierParams {
@@ -35,6 +37,10 @@ pub struct TierParams {
     /// Off: classic caching (every capacity hit is promoted, every
     /// dual-copy hit read from the fast class). Only with both classes.
     pub nhc: bool,
+    /// What the scheduler's feedback measures (`ext_nhc_feedback`): the
+    /// classes' read latencies ([`Objective::Balance`], the default) or
+    /// the flash reads served per second ([`Objective::Throughput`]).
+    pub nhc_feedback: Objective,
 }
 
 impl Default for TierParams {
@@ -51,6 +57,7 @@ impl Default for TierParams {
             crash_journal: true,
             classes: Vec::new(),
             nhc: true,
+            nhc_feedback: Objective::Balance,
         }
     }
 }
