@@ -104,7 +104,8 @@ def measure(srv, load, secs):
 SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "flash_fast_reads",
            "flash_capacity_reads", "flash_nhc_tune_entries", "flash_nhc_tune_exits",
            "flash_nhc_load_admit_moves", "flash_dual_fast_reads", "flash_dual_capacity_reads",
-           "flash_nhc_iterations", "flash_nhc_last_iteration")
+           "flash_nhc_iterations", "flash_nhc_last_iteration", "flash_fast_read_latency_us_sum",
+           "flash_capacity_read_latency_us_sum")
 
 
 class Sampler(threading.Thread):
@@ -138,7 +139,7 @@ def timeline(samples):
             # mean read latency of a class over the sample (servers with the sums)
             n = b[f"flash_{c}_reads"] - a[f"flash_{c}_reads"]
             k = f"flash_{c}_read_latency_us_sum"
-            return round((b[k] - a[k]) / n) if k in b and k in a and n > 0 else ""
+            return round((b[k] - a[k]) / n) if b.get(k) is not None and a.get(k) is not None and n > 0 else ""
         out.append({"t": round(tb, 3), "state": b["flash_nhc_state"], "data_admit": b["flash_nhc_data_admit"],
                     "load_admit": b["flash_nhc_load_admit"], "fast_per_s": round(fast),
                     "capacity_per_s": round(cap), "reads_per_s": round(fast + cap),

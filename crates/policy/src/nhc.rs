@@ -166,9 +166,11 @@ pub enum Objective {
     Latency,
     /// The classes' own load, a device-level figure the seed names: each
     /// iteration measures the current point only and moves load off the
-    /// class whose mean read latency is more than `balance_tol` above the
-    /// other's (stays otherwise), off the fast class only while its latency
-    /// is `busy` times the lowest either class showed. No neighbour is probed, so no point is
+    /// fast class when its mean read latency is more than `balance_tol`
+    /// above the capacity class's and `busy` times the lowest either class
+    /// showed, and toward it when the capacity class's is higher or the
+    /// fast class is not busy (light load drifts back to classic caching);
+    /// it stays in between. No neighbour is probed, so no point is
     /// measured right after a device was left idle (the throttle's banked
     /// budget made those score high: docs/CLASSES.md). Where both classes
     /// are busy their latencies meet; where the fast class has headroom it
@@ -593,19 +595,24 @@ impl Nhc {
         Some((self.scores[i]?, self.scores[c]?))
     }
 
-    /// [`Objective::Balance`]: a step off the class whose reads wait
-    /// longer, by more than `balance_tol` (off the fast class only while it
-    /// is busy: `busy`); the current point if neither does or a class
-    /// completed no read.
+    /// [`Objective::Balance`]: a step down when the fast class's reads wait
+    /// longer than the capacity class's by more than `balance_tol` while it
+    /// is busy (`busy`); a step up when the capacity class's wait longer at
+    /// all or the fast class is not busy; the current point in between or
+    /// if a class completed no read.
     fn balance_target(&self) -> f64 {
         let Some([fast, cap]) = self.measured.class_latency() else {
             return self.load_admit;
         };
         let tol = 1.0 + self.params.balance_tol;
-        let floor = self.floor[0].min(self.floor[1]);
-        if fast > cap * tol && fast >= floor * self.params.busy {
+        let busy = fast >= self.floor[0].min(self.floor[1]) * self.params.busy;
+        if busy && fast > cap * tol {
             self.point(Probe::Lower)
-        } else if cap > fast * tol {
+        } else if cap > fast || !busy {
+            // The capacity class waits longer, or the fast one has
+            // headroom: classic caching serves as well there, and promotes
+            // (a tie goes up: light load, where both classes answer alike
+            // at any split, drifts back to classic caching).
             self.point(Probe::Upper)
         } else {
             self.load_admit
@@ -1140,6 +1147,27 @@ mod tests {
             s.interval(&m);
         }
         assert_eq!((s.state(), s.load_admit()), (State::Tune, la));
+        // Both classes busy (fast 10x the lowest latency seen), the fast
+        // one waiting 10% longer: inside the band, the point stays.
+        let floor = s.floor[0].min(s.floor[1]);
+        for _ in 0..40 {
+            let mut m = m(7_000.0, 0.95);
+            m.class_reads = [500, 200];
+            m.class_latency_us = [500.0 * floor * 11.0, 200.0 * floor * 10.0];
+            s.interval(&m);
+        }
+        assert_eq!((s.state(), s.load_admit()), (State::Tune, la));
+        // The same ratio at light load (the fast class answering in its
+        // lowest latency): up to classic caching, where nothing is lost.
+        let mut t = s.clone();
+        let back = (0..200).position(|_| {
+            let mut m = m(3_000.0, 0.95);
+            m.class_reads = [200, 100];
+            m.class_latency_us = [200.0 * floor * 1.1, 100.0 * floor];
+            t.interval(&m);
+            t.state() == State::Classic
+        });
+        assert!(back.is_some(), "still at {}", t.load_admit());
         // The fast class waits a quarter less than the capacity one: up,
         // step by step, to 1 and back to state 1.
         let back = (0..200).position(|_| {
