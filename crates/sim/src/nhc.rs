@@ -108,6 +108,10 @@ pub struct NhcArgs {
     pub grow_after: Option<u32>,
     #[arg(long)]
     pub confirm: Option<u32>,
+    /// The balance feedback's `at_limit` (0 = off; the server's default
+    /// when not given).
+    #[arg(long)]
+    pub at_limit: Option<f64>,
     /// Keep the gain a move needs fixed when the step is halved.
     #[arg(long)]
     pub fixed_gain: bool,
@@ -198,6 +202,7 @@ pub fn simulate(a: &NhcArgs, nhc: bool) -> Vec<Step> {
     params.grow_after = a.grow_after.unwrap_or(params.grow_after);
     params.confirm = a.confirm.unwrap_or(params.confirm);
     params.scale_gain &= !a.fixed_gain;
+    params.at_limit = a.at_limit.unwrap_or(params.at_limit);
     let objective = Objective::parse(&a.feedback).unwrap_or(Objective::Balance);
     let mut s = Nhc::new(params, objective);
     let mut hit = a.hit;
@@ -389,6 +394,7 @@ mod tests {
             grow_after: None,
             confirm: None,
             fixed_gain: false,
+            at_limit: None,
             feedback: "balance".into(),
             fast_us: 100.0,
             cap_us: 100.0,
