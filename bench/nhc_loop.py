@@ -105,7 +105,7 @@ SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "f
            "flash_capacity_reads", "flash_nhc_tune_entries", "flash_nhc_tune_exits",
            "flash_nhc_load_admit_moves", "flash_dual_fast_reads", "flash_dual_capacity_reads",
            "flash_nhc_iterations", "flash_nhc_last_iteration", "flash_fast_read_latency_us_sum",
-           "flash_capacity_read_latency_us_sum")
+           "flash_capacity_read_latency_us_sum", "flash_fast_device_us_sum", "flash_capacity_device_us_sum")
 
 
 class Sampler(threading.Thread):
@@ -135,17 +135,18 @@ def timeline(samples):
         fast = (b["flash_fast_reads"] - a["flash_fast_reads"]) / dt
         cap = (b["flash_capacity_reads"] - a["flash_capacity_reads"]) / dt
 
-        def lat(c):
-            # mean read latency of a class over the sample (servers with the sums)
+        def lat(c, k="read_latency_us_sum"):
+            # mean read latency (or time at the device) of a class over the sample (servers with the sums)
             n = b[f"flash_{c}_reads"] - a[f"flash_{c}_reads"]
-            k = f"flash_{c}_read_latency_us_sum"
+            k = f"flash_{c}_{k}"
             return round((b[k] - a[k]) / n) if b.get(k) is not None and a.get(k) is not None and n > 0 else ""
         out.append({"t": round(tb, 3), "state": b["flash_nhc_state"], "data_admit": b["flash_nhc_data_admit"],
                     "load_admit": b["flash_nhc_load_admit"], "fast_per_s": round(fast),
                     "capacity_per_s": round(cap), "reads_per_s": round(fast + cap),
                     "tune_entries": b["flash_nhc_tune_entries"], "tune_exits": b["flash_nhc_tune_exits"],
                     "moves": b["flash_nhc_load_admit_moves"], "fast_lat_us": lat("fast"),
-                    "capacity_lat_us": lat("capacity")})
+                    "capacity_lat_us": lat("capacity"), "fast_dev_us": lat("fast", "device_us_sum"),
+                    "capacity_dev_us": lat("capacity", "device_us_sum")})
     return out
 
 

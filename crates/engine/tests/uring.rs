@@ -109,7 +109,8 @@ fn records_on_a_real_file_come_back_through_io_uring() {
             if let Err(e) = &c.result {
                 panic!("read failed: {e}");
             }
-            if let Some(more) = fetched[k].complete(slot, c.result, 8 << 20, &f.stats) {
+            if let Some(more) = fetched[k].complete(slot, c.result, c.queued_us, 8 << 20, &f.stats)
+            {
                 submit(&mut reader, k as u64, more);
             }
         }

@@ -33,6 +33,9 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
             &format!("flash_{name}_read_latency_us_sum"),
             c.latency_us,
         );
+        // The part of it at the device, without the wait for a pread
+        // thread (the rest is the pool's queue, shared by both classes).
+        stat(out, &format!("flash_{name}_device_us_sum"), c.device_us);
     }
     let n = &f.nhc;
     stat(out, "flash_nhc", u8::from(n.enabled));

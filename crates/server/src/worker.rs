@@ -245,7 +245,7 @@ pub fn run(
             for c in completions.drain(..) {
                 let (key, _, _, _) = split_token(c.token);
                 if let Some(conn) = conns.slab.get_mut(key) {
-                    conn.complete_read(c.token, c.result, &ctx);
+                    conn.complete_read(c.token, c.result, c.queued_us, &ctx);
                     ready.push(key);
                 }
             }

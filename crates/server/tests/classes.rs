@@ -84,6 +84,9 @@ fn run(nhc: u8) {
         (sum / reads - mean).abs() <= 0.1,
         "{sum} / {reads} against {mean}"
     );
+    // The time at the device is a part of it (the rest waited for a reader).
+    let device: f64 = of("flash_capacity_device_us_sum").parse().unwrap();
+    assert!(device > 0.0 && device <= sum, "device {device} us of {sum}");
     let feedback = if nhc == 1 { "balance" } else { "-" };
     assert_eq!(of("flash_nhc_feedback"), feedback);
     if nhc == 0 {

@@ -222,12 +222,14 @@ impl Fetched {
     }
 
     /// A read finished: its buffer and the bytes read into it (or it
-    /// failed). Returns a longer read to issue when the record turned out
-    /// larger than what was read.
+    /// failed), after waiting `queued_us` for a reader (the rest of its
+    /// latency is the device's). Returns a longer read to issue when the
+    /// record turned out larger than what was read.
     pub fn complete(
         &mut self,
         slot: usize,
         result: std::io::Result<(AlignedBuf, usize)>,
+        queued_us: u64,
         max_record: usize,
         stats: &TierStats,
     ) -> Option<ReadReq> {
@@ -236,8 +238,10 @@ impl Fetched {
         if let Some(d) = stats.devs.get(e.dev) {
             d.in_flight.fetch_sub(1, Ordering::Relaxed);
             d.reads.fetch_add(1, Ordering::Relaxed);
-            d.latency_us
-                .fetch_add(e.started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            let us = e.started.elapsed().as_micros() as u64;
+            d.latency_us.fetch_add(us, Ordering::Relaxed);
+            d.device_us
+                .fetch_add(us.saturating_sub(queued_us), Ordering::Relaxed);
             if let Ok((_, n)) = &result {
                 d.bytes_read.fetch_add(*n as u64, Ordering::Relaxed);
             }
@@ -373,7 +377,7 @@ mod tests {
             let r = f.add_read(loc(i as u32), 0, 0, skew, 7);
             let (buf, _) = block_with(skew, b"k", vlen, 7);
             let n = buf.len();
-            assert_eq!(f.complete(r.slot, Ok((buf, n)), 1 << 20, &stats), None);
+            assert_eq!(f.complete(r.slot, Ok((buf, n)), 0, 1 << 20, &stats), None);
             let item = f.item(loc(i as u32)).expect("verified");
             assert_eq!(Header::read(item).vlen as usize, vlen);
             assert_eq!(&item[HEADER..HEADER + 1], b"k");
@@ -396,13 +400,16 @@ mod tests {
             .as_mut_slice()
             .copy_from_slice(&whole.as_slice()[..BLOCK]);
         let more = f
-            .complete(r.slot, Ok((first, BLOCK)), 1 << 20, &stats)
+            .complete(r.slot, Ok((first, BLOCK)), 0, 1 << 20, &stats)
             .expect("a longer read");
         assert_eq!(more.len, round_up(512 + size, BLOCK));
         // That read comes back short (the file was truncated, say): a miss
         // and a read error, not the same read again and again.
         let n = whole.len() - BLOCK;
-        assert_eq!(f.complete(more.slot, Ok((whole, n)), 1 << 20, &stats), None);
+        assert_eq!(
+            f.complete(more.slot, Ok((whole, n)), 0, 1 << 20, &stats),
+            None
+        );
         assert!(matches!(f.state(loc(0)), Some(FetchState::Bad)));
         assert_eq!(stats.read_errors.load(Ordering::Relaxed), 1);
     }

@@ -66,6 +66,10 @@ pub struct ReadOp {
 pub struct Completion {
     pub token: u64,
     pub result: io::Result<(AlignedBuf, usize)>,
+    /// Microseconds the read waited for a reader before it went to the
+    /// device (the pread pool's queue; 0 for io_uring, which submits at
+    /// once): the rest of its latency is the device's.
+    pub queued_us: u64,
 }
 
 /// Called (from any thread) when completions are ready to reap.
@@ -90,6 +94,8 @@ pub trait Reader: Send {
 
 struct Job {
     op: ReadOp,
+    /// When the worker handed it to the pool.
+    submitted: std::time::Instant,
     reply: Sender<Completion>,
     notify: Notify,
     /// Set while a wake-up is pending: completions that arrive before the
@@ -125,6 +131,7 @@ impl ReadPool {
                 .name(format!("flash-read-{i}"))
                 .spawn(move || {
                     for job in rx.iter() {
+                        let queued_us = job.submitted.elapsed().as_micros() as u64;
                         let mut buf = AlignedBuf::for_read(job.op.len);
                         let result = devices[job.op.dev]
                             .read_at(buf.as_mut_slice(), job.op.offset)
@@ -132,6 +139,7 @@ impl ReadPool {
                         let _ = job.reply.send(Completion {
                             token: job.op.token,
                             result,
+                            queued_us,
                         });
                         if !job.woken.swap(true, Ordering::AcqRel) {
                             (job.notify)();
@@ -175,6 +183,7 @@ impl Reader for PoolReader {
         self.in_flight += 1;
         let job = Job {
             op,
+            submitted: std::time::Instant::now(),
             reply: self.tx.clone(),
             notify: self.notify.clone(),
             woken: self.woken.clone(),
@@ -184,6 +193,7 @@ impl Reader for PoolReader {
             let _ = self.tx.send(Completion {
                 token: e.0.op.token,
                 result: Err(io::Error::other("flash read pool stopped")),
+                queued_us: 0,
             });
         }
     }
@@ -199,5 +209,48 @@ impl Reader for PoolReader {
 
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flash::fault::{FaultDevice, Faults, MemDevice};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn pool_reads_report_their_wait_for_a_thread() {
+        // One thread over a device that takes 20 ms a read: of three reads
+        // submitted at once, the last waits for the two before it.
+        let slow = Faults {
+            latency: Duration::from_millis(20),
+            ..Faults::default()
+        };
+        let dev: Arc<dyn BlockDevice> =
+            Arc::new(FaultDevice::new(Arc::new(MemDevice::new(1 << 20)), slow));
+        let pool = ReadPool::new(vec![dev], 1);
+        let mut r = pool.reader(Arc::new(|| {}));
+        let t0 = Instant::now();
+        for token in 0..3 {
+            r.submit(ReadOp {
+                token,
+                dev: 0,
+                offset: 0,
+                len: 4096,
+            });
+        }
+        let mut done = Vec::new();
+        while done.len() < 3 {
+            r.reap(&mut done);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let total = t0.elapsed().as_micros() as u64;
+        done.sort_by_key(|c| c.token);
+        assert!(done.iter().all(|c| c.result.is_ok()));
+        assert!(done.iter().all(|c| c.queued_us <= total));
+        // In order, one thread: the third started after two reads of 20 ms.
+        assert!(done[2].queued_us >= 40_000, "{}", done[2].queued_us);
+        assert!(done[1].queued_us >= 20_000, "{}", done[1].queued_us);
+        assert!(done[0].queued_us < done[2].queued_us);
     }
 }

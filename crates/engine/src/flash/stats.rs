@@ -88,6 +88,9 @@ pub struct ClassStats {
     pub queue_depth: u64,
     /// Sum of read latencies, microseconds (mean = this / reads).
     pub latency_us: u64,
+    /// Of that, the time at the devices (without the wait for a pread
+    /// thread), microseconds.
+    pub device_us: u64,
 }
 
 impl FlashStats {

@@ -183,6 +183,7 @@ impl UringReader {
         self.ready.push(Completion {
             token,
             result: Err(e),
+            queued_us: 0,
         });
         let _ = rustix::io::write(&self.event, &1u64.to_ne_bytes());
     }
@@ -249,6 +250,7 @@ impl Reader for UringReader {
             out.push(Completion {
                 token: slot.token,
                 result,
+                queued_us: 0,
             });
         }
         self.flush();

@@ -91,11 +91,13 @@ impl Conn {
         }
     }
 
-    /// A flash read of this connection finished.
+    /// A flash read of this connection finished, after `queued_us` waiting
+    /// for a reader.
     pub fn complete_read(
         &mut self,
         token: u64,
         result: io::Result<(AlignedBuf, usize)>,
+        queued_us: u64,
         ctx: &Ctx<'_>,
     ) {
         let (_, base, id, slot) = split_token(token);
@@ -113,7 +115,7 @@ impl Conn {
         };
         match flight
             .fetched
-            .complete(slot, result, flash.segment_size(), &flash.stats)
+            .complete(slot, result, queued_us, flash.segment_size(), &flash.stats)
         {
             Some(more) => {
                 if let Some(r) = ctx.reader {

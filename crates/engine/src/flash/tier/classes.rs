@@ -33,6 +33,9 @@ pub struct DevStats {
     pub in_flight: AtomicU64,
     /// Sum of read latencies (submission to completion), microseconds.
     pub latency_us: AtomicU64,
+    /// Of that, the time at the device (without the wait for a pread
+    /// thread), microseconds.
+    pub device_us: AtomicU64,
     pub bytes_written: AtomicU64,
 }
 
@@ -223,7 +226,10 @@ impl FlashTier {
             return;
         }
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        // Reads and latency sums of each class.
+        // Reads and the sums of their latencies (submission to
+        // completion), per class. The time at the device alone
+        // (`device_us`, without the wait for a pread thread) was tried on
+        // the 4:1 pair and served no more (bench/RESULTS.md, 2026-11-27).
         let mut class = [[0u64; 2]; 2];
         for (dev, d) in self.stats.devs.iter().enumerate() {
             let c = self.params.class_of_device(dev).index();
@@ -280,6 +286,7 @@ impl FlashTier {
             c.bytes_written += l(&d.bytes_written);
             c.queue_depth += l(&d.in_flight);
             c.latency_us += l(&d.latency_us);
+            c.device_us += l(&d.device_us);
         }
         let st = self.state.lock();
         for s in &st.slots {

@@ -112,7 +112,8 @@ impl FlashTier {
             let res = self.devices[r.dev]
                 .read_at(buf.as_mut_slice(), r.offset)
                 .map(|n| (buf, n));
-            if let Some(more) = fetched.complete(r.slot, res, self.params.segment_size, &self.stats)
+            if let Some(more) =
+                fetched.complete(r.slot, res, 0, self.params.segment_size, &self.stats)
             {
                 reads.push(more);
             }
