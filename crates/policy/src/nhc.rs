@@ -556,7 +556,10 @@ impl Nhc {
                 self.planned += 1;
             }
         }
-        if self.params.order == ProbeOrder::Centered && self.plan[self.planned - 1] == Current {
+        if self.params.order == ProbeOrder::Centered
+            && self.objective != Objective::Balance
+            && self.plan[self.planned - 1] == Current
+        {
             // At a bound: the current point once, then its one neighbour.
             self.planned -= 1;
         }
@@ -616,6 +619,14 @@ impl Nhc {
         let tol = 1.0 + self.params.balance_tol;
         let floor = self.floor[0].min(self.floor[1]) * self.params.busy;
         let busy = fast >= floor;
+        // The capacity class queues when its latency is `busy` times its
+        // own lowest (a slower device's idle latency may be twice the fast
+        // one's: judged by the fast one's, it would look busy while idle).
+        let own = if self.floor[1].is_finite() {
+            self.floor[1] * self.params.busy
+        } else {
+            floor
+        };
         let m = &self.measured;
         let rate = |c: usize| m.class_reads[c] as f64 / m.secs.max(1e-9);
         let rates = [rate(0), rate(1)];
@@ -625,7 +636,7 @@ impl Nhc {
         // offloading later.)
         let waiting = if busy && fast > cap * tol {
             Some(0)
-        } else if cap >= floor && cap > fast * tol {
+        } else if cap >= own && cap > fast * tol {
             Some(1)
         } else {
             None
@@ -652,8 +663,8 @@ impl Nhc {
         } else if cap > fast || !busy {
             // The capacity class waits longer, or the fast one has
             // headroom: classic caching serves as well there, and promotes
-            // (a tie goes up: light load, where both classes answer alike
-            // at any split, drifts back to classic caching).
+            // (light load, where both classes answer alike at any split,
+            // drifts back to classic caching).
             self.point(Probe::Upper)
         } else {
             self.load_admit
@@ -1243,6 +1254,18 @@ mod tests {
             u.interval(&m);
         }
         assert_eq!((t.limit, u.limit), (limits, limits));
+        // Nor from a capacity device that is slower when idle (250 us
+        // against the fast one's 100, at light load through states 1 and
+        // 2): it waits 2.5x as long, but not for a queue.
+        let mut v = Nhc::new(NhcParams::default(), Objective::Balance);
+        for _ in 0..WARM + 80 {
+            let mut m = m(2_000.0, 0.95);
+            m.class_reads = [150, 60];
+            m.class_latency_us = [150.0 * 100.0, 60.0 * 250.0];
+            v.interval(&m);
+        }
+        assert!(v.entered_tune >= 1);
+        assert_eq!(v.limit, [0.0, 0.0]);
         // The fast class waits a quarter less than the capacity one: up,
         // step by step, to 1 and back to state 1.
         let back = (0..200).position(|_| {
