@@ -634,7 +634,8 @@ impl Nhc {
         // the bottleneck: it serves at its limit; learn that. (Not at light
         // load, where neither queues: a rate learned there would stop all
         // offloading later.)
-        let waiting = if busy && fast > cap * tol {
+        let fast_waits = busy && fast > cap * tol;
+        let waiting = if fast_waits {
             Some(0)
         } else if cap >= own && cap > fast * tol {
             Some(1)
@@ -653,7 +654,7 @@ impl Nhc {
         // its waits: it is spending a throttle's bank (docs/CLASSES.md).
         let at = self.params.at_limit;
         let full = |c: usize| at > 0.0 && self.limit[c] > 0.0 && rates[c] >= at * self.limit[c];
-        if busy && fast > cap * tol {
+        if fast_waits {
             if full(1) {
                 return self.load_admit;
             }
@@ -671,11 +672,11 @@ impl Nhc {
         }
     }
 
-    /// Picks the best point of the iteration (the current one unless a
-    /// neighbour beats it by `min_gain`; a tie with the upper neighbour goes
-    /// to it, so that light load drifts back to classic caching).
-    fn end_iteration(&mut self) {
-        let balanced = (self.objective == Objective::Balance).then(|| self.balance_target());
+    /// The throughput probes' choice: the best point of the iteration (the
+    /// current one unless a neighbour beats it by `min_gain`; a tie with the
+    /// upper neighbour goes to it, so that light load drifts back to
+    /// classic caching).
+    fn probed_target(&self) -> f64 {
         // The gain a move needs, in proportion to the step (a smaller
         // step gains less).
         let g = if self.params.scale_gain {
@@ -688,8 +689,7 @@ impl Nhc {
         let (up, down) = (gain(Probe::Upper), gain(Probe::Lower));
         let beats = |x: Option<f64>| x.is_some_and(|x| x > g);
         let (upper, lower) = (self.point(Probe::Upper), self.point(Probe::Lower));
-        let target = match (beats(up), beats(down)) {
-            _ if balanced.is_some() => balanced.unwrap_or(self.load_admit),
+        match (beats(up), beats(down)) {
             (true, true) if up >= down => upper,
             (true, false) => upper,
             (_, true) => lower,
@@ -699,8 +699,17 @@ impl Nhc {
             // neighbours lose.
             (false, false) if up.is_some_and(|x| x >= -g) => upper,
             (false, false) => self.load_admit,
+        }
+    }
+
+    /// Ends an iteration: moves to the point the feedback chose (after
+    /// `confirm` iterations agree), adapts the step, and goes back to
+    /// state 1 after `exit_iterations` at 1.
+    fn end_iteration(&mut self) {
+        let mut target = match self.objective {
+            Objective::Balance => self.balance_target(),
+            _ => self.probed_target(),
         };
-        let mut target = target;
         let want: i8 = if target > self.load_admit {
             1
         } else if target < self.load_admit {
