@@ -354,11 +354,9 @@ mod tests {
 
     fn trace(n: u64, objects: u64, size: u32) -> Trace {
         let mut t = Trace::default();
-        let mut x = 88172645463325252u64;
+        let mut rng = tiercache_policy::rng::Rng::xorshift(88172645463325252);
         for i in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             // Skewed: half the requests go to a tenth of the objects.
             let id = if x % 2 == 0 {
                 x % (objects / 10)
