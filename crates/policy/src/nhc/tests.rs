@@ -1,5 +1,5 @@
 //! The scheduler's tests: a fake pair of devices driven through state 1 and
-//! state 2, with each objective and probe order.
+//! state 2, with each objective (throughput, latency, balance).
 
 use super::*;
 
