@@ -1,50 +1,10 @@
-//! Random numbers and workload distributions: a small fast PRNG, the key
+//! Workload distributions over the shared generator
+//! ([`tiercache_policy::rng::Rng`], its wyrand stream): the key
 //! choosers (uniform, zipf by rejection-inversion) and value-size
 //! distributions (fixed, uniform range, weighted list).
 
 use anyhow::{bail, Context, Result};
-
-/// wyrand: a tiny, fast, statistically decent 64-bit generator. Each worker
-/// owns one, seeded from the run seed and its index, so runs are repeatable.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        // splitmix the seed so that nearby seeds give unrelated streams
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Rng(z ^ (z >> 31))
-    }
-
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
-        let t = u128::from(self.0) * u128::from(self.0 ^ 0xe703_7ed1_a0b4_28db);
-        ((t >> 64) as u64) ^ (t as u64)
-    }
-
-    /// Uniform in `[0, n)` (Lemire's multiply-shift; the bias is below 2^-32
-    /// for any n we use, which is far under sampling noise).
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in `[0, 1)`.
-    #[inline]
-    pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    pub fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
+use tiercache_policy::rng::Rng;
 
 /// How keys are chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,7 +72,7 @@ impl Zipf {
     /// A rank in `1..=n`; rank 1 is the most popular.
     pub fn sample(&self, rng: &mut Rng) -> u64 {
         loop {
-            let u = self.h_integral_n + rng.f64() * (self.h_integral_x1 - self.h_integral_n);
+            let u = self.h_integral_n + rng.unit() * (self.h_integral_x1 - self.h_integral_n);
             let x = self.h_integral_inv(u);
             let mut k = (x + 0.5) as u64;
             if k < 1 {
@@ -196,7 +156,7 @@ impl KeyChooser {
     #[inline]
     pub fn next(&self, rng: &mut Rng) -> u64 {
         match &self.zipf {
-            None => rng.below(self.n),
+            None => rng.below_mul(self.n),
             Some(z) => self.scatter(z.sample(rng) - 1),
         }
     }
@@ -267,9 +227,9 @@ impl SizeDist {
     pub fn sample(&self, rng: &mut Rng) -> usize {
         match self {
             SizeDist::Fixed(n) => *n,
-            SizeDist::Uniform(lo, hi) => lo + rng.below((hi - lo + 1) as u64) as usize,
+            SizeDist::Uniform(lo, hi) => lo + rng.below_mul((hi - lo + 1) as u64) as usize,
             SizeDist::List(items) => {
-                let u = rng.f64();
+                let u = rng.unit();
                 for &(size, cum) in items {
                     if u < cum {
                         return size;
@@ -336,7 +296,7 @@ mod tests {
     fn zipf_head_mass_matches_theory() {
         for &(n, s) in &[(1000u64, 0.99), (10_000, 0.8), (100, 1.2), (50_000, 0.5)] {
             let z = Zipf::new(n, s);
-            let mut rng = Rng::new(42);
+            let mut rng = Rng::wyrand(42);
             let draws = 400_000;
             let head = (n / 100).max(1);
             let mut in_head = 0u64;
@@ -384,7 +344,7 @@ mod tests {
     fn uniform_keys_cover_the_space_evenly() {
         let n = 100;
         let c = KeyChooser::new(n, KeyDist::Uniform);
-        let mut rng = Rng::new(7);
+        let mut rng = Rng::wyrand(7);
         let mut counts = vec![0u32; n as usize];
         for _ in 0..200_000 {
             counts[c.next(&mut rng) as usize] += 1;
@@ -395,7 +355,7 @@ mod tests {
 
     #[test]
     fn size_distributions() {
-        let mut rng = Rng::new(1);
+        let mut rng = Rng::wyrand(1);
         assert_eq!(SizeDist::parse("32").unwrap(), SizeDist::Fixed(32));
         let u = SizeDist::parse("uniform:16-1024").unwrap();
         let mut sum = 0usize;

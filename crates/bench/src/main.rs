@@ -7,6 +7,7 @@
 
 mod conn;
 mod dist;
+mod hist;
 mod latency;
 mod plot;
 mod record;

@@ -6,18 +6,8 @@
 use hdrhistogram::Histogram;
 
 use crate::conn::{Conn, Done, Pending};
+use crate::hist::{new_hist, new_small_hist};
 use crate::workload::OpKind;
-
-/// Latencies are recorded in nanoseconds, 3 significant digits, up to 1 hour.
-pub const HIST_MAX_NS: u64 = 3_600_000_000_000;
-
-pub fn new_hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid histogram bounds")
-}
-
-pub fn new_small_hist() -> Histogram<u32> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, 2).expect("valid histogram bounds")
-}
 
 /// The latency categories kept apart.
 /// `unanswered`: requests with no reply when the drain timeout ran out,

@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn summary_keeps_the_max() {
-        let mut h = crate::record::new_hist();
+        let mut h = crate::hist::new_hist();
         for _ in 0..10_000 {
             h.record(10_000).unwrap();
         }

@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tiercache_policy::sla::Window;
 
-use crate::record::new_small_hist;
+use crate::hist::new_small_hist;
 
 /// Per-minute histograms of one worker, or of a whole run once merged.
 pub struct Minutes {

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use tiercache_policy::rng::Rng;
 use tiercache_proto::response::number;
 
-use crate::dist::{KeyChooser, KeyDist, Rng, SizeDist};
+use crate::dist::{KeyChooser, KeyDist, SizeDist};
 
 /// Which command family to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -79,7 +80,7 @@ impl Workload {
         {
             bail!("--key-prefix must be short and free of spaces and control characters");
         }
-        let mut rng = Rng::new(seed ^ 0x5EED_0F0A_1E00);
+        let mut rng = Rng::wyrand(seed ^ 0x5EED_0F0A_1E00);
         let mut value_pool = vec![0u8; sizes.max() + 65_536];
         rng.fill(&mut value_pool);
         Ok(Workload {
@@ -170,7 +171,7 @@ impl Generator {
         let keybuf = Vec::with_capacity(wl.multiget as usize);
         Generator {
             wl,
-            rng: Rng::new(seed),
+            rng: Rng::wyrand(seed),
             keybuf,
         }
     }
@@ -180,7 +181,7 @@ impl Source for Generator {
     #[inline]
     fn next_op(&mut self, out: &mut Vec<u8>) -> Option<Op> {
         let wl = &*self.wl;
-        let is_get = wl.get_ratio >= 1.0 || (wl.get_ratio > 0.0 && self.rng.f64() < wl.get_ratio);
+        let is_get = wl.get_ratio >= 1.0 || (wl.get_ratio > 0.0 && self.rng.unit() < wl.get_ratio);
         if is_get {
             self.keybuf.clear();
             for _ in 0..wl.multiget {
@@ -190,7 +191,7 @@ impl Source for Generator {
         } else {
             let k = wl.chooser.next(&mut self.rng);
             let len = wl.sizes.sample(&mut self.rng);
-            let off = self.rng.below((wl.value_pool.len() - len) as u64) as usize;
+            let off = self.rng.below_mul((wl.value_pool.len() - len) as u64) as usize;
             Some(wl.encode_set(out, k, len, off))
         }
     }
@@ -208,7 +209,7 @@ impl Preload {
     pub fn new(wl: Arc<Workload>, start: u64, end: u64, seed: u64) -> Self {
         Preload {
             wl,
-            rng: Rng::new(seed),
+            rng: Rng::wyrand(seed),
             next: start,
             end,
         }
@@ -223,7 +224,7 @@ impl Source for Preload {
         let k = self.next;
         self.next += 1;
         let len = self.wl.sizes.sample(&mut self.rng);
-        let off = self.rng.below((self.wl.value_pool.len() - len) as u64) as usize;
+        let off = self.rng.below_mul((self.wl.value_pool.len() - len) as u64) as usize;
         Some(self.wl.encode_set(out, k, len, off))
     }
 }

@@ -59,24 +59,9 @@ use tiercache_engine::flash::format::SegmentHeader;
 use tiercache_engine::flash::tier::{DeviceClass, Promote};
 use tiercache_engine::flash::{BlockDevice, FlashStats};
 use tiercache_engine::{Engine, EngineConfig};
+use tiercache_policy::rng::Rng;
 
 use DeviceClass::{Capacity, Fast};
-
-/// xorshift64*: the tests' deterministic choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn dev(mb: usize) -> Arc<FaultDevice> {
     Arc::new(FaultDevice::new(
@@ -243,7 +228,7 @@ fn class_change(second: [DeviceClass; 2], seed: u64) {
     let (a, b) = (dev(8), dev(16));
     let n = 16_000;
     let mut m = Model::new(700);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_state(seed);
     let capacity_floor = {
         let e = engine(class_change_config(vec![Fast, Capacity]), &[&a, &b]);
         e.flash().unwrap().pin_nhc(Some((true, 1.0)));
@@ -354,7 +339,7 @@ fn reclaim_read_failures_never_bring_back_a_changed_value() {
     let (a, b) = (dev(8), dev(16));
     let n = 12_000;
     let mut m = Model::new(700);
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rng = Rng::from_state(0x2545_F491_4F6C_DD1D);
     let config = || {
         let mut c = common::flash_config(4 << 20, 64 << 10, 256 << 10);
         let f = c.flash.as_mut().unwrap();
@@ -656,7 +641,7 @@ fn journal_wrap_with_two_classes_never_brings_back_a_changed_value() {
     let (a, b) = (dev(8), dev(16));
     let n = 80_000;
     let mut m = Model::new(80);
-    let mut rng = Rng(0x94D0_49BB_1331_11EB);
+    let mut rng = Rng::from_state(0x94D0_49BB_1331_11EB);
     let config = || {
         let mut c = common::flash_config(4 << 20, 64 << 10, 256 << 10);
         let f = c.flash.as_mut().unwrap();

@@ -16,6 +16,7 @@ use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
 use tiercache_engine::flash::journal::fingerprint;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig};
+use tiercache_policy::rng::Rng;
 
 const KEYS: u64 = 12_000;
 
@@ -42,17 +43,6 @@ fn on_flash(e: &Engine, i: u64) -> bool {
     common::on_flash(e, &key(i))
 }
 
-/// A deterministic pseudo-random sequence (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// One change as the client saw it: the device's write count before it
 /// started and after it returned, and the key's value afterwards.
 struct Change {
@@ -63,11 +53,11 @@ struct Change {
 
 /// Runs the workload on `dev`, returning every key's changes.
 fn workload(e: &Engine, dev: &CrashDevice, ops: u64, seed: u64) -> Vec<Vec<Change>> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::xorshift(seed);
     let mut history: Vec<Vec<Change>> = (0..KEYS).map(|_| Vec::new()).collect();
     let mut version = 0u64;
     for _ in 0..ops {
-        let r = rng.next();
+        let r = rng.next_u64();
         let i = (r >> 8) % KEYS;
         let k = key(i);
         let before = dev.writes();

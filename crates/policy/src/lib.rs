@@ -32,6 +32,10 @@
 //! (where a hit is served from, when the fast tier is loaded) and [`sla`]
 //! (which minutes count as unavailable under seed `002_*`'s latency tiers,
 //! for the server's `stats sla` and `tiercache-bench`).
+//!
+//! [`rng`] is the one deterministic pseudo-random generator of the tests, the
+//! simulator and the load generator (every crate that needs one depends on
+//! this one).
 
 pub mod clock;
 pub mod fifo;
@@ -40,6 +44,7 @@ pub mod lru;
 pub mod midpoint;
 pub mod nhc;
 pub mod queue_cache;
+pub mod rng;
 pub mod s3fifo;
 pub mod sieve;
 pub mod sla;

@@ -405,12 +405,10 @@ mod tests {
 
     /// A small deterministic pseudo-random request stream with skew and varied sizes.
     fn stream(n: usize) -> Vec<(u64, u64)> {
-        let mut x = 12345u64;
+        let mut rng = crate::rng::Rng::xorshift(12345);
         (0..n)
             .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next_u64();
                 let id = (x % 500) * (x % 7) / 3;
                 (id, 1 + id % 9)
             })

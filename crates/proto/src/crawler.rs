@@ -2,8 +2,8 @@
 //! replies for bad input included): `metadump`, `crawl`, `tocrawl`,
 //! `sleep`, `enable`, `disable`.
 
+use crate::error::{errors, ErrorReply};
 use crate::number::parse_u32;
-use crate::request::{errors, ErrorReply};
 
 /// memcached's slab class ids are 1 to 63 (`MAX_NUMBER_OF_SLAB_CLASSES` 64).
 pub const MAX_CLASS: u32 = 63;

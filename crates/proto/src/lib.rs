@@ -22,6 +22,7 @@
 pub mod binary;
 pub mod client;
 pub mod crawler;
+pub mod error;
 pub mod meta;
 pub mod number;
 pub mod reply;

@@ -31,6 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tiercache_policy::rng::Rng;
 
 const KEYS: usize = 24_000;
 const THREADS: usize = 4;
@@ -42,20 +43,6 @@ fn env_num(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// xorshift64*: reproducible from the printed seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// What a key may hold: a value and when it expires (None: never).
@@ -232,7 +219,7 @@ fn worker(sh: &Shared, port: u16, t: usize, seed: u64, versions: &mut [u64]) {
     let Some(mut c) = Conn::connect(port, Duration::from_secs(5)) else {
         return;
     };
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::from_state(seed | 1);
     while !sh.stop.load(Ordering::Relaxed) {
         let k = (rng.below((KEYS / THREADS) as u64) as usize) * THREADS + t;
         let ks = key(k);
@@ -735,7 +722,7 @@ fn crash_cycles(name: &str, devices: &[&str], extra: &[&str], default_cycles: u6
         cycle: Default::default(),
         start: Instant::now(),
     });
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::from_state(seed | 1);
     let mut versions: Vec<Vec<u64>> = vec![vec![0; KEYS]; THREADS];
     let mut child = spawn(port, &devices, extra);
     for cycle in 0..cycles {
@@ -748,7 +735,7 @@ fn crash_cycles(name: &str, devices: &[&str], extra: &[&str], default_cycles: u6
             .enumerate()
             .map(|(t, v)| {
                 let sh = sh.clone();
-                let s = rng.next();
+                let s = rng.next_u64();
                 let mut v = std::mem::take(v);
                 std::thread::spawn(move || {
                     worker(&sh, port, t, s, &mut v);

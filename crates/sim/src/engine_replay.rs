@@ -21,10 +21,9 @@
 //! never stored. The flusher runs on its own thread, so two runs can differ
 //! by a few requests.
 
-use crate::replay::{Counts, ReplayOptions, RunResult, WindowStats};
+use crate::job::{wa, window_ends, Counts, EngineFigures, ReplayOptions, RunResult, WindowStats};
 use crate::trace::{Op, Trace};
 use anyhow::{anyhow, Result};
-use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,53 +44,6 @@ pub fn engine_policy(spec: &str) -> Option<&str> {
     match spec.strip_prefix(NAME)? {
         "" => Some("s3fifo"),
         rest => rest.strip_prefix(':'),
-    }
-}
-
-/// What the engine and its flash tier did, for the whole run or one window.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct EngineFigures {
-    /// Flash device size (0: RAM only).
-    pub flash_size: u64,
-    /// Requests served from flash.
-    pub flash_hits: u64,
-    /// Bytes the flash tier wrote to the device (whole segments).
-    pub flash_bytes_written: u64,
-    /// Bytes of items demoted from RAM and admitted to flash.
-    pub flash_bytes_admitted: u64,
-    /// flash_bytes_written / flash_bytes_admitted (0 when nothing was admitted).
-    pub write_amplification: f64,
-    /// Items cached (RAM and flash) at the end.
-    pub items: u64,
-    /// Of which on flash.
-    pub flash_items: u64,
-    /// DRAM of the index at the end (without the flash write buffers).
-    pub index_bytes: u64,
-    /// index_bytes / items.
-    pub dram_index_bytes_per_item: f64,
-    /// All DRAM the engine holds (index, RAM segments, flash write buffers) / items.
-    pub dram_bytes_per_item: f64,
-    /// Inserts retried because the flash tier was busy.
-    pub busy_retries: u64,
-}
-
-impl EngineFigures {
-    fn since(&self, before: &EngineFigures) -> EngineFigures {
-        let mut d = *self;
-        d.flash_hits -= before.flash_hits;
-        d.flash_bytes_written -= before.flash_bytes_written;
-        d.flash_bytes_admitted -= before.flash_bytes_admitted;
-        d.busy_retries -= before.busy_retries;
-        d.write_amplification = wa(d.flash_bytes_written, d.flash_bytes_admitted);
-        d
-    }
-}
-
-fn wa(written: u64, admitted: u64) -> f64 {
-    if admitted == 0 {
-        0.0
-    } else {
-        written as f64 / admitted as f64
     }
 }
 
@@ -270,7 +222,7 @@ pub fn replay_engine(
             now_of(0)
         },
     );
-    for end in crate::replay::window_ends(trace, opts.window) {
+    for end in window_ends(trace, opts.window) {
         let mut w = Counts::default();
         for i in start..end {
             let id = trace.ids[i];
@@ -354,11 +306,9 @@ mod tests {
 
     fn trace(n: u64, objects: u64, size: u32) -> Trace {
         let mut t = Trace::default();
-        let mut x = 88172645463325252u64;
+        let mut rng = tiercache_policy::rng::Rng::xorshift(88172645463325252);
         for i in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             // Skewed: half the requests go to a tenth of the objects.
             let id = if x % 2 == 0 {
                 x % (objects / 10)
@@ -389,7 +339,7 @@ mod tests {
         let p = AtomicU64::new(0);
         let ram = 32 << 20;
         let opts = |flash| ReplayOptions {
-            window: Some(crate::replay::Window::Requests(40_000)),
+            window: Some(crate::job::Window::Requests(40_000)),
             flash,
             ..ReplayOptions::default()
         };

@@ -13,6 +13,8 @@
 //!
 //! - [`trace`]: oracleGeneral (plain, zstd), CSV with chosen columns, Twitter;
 //! - [`replay`]: the replay loop, windows, the thread pool;
+//! - [`engine_replay`]: the replay through the server's engine (`tiercache[:POLICY]`);
+//! - [`job`]: a job's options, windows, counts and result, shared by both replays;
 //! - [`report`]: output formats and the miss-ratio-curve plot;
 //! - [`plan`]: the capacity planner (`tiercache-sim plan`);
 //! - [`synth`]: synthetic Zipf traces and trace-like mixes (`tiercache-sim synth`);
@@ -21,6 +23,7 @@
 //! - [`units`]: human sizes.
 
 pub mod engine_replay;
+pub mod job;
 pub mod nhc;
 pub mod plan;
 pub mod replay;

@@ -11,10 +11,10 @@
 //! inserts or refreshes the object like a request that is not counted, a
 //! delete removes it.
 
-use crate::engine_replay::EngineFigures;
+use crate::job::window_ends;
+pub use crate::job::{Counts, ReplayOptions, RunResult, Window, WindowStats};
 use crate::trace::{Op, Trace};
 use anyhow::{anyhow, Result};
-use serde::Serialize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -22,155 +22,8 @@ use tiercache_policy::{
     clock::Clock, fifo::Fifo, lru::Lru, queue_cache::QueueCache, sieve::Sieve, EvictionPolicy,
 };
 
-/// How to cut the trace into reporting windows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Window {
-    /// Every N requests.
-    Requests(u64),
-    /// Every N seconds of trace time.
-    Seconds(u32),
-}
-
-impl std::str::FromStr for Window {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Window> {
-        let bad = || anyhow!("'{s}': a window is a request count (100000) or seconds (3600s)");
-        let w = match s.strip_suffix('s') {
-            Some(secs) => Window::Seconds(secs.parse().map_err(|_| bad())?),
-            None => Window::Requests(s.parse().map_err(|_| bad())?),
-        };
-        match w {
-            Window::Requests(0) | Window::Seconds(0) => Err(bad()),
-            w => Ok(w),
-        }
-    }
-}
-
-/// What a replay counts, for the whole trace or one window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Counts {
-    pub requests: u64,
-    pub misses: u64,
-    pub bytes: u64,
-    pub miss_bytes: u64,
-}
-
-impl Counts {
-    pub fn miss_ratio(&self) -> f64 {
-        ratio(self.misses, self.requests)
-    }
-    pub fn byte_miss_ratio(&self) -> f64 {
-        ratio(self.miss_bytes, self.bytes)
-    }
-    pub(crate) fn add(&mut self, o: &Counts) {
-        self.requests += o.requests;
-        self.misses += o.misses;
-        self.bytes += o.bytes;
-        self.miss_bytes += o.miss_bytes;
-    }
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-/// One window's counts.
-#[derive(Debug, Clone, Serialize)]
-pub struct WindowStats {
-    /// Index of the window's first request in the trace.
-    pub first_request: u64,
-    /// Trace time of that request.
-    pub start_time: u32,
-    #[serde(flatten)]
-    pub counts: Counts,
-    pub miss_ratio: f64,
-    pub byte_miss_ratio: f64,
-    /// The engine's figures over the window (`tiercache` runs only).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<EngineFigures>,
-}
-
-/// The result of one (policy, size) job.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunResult {
-    pub policy: String,
-    pub size: u64,
-    #[serde(flatten)]
-    pub counts: Counts,
-    pub miss_ratio: f64,
-    pub byte_miss_ratio: f64,
-    pub evictions: u64,
-    /// Objects in the cache at the end.
-    pub objects: u64,
-    pub seconds: f64,
-    /// CPU time of the replaying thread: a speed
-    /// figure that other load on the machine does not distort.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_seconds: Option<f64>,
-    /// The engine's figures (`tiercache` runs only): flash bytes written,
-    /// write amplification, DRAM per item.
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<EngineFigures>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub windows: Vec<WindowStats>,
-}
-
-/// Options shared by every job of a run.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ReplayOptions {
-    pub window: Option<Window>,
-    pub honor_ops: bool,
-    /// Flash bytes for `tiercache` runs (None: RAM only); other policies ignore it.
-    pub flash: Option<u64>,
-    /// `ext_small_max` for `tiercache` runs with flash: items of at most
-    /// this many bytes go to the small-object store (0: none).
-    pub small_max: usize,
-    /// Percent of the flash the small-object store takes (0: 50).
-    pub small_share: u64,
-    /// Log objects of one set the store needs to move them into it (0:
-    /// the store's default).
-    pub small_threshold: usize,
-    /// Percent of the store's region its log takes (0: the store's default).
-    pub small_log_percent: u64,
-    /// Do not hint the index with the trace's average object size (the
-    /// server's default: no `ext_avg_item_size`).
-    pub no_index_hint: bool,
-}
-
 /// Requests between two updates of the shared progress counter.
 const CHUNK: usize = 1 << 16;
-
-/// Ends of the windows (exclusive request indices), the last being the trace's end.
-pub(crate) fn window_ends(trace: &Trace, window: Option<Window>) -> Vec<usize> {
-    let n = trace.len();
-    let mut ends = Vec::new();
-    match window {
-        None => {}
-        Some(Window::Requests(w)) => {
-            let w = w as usize;
-            ends.extend((1..).map(|k| k * w).take_while(|&e| e < n));
-        }
-        Some(Window::Seconds(w)) => {
-            if let Some(&t0) = trace.times.first() {
-                let mut next = t0 as u64 + w as u64;
-                for (i, &t) in trace.times.iter().enumerate() {
-                    if t as u64 >= next {
-                        ends.push(i);
-                        while t as u64 >= next {
-                            next += w as u64;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    ends.push(n);
-    ends
-}
 
 /// Replays the trace through one cache.
 pub fn replay<P: EvictionPolicy>(

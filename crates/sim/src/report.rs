@@ -1,6 +1,6 @@
 //! Output: a human table, JSON lines, CSV, and the miss-ratio-curve plot (SVG).
 
-use crate::engine_replay::EngineFigures;
+use crate::job::EngineFigures;
 use crate::replay::RunResult;
 use crate::units::format_size;
 use anyhow::{Context, Result};

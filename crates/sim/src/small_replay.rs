@@ -7,7 +7,7 @@
 //! value bytes admitted), over the second half of the requests (the first
 //! half warms the store up).
 
-use crate::synth::{Rng, Zipf};
+use crate::synth::Zipf;
 use crate::units;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -15,6 +15,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use tiercache_engine::flash::fault::MemDevice;
 use tiercache_engine::small::{Obj, SmallConfig, SmallStore};
+use tiercache_policy::rng::Rng;
 
 #[derive(Args, Debug)]
 pub struct SmallArgs {

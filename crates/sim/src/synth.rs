@@ -26,6 +26,7 @@
 use anyhow::{bail, Context, Result};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
+use tiercache_policy::rng::Rng;
 
 #[derive(clap::Args, Debug)]
 pub struct SynthArgs {
@@ -62,25 +63,6 @@ pub struct SynthArgs {
     /// Seed of the pseudo-random generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-}
-
-/// xorshift64*: small, fast, good enough for workload generation.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// Zipf(alpha) over ranks 0..n by inverse CDF (binary search in a table).
