@@ -315,6 +315,7 @@ impl Engine {
             index_cap: std::sync::atomic::AtomicUsize::new(index_cap(&config)),
             evictions: std::sync::OnceLock::new(),
             item_size_max: std::sync::atomic::AtomicUsize::new(0),
+            segments_wanted: std::sync::atomic::AtomicUsize::new(0),
         });
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
@@ -598,18 +599,28 @@ impl Engine {
     }
 
     /// Over the memory limit (a lower `cache_memlimit`, a grown index):
-    /// free buffers go first, then each shard gives back up to
+    /// free buffers go first, then each shard, those holding the most
+    /// first, gives back up to
     /// [`GIVE_BACK_PER_PASS`] of its oldest segments, one per lock hold, so
     /// that memory comes down without waiting for sets to reclaim.
     fn give_back_over_budget(&self, now: u32) {
         let pool = &self.shared.pool;
         pool.trim_free();
-        for s in &self.shards.list {
+        if !pool.over_budget() {
+            return;
+        }
+        // The shards holding the most give first, so that none is drained
+        // below its share while others keep more.
+        let mut held: Vec<(usize, usize)> = (self.shards.list.iter().enumerate())
+            .map(|(i, s)| (s.lock().held_segments(), i))
+            .collect();
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, i) in held {
             for _ in 0..GIVE_BACK_PER_PASS {
                 if !pool.over_budget() {
                     return;
                 }
-                let mut g = s.lock();
+                let mut g = self.shards.list[i].lock();
                 g.catch_up(now);
                 // A head segment per queue stays: sets keep room.
                 if !g.give_back_segment(2).unwrap_or(false) {

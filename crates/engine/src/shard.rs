@@ -54,6 +54,10 @@ pub struct Shared {
     pub evictions: std::sync::OnceLock<std::sync::Arc<dyn crate::evictions::EvictionSink>>,
     /// memcached's item size limit (see [`crate::Engine::set_item_size_max`]).
     pub item_size_max: std::sync::atomic::AtomicUsize,
+    /// Segments asked for by shards holding less than their fair share
+    /// (at most one per shard at a time); shards above theirs give one to
+    /// the pool per reclaim until none is wanted.
+    pub segments_wanted: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {

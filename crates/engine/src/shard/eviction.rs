@@ -16,7 +16,10 @@ impl Shard {
         }
         let buf = match self.shared.pool.take() {
             Some(b) => b,
-            None => self.reclaim()?,
+            None => {
+                self.ask_for_share();
+                self.reclaim()?
+            }
         };
         if self.spare.is_none() {
             // Spent when the shard had nothing else (see `reclaim`).
@@ -153,6 +156,7 @@ impl Shard {
     /// Frees one segment's worth of space by evacuating the oldest segment
     /// of the queue the policy names; returns the freed buffer.
     pub(super) fn reclaim(&mut self) -> Result<Box<[u8]>, InsertError> {
+        let mut gave = false;
         for pass in 0..MAX_EVICT_PASSES {
             let seg_size = self.shared.pool.seg_size() as u64;
             let pb = self.queues[0].len() as u64 * seg_size;
@@ -206,6 +210,10 @@ impl Shard {
             let used_spare = self.evacuate(victim, q, force);
             let took = began.elapsed().as_micros() as u64;
             self.stats.evacuations += 1;
+            // The policy's ghost list remembers as many keys as the shard
+            // holds in RAM (S3-FIFO's rule), not a fixed few thousand.
+            let ram_items = self.stats.curr_items.saturating_sub(self.stats.flash_items);
+            self.policy.set_capacity_items(ram_items as usize);
             self.stats.evacuate_us += took;
             self.stats.evacuate_max_us = self.stats.evacuate_max_us.max(took);
             if let Some(f) = &self.flash {
@@ -216,11 +224,14 @@ impl Shard {
                 self.spare = Some(buf);
                 continue;
             }
-            // When the index has grown past the budget, give memory back
-            // first, down to the segment the shard writes into: a shard left
-            // with none would refuse sets while others hold the memory.
+            // Memory goes back to the pool from a shard above its share,
+            // one segment per reclaim: when the index grew past the budget,
+            // or for a shard below its share that had to reclaim its own.
+            // A shard never gives below its share, so another shard's index
+            // growth cannot drain it (and its hot items) in one lock hold.
             let queued = self.queues[0].len() + self.queues[1].len();
-            if self.shared.pool.over_budget() && pass + 1 < MAX_EVICT_PASSES && queued > 0 {
+            if !gave && pass + 1 < MAX_EVICT_PASSES && queued > 0 && self.gives_back() {
+                gave = true;
                 self.shared.pool.give(buf);
                 continue;
             }
@@ -331,6 +342,48 @@ impl Shard {
         *used_spare = true;
         self.open_segment(q, buf);
         self.bump(q, size)
+    }
+}
+
+impl Shard {
+    /// This shard's fair share of the segments the budget allows now.
+    pub(crate) fn fair_share(&self) -> usize {
+        self.shared.pool.max_segments() / self.shared.nshards.max(1)
+    }
+
+    /// Segments this shard holds: in its queues and its spare.
+    pub(crate) fn held_segments(&self) -> usize {
+        self.stats.segments as usize + usize::from(self.spare.is_some())
+    }
+
+    /// Whether the segment just freed by a reclaim (not yet counted in
+    /// [`held_segments`](Self::held_segments)) goes to the pool: only from
+    /// a shard holding more than its fair share, when memory is over the
+    /// budget or a shard below its share asked for one.
+    fn gives_back(&self) -> bool {
+        if self.held_segments() < self.fair_share() {
+            return false;
+        }
+        self.shared.pool.over_budget()
+            || self
+                .shared
+                .segments_wanted
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| w.checked_sub(1))
+                .is_ok()
+    }
+
+    /// A shard that must reclaim its own segment although it holds less
+    /// than its share asks the others for one (they give it to the pool at
+    /// their next reclaim, where this shard's next allocation finds it).
+    fn ask_for_share(&self) {
+        let n = self.shared.nshards;
+        if self.held_segments() + 1 < self.fair_share() {
+            let _ = self.shared.segments_wanted.fetch_update(
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+                |w| (w < n).then_some(w + 1),
+            );
+        }
     }
 }
 
