@@ -100,6 +100,8 @@ impl Default for EngineConfig {
 const SIZING_ITEM_BYTES: usize = 4096;
 /// Segments each shard should own at least.
 const MIN_SEGMENTS_PER_SHARD: usize = 8;
+/// Items the expiry sweep looks at per lock hold (tens of microseconds).
+const SWEEP_SLICE_ITEMS: usize = 256;
 
 /// Picks the flash reader for `mode` and says in the log which one and why.
 fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend, ConfigError> {
@@ -590,9 +592,17 @@ impl Engine {
         }
         let mut reclaimed = 0;
         for s in &self.shards.list {
-            let mut g = s.lock();
-            g.catch_up(now);
-            reclaimed += g.sweep_expired(now);
+            // In slices, the lock released between them: a walk of the
+            // whole shard in one hold was a request's worst wait.
+            loop {
+                let mut g = s.lock();
+                g.catch_up(now);
+                let (n, done) = g.sweep_slice(now, SWEEP_SLICE_ITEMS);
+                reclaimed += n;
+                if done {
+                    break;
+                }
+            }
         }
         self.give_back_over_budget(now);
         reclaimed
@@ -687,6 +697,7 @@ impl Engine {
             total.evacuations += st.evacuations;
             total.evacuate_us += st.evacuate_us;
             total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
+            total.evacuations_waited += st.evacuations_waited;
         }
         total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {

@@ -128,6 +128,12 @@ impl SegmentPool {
         self.allocated() > self.max_segments()
     }
 
+    /// Whether [`take`](Self::take) would find a segment now (a free one,
+    /// or room in the budget for a new one).
+    pub fn has_room(&self) -> bool {
+        self.allocated() < self.max_segments() || !self.free.lock().is_empty()
+    }
+
     /// A free buffer, or a new one if the budget allows.
     pub fn take(&self) -> Option<Box<[u8]>> {
         if let Some(b) = self.free.lock().pop() {

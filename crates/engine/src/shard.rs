@@ -113,6 +113,10 @@ pub struct ShardStats {
     pub evacuations: u64,
     pub evacuate_us: u64,
     pub evacuate_max_us: u64,
+    /// Evacuations a request waited for whole, or for the rest of
+    /// (`segment_evacuations_waited`): the others were done ahead, a slice
+    /// per insert (see `Shard::evacuate_ahead`).
+    pub evacuations_waited: u64,
 }
 
 /// A new item's metadata.
@@ -145,6 +149,12 @@ pub struct Shard {
     free_ids: Vec<u32>,
     queues: [VecDeque<u32>; 2],
     spare: Option<Box<[u8]>>,
+    /// An evacuation begun ahead of need, a slice per insert, and the
+    /// segment it freed, waiting for the next allocation.
+    ahead: Option<eviction::Ahead>,
+    ready: Option<Box<[u8]>>,
+    /// The expiry sweep in progress, between its slices.
+    sweep: Option<Sweep>,
     policy: Box<dyn EvictionPolicy>,
     shared: Arc<Shared>,
     flush_gen: u64,
@@ -183,6 +193,15 @@ pub struct Shard {
     small: Option<small::SmallPart>,
 }
 
+/// Where an expiry sweep done in slices stands: the segments it walks
+/// (listed at its start), the one it is in and the offset in it.
+#[derive(Debug)]
+struct Sweep {
+    ids: Vec<u32>,
+    at: usize,
+    off: usize,
+}
+
 /// Key hash used by index, shards and the ghost list.
 #[inline]
 pub fn hash_key(key: &[u8]) -> u64 {
@@ -209,6 +228,9 @@ impl Shard {
             free_ids: Vec::new(),
             queues: [VecDeque::new(), VecDeque::new()],
             spare,
+            ahead: None,
+            ready: None,
+            sweep: None,
             policy,
             shared,
             flush_gen: 0,
@@ -630,6 +652,8 @@ impl Shard {
         if let Err(e) = self.flush_small() {
             tracing::error!(error = %e, "flush_all: the small-object store could not record it");
         }
+        self.drop_ahead();
+        self.sweep = None;
         self.remember_flushed();
         self.index.clear();
         self.resize_index();
@@ -679,23 +703,61 @@ impl Shard {
         self.stats.reclaimed += ram_items.saturating_sub(remembered);
     }
 
-    /// Unlinks expired items and frees segments that hold nothing live.
-    /// Returns the number of items reclaimed.
+    /// Unlinks expired items and frees segments that hold nothing live, in
+    /// one lock hold. Returns the number of items reclaimed.
     pub fn sweep_expired(&mut self, now: u32) -> u64 {
-        self.prune_tombs();
-        self.resize_index();
-        self.prune_copies();
-        self.report_small_bytes();
         let mut reclaimed = 0;
-        let left = self.flushed.sweep();
-        self.stats.reclaimed += left.items;
-        self.stats.expired_unfetched += left.unfetched;
-        reclaimed += left.items;
-        let ids: Vec<u32> = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
-        for id in ids {
+        loop {
+            let (n, done) = self.sweep_slice(now, usize::MAX);
+            reclaimed += n;
+            if done {
+                return reclaimed;
+            }
+        }
+    }
+
+    /// One slice of the expiry sweep: at most `max` items looked at (the
+    /// caller releases the lock between slices, so that no request waits
+    /// for a walk of the whole shard). The first slice of a sweep does the
+    /// shard's once-a-second upkeep and lists the segments; the last frees
+    /// the segments left empty. Returns the items reclaimed and whether
+    /// the sweep is done. Segments freed between slices are skipped; items
+    /// moved between slices are found at the next sweep.
+    pub fn sweep_slice(&mut self, now: u32, max: usize) -> (u64, bool) {
+        let mut reclaimed = 0;
+        if self.sweep.is_none() {
+            self.prune_tombs();
+            self.resize_index();
+            self.prune_copies();
+            self.report_small_bytes();
+            let left = self.flushed.sweep();
+            self.stats.reclaimed += left.items;
+            self.stats.expired_unfetched += left.unfetched;
+            reclaimed += left.items;
+            let ids = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
+            self.sweep = Some(Sweep { ids, at: 0, off: 0 });
+            return (reclaimed, false);
+        }
+        let mut cur = self.sweep.take().expect("a sweep");
+        let mut looked = 0;
+        while let Some(&id) = cur.ids.get(cur.at) {
+            if looked >= max {
+                self.sweep = Some(cur);
+                return (reclaimed, false);
+            }
+            if self.segs.get(id as usize).is_none_or(|s| s.is_none()) {
+                cur.at += 1;
+                cur.off = 0;
+                continue;
+            }
             let end = self.seg(id).write;
-            let mut off = 0usize;
-            while let Some((loc, h)) = self.next_item(id, &mut off, end) {
+            let room = max - looked;
+            let mut n = 0;
+            while n < room {
+                let Some((loc, h)) = self.next_item(id, &mut cur.off, end) else {
+                    break;
+                };
+                n += 1;
                 if h.bits & item::DEAD == 0 && h.expired(now) {
                     let hash = hash_key(self.key(loc));
                     if self.index.contains(hash, loc) {
@@ -708,14 +770,23 @@ impl Shard {
                     }
                 }
             }
+            looked += n;
+            if cur.off >= end {
+                cur.at += 1;
+                cur.off = 0;
+            }
         }
-        // Free empty segments that are not a queue's open head.
+        // Free empty segments that are not a queue's open head (nor the
+        // one an evacuation ahead is emptying: it frees that one itself).
+        let evacuating = self.evacuating();
         for q in 0..2 {
             let head = self.queues[q].back().copied();
             let empty: Vec<u32> = self.queues[q]
                 .iter()
                 .copied()
-                .filter(|&id| Some(id) != head && self.seg(id).live_items == 0)
+                .filter(|&id| {
+                    Some(id) != head && Some(id) != evacuating && self.seg(id).live_items == 0
+                })
                 .collect();
             for id in empty {
                 self.queues[q].retain(|&x| x != id);
@@ -723,6 +794,6 @@ impl Shard {
                 self.shared.pool.give(buf);
             }
         }
-        reclaimed
+        (reclaimed, true)
     }
 }

@@ -78,3 +78,56 @@ fn hot_keys_survive_with_2q() {
 fn hot_keys_survive_with_midlru() {
     check("midlru");
 }
+
+/// A 100-byte value that says which key it belongs to.
+fn value_of(i: u64) -> Vec<u8> {
+    let mut v = format!("value-of-{i}-").into_bytes();
+    v.resize(100, b'.');
+    v
+}
+
+/// Segments leave RAM ahead of need, a slice of their items per insert, not
+/// in one lock hold of a request: a steady stream of sets waits for (almost)
+/// no whole evacuation, and keys in a segment being evacuated are found
+/// with their own value (or are gone), never another's.
+#[test]
+fn evacuations_run_ahead_in_slices_and_keys_stay_readable() {
+    let now = 1_700_000_000;
+    let e = Engine::new(EngineConfig {
+        memory_limit: 16 << 20,
+        ..Default::default()
+    })
+    .unwrap();
+    for i in 0..200_000 {
+        set(&e, &key("k", i), &value_of(i));
+    }
+    let before = e.stats(now).shard;
+    let (mut found, mut gone) = (0u64, 0u64);
+    for n in 200_000..600_000u64 {
+        set(&e, &key("k", n), &value_of(n));
+        // Keys near the oldest segments, the ones being evacuated.
+        for back in [40_000, 60_000, 80_000, 100_000] {
+            let k = n - back;
+            match get(&e, &key("k", k), false) {
+                Some(v) => {
+                    assert_eq!(v, value_of(k), "k:{k} read back another value");
+                    found += 1;
+                }
+                None => gone += 1,
+            }
+        }
+    }
+    let after = e.stats(now).shard;
+    let evacuations = after.evacuations - before.evacuations;
+    let waited = after.evacuations_waited - before.evacuations_waited;
+    eprintln!("{evacuations} evacuations, {waited} waited for; {found} found, {gone} gone");
+    assert!(evacuations > 40, "{evacuations} evacuations");
+    assert!(
+        found > 0 && gone > 0,
+        "the probes reach the evacuated segments"
+    );
+    assert!(
+        waited * 20 <= evacuations,
+        "{waited} of {evacuations} evacuations waited for by a request"
+    );
+}

@@ -241,6 +241,11 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "segment_evacuations", e.shard.evacuations);
     stat(out, "segment_evacuate_us", e.shard.evacuate_us);
     stat(out, "segment_evacuate_max_us", e.shard.evacuate_max_us);
+    stat(
+        out,
+        "segment_evacuations_waited",
+        e.shard.evacuations_waited,
+    );
     stat(out, "bytes", e.shard.bytes);
     stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
     stat(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));

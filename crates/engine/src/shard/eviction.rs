@@ -9,17 +9,21 @@ impl Shard {
     /// Room for `size` bytes at the head of queue `q`.
     pub(super) fn alloc(&mut self, q: Queue, size: usize) -> Result<Loc, InsertError> {
         if let Some(loc) = self.bump(q, size) {
+            self.evacuate_ahead(q);
             return Ok(loc);
         }
         if size > self.shared.pool.seg_size() {
             return self.alloc_jumbo(q, size);
         }
-        let buf = match self.shared.pool.take() {
+        let buf = match self.ready.take() {
             Some(b) => b,
-            None => {
-                self.ask_for_share();
-                self.reclaim()?
-            }
+            None => match self.shared.pool.take() {
+                Some(b) => b,
+                None => {
+                    self.ask_for_share();
+                    self.reclaim()?
+                }
+            },
         };
         if self.spare.is_none() {
             // Spent when the shard had nothing else (see `reclaim`).
@@ -156,6 +160,17 @@ impl Shard {
     /// Frees one segment's worth of space by evacuating the oldest segment
     /// of the queue the policy names; returns the freed buffer.
     pub(super) fn reclaim(&mut self) -> Result<Box<[u8]>, InsertError> {
+        // An evacuation begun ahead is finished first: its segment is the
+        // oldest of its queue, and its items are half moved.
+        if self.ahead.is_some() {
+            self.stats.evacuations_waited += 1;
+        }
+        while self.ahead.is_some() {
+            self.ahead_slice(usize::MAX)?;
+        }
+        if let Some(b) = self.ready.take() {
+            return Ok(b);
+        }
         let mut gave = false;
         for pass in 0..MAX_EVICT_PASSES {
             let seg_size = self.shared.pool.seg_size() as u64;
@@ -210,6 +225,7 @@ impl Shard {
             let used_spare = self.evacuate(victim, q, force);
             let took = began.elapsed().as_micros() as u64;
             self.stats.evacuations += 1;
+            self.stats.evacuations_waited += 1;
             // The policy's ghost list remembers as many keys as the shard
             // holds in RAM (S3-FIFO's rule), not a fixed few thousand.
             let ram_items = self.stats.curr_items.saturating_sub(self.stats.flash_items);
@@ -246,7 +262,34 @@ impl Shard {
         let mut used_spare = false;
         let end = self.seg(victim).write;
         let mut off = 0usize;
-        while let Some((loc, h)) = self.next_item(victim, &mut off, end) {
+        self.evacuate_items(
+            victim,
+            q,
+            force,
+            (&mut off, end),
+            usize::MAX,
+            &mut used_spare,
+        );
+        used_spare
+    }
+
+    /// [`evacuate`](Self::evacuate) of the items of `victim` from `*at.0`
+    /// up to `at.1`, at most `max` of them (live or not); `*at.0` is left
+    /// past the last one done. Returns whether it reached `at.1`.
+    fn evacuate_items(
+        &mut self,
+        victim: u32,
+        q: Queue,
+        force: bool,
+        at: (&mut usize, usize),
+        max: usize,
+        used_spare: &mut bool,
+    ) -> bool {
+        let (off, end) = at;
+        for _ in 0..max {
+            let Some((loc, h)) = self.next_item(victim, off, end) else {
+                return true;
+            };
             let size = h.size();
             if h.bits & item::DEAD != 0 {
                 continue;
@@ -265,7 +308,7 @@ impl Shard {
             };
             let target = match action {
                 TailAction::Evict => None,
-                TailAction::Reinsert(to) => self.evac_alloc(to, size, &mut used_spare),
+                TailAction::Reinsert(to) => self.evac_alloc(to, size, used_spare),
             };
             if target.is_none() && self.demote(hash, loc, &h) {
                 self.seg_mut(victim).live_items -= 1;
@@ -302,7 +345,7 @@ impl Shard {
             }
             self.seg_mut(victim).live_items -= 1;
         }
-        used_spare
+        *off >= end
     }
 
     /// Tells the eviction sink, if one is installed and wants it, that the
@@ -345,7 +388,160 @@ impl Shard {
     }
 }
 
+/// Items an evacuation done ahead moves, evicts or demotes per slice (one
+/// slice per insert, under the lock the insert holds anyway): tens of
+/// microseconds of 100-byte items.
+const AHEAD_SLICE_ITEMS: usize = 64;
+
+/// An evacuation begun before a segment is needed (see
+/// [`Shard::evacuate_ahead`]): its victim stays the oldest of its queue,
+/// where lookups, sweeps and snapshots see the items not yet moved.
+#[derive(Debug)]
+pub(super) struct Ahead {
+    victim: u32,
+    q: Queue,
+    off: usize,
+    end: usize,
+    used_spare: bool,
+}
+
 impl Shard {
+    /// After an insert into queue `q`: when its head segment is nearly full
+    /// and the next segment will have to be reclaimed from this shard, one
+    /// slice of the evacuation that frees it, so that no request waits for
+    /// a whole segment's evacuation under the lock. The freed segment waits
+    /// in `ready` for the next allocation; [`reclaim`](Self::reclaim)
+    /// finishes an evacuation begun here.
+    pub(super) fn evacuate_ahead(&mut self, q: Queue) {
+        if self.ready.is_some() {
+            return;
+        }
+        if self.ahead.is_none() {
+            let Some(&head) = self.queues[q as usize].back() else {
+                return;
+            };
+            let seg_size = self.shared.pool.seg_size();
+            if self.seg(head).room() * 8 > seg_size || self.shared.pool.has_room() {
+                return;
+            }
+            if !self.begin_ahead() {
+                return;
+            }
+        }
+        // Busy: the next insert tries again; a reclaim waits as it would.
+        let _ = self.ahead_slice(AHEAD_SLICE_ITEMS);
+    }
+
+    /// Picks the victim as [`reclaim`](Self::reclaim) would and starts an
+    /// evacuation ahead of it; false when there is none to start (a queue's
+    /// open head, a jumbo segment, or flash write buffers short).
+    fn begin_ahead(&mut self) -> bool {
+        let seg_size = self.shared.pool.seg_size() as u64;
+        let pb = self.queues[0].len() as u64 * seg_size;
+        let mb = self.queues[1].len() as u64 * seg_size;
+        let capacity = self.fair_share() as u64 * seg_size;
+        let mut q = self.policy.victim_queue(pb, mb, capacity);
+        if self.queues[q as usize].is_empty() {
+            q = other(q);
+        }
+        let queue = &self.queues[q as usize];
+        let (Some(&victim), Some(&head)) = (queue.front(), queue.back()) else {
+            return false;
+        };
+        if victim == head || self.is_jumbo(victim) {
+            return false;
+        }
+        let end = self.seg(victim).write;
+        self.ahead = Some(Ahead {
+            victim,
+            q,
+            off: 0,
+            end,
+            used_spare: false,
+        });
+        true
+    }
+
+    /// Up to `max` items of the evacuation ahead; at its end the victim's
+    /// segment leaves its queue and becomes the spare (if the evacuation
+    /// used it), goes to the pool (see [`gives_back`](Self::gives_back)),
+    /// or waits in `ready`.
+    /// `Err(Busy)`: the flash tier has no write buffer room for the
+    /// slice's demotions now (nothing was done).
+    pub(super) fn ahead_slice(&mut self, max: usize) -> Result<(), InsertError> {
+        let Some(mut a) = self.ahead.take() else {
+            return Ok(());
+        };
+        // Write buffer room for the slice's demotions, held for the slice
+        // only: a reservation held between requests could keep other
+        // shards' evacuations waiting on a shard that gets no requests.
+        if let Some(f) = &self.flash {
+            let live = self.seg(a.victim).live_items as usize;
+            let items = live.min(max);
+            let bytes = (a.end - a.off).min(items.saturating_mul(self.shared.pool.seg_size()));
+            let worst = 2 * (bytes + items * crate::flash::format::RECORD_PREFIX)
+                + 2 * crate::flash::aligned::BLOCK;
+            if live > 0 && !f.degraded() {
+                match f.reserve(worst.min(f.segment_size() - crate::flash::aligned::BLOCK)) {
+                    Ok(n) => self.flash_reserved = n,
+                    Err(_) => {
+                        self.ahead = Some(a);
+                        return Err(InsertError::Busy);
+                    }
+                }
+            }
+        }
+        let began = std::time::Instant::now();
+        let done = self.evacuate_items(
+            a.victim,
+            a.q,
+            false,
+            (&mut a.off, a.end),
+            max,
+            &mut a.used_spare,
+        );
+        let took = began.elapsed().as_micros() as u64;
+        self.stats.evacuate_us += took;
+        self.stats.evacuate_max_us = self.stats.evacuate_max_us.max(took);
+        if let Some(f) = &self.flash {
+            f.unreserve(std::mem::take(&mut self.flash_reserved));
+        }
+        if !done {
+            self.ahead = Some(a);
+            return Ok(());
+        }
+        self.stats.evacuations += 1;
+        let ram_items = self.stats.curr_items.saturating_sub(self.stats.flash_items);
+        self.policy.set_capacity_items(ram_items as usize);
+        let queue = &mut self.queues[a.q as usize];
+        debug_assert_eq!(queue.front(), Some(&a.victim));
+        queue.retain(|&id| id != a.victim);
+        let buf = self.close_segment(a.victim);
+        if a.used_spare {
+            self.spare = Some(buf);
+        } else if self.gives_back() {
+            self.shared.pool.give(buf);
+        } else {
+            self.ready = Some(buf);
+        }
+        Ok(())
+    }
+
+    /// The segment an evacuation ahead is emptying, if any: sweeps must
+    /// not free it under the evacuation.
+    pub(super) fn evacuating(&self) -> Option<u32> {
+        self.ahead.as_ref().map(|a| a.victim)
+    }
+
+    /// Drops the evacuation ahead (flush_all empties the queues) and the
+    /// segment it freed.
+    pub(super) fn drop_ahead(&mut self) {
+        self.ahead = None;
+        if let Some(b) = self.ready.take() {
+            self.shared.pool.give(b);
+        }
+    }
+
     /// This shard's fair share of the segments the budget allows now.
     pub(crate) fn fair_share(&self) -> usize {
         self.shared.pool.max_segments() / self.shared.nshards.max(1)
@@ -353,7 +549,9 @@ impl Shard {
 
     /// Segments this shard holds: in its queues and its spare.
     pub(crate) fn held_segments(&self) -> usize {
-        self.stats.segments as usize + usize::from(self.spare.is_some())
+        self.stats.segments as usize
+            + usize::from(self.spare.is_some())
+            + usize::from(self.ready.is_some())
     }
 
     /// Whether the segment just freed by a reclaim (not yet counted in
