@@ -1,0 +1,76 @@
+"""Scenario files: bench/scenarios/NAME.toml, one per reproducible figure set.
+
+A scenario names what to run and the knobs it takes, with their defaults:
+
+    about = "one line: what the scenario measures"
+    script = "flash_fio.py"        # the measuring script under bench/ (.py or .sh)
+    results = "### Flash-hit throughput vs fio (4 KiB random reads)"
+    [knobs]                        # environment variables the script reads
+    QD = 64
+    DURATION = 10
+
+`--set KEY=VALUE` (or the same variable in the environment) overrides a knob;
+a knob that is neither set nor in the environment keeps the script's own
+default, so the command in bench/RESULTS.md reproduces the recorded figure.
+"""
+import os
+import sys
+import tomllib
+
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIOS = os.path.join(BENCH, "scenarios")
+
+
+def names():
+    """Every scenario's name, sorted."""
+    return sorted(f[:-5] for f in os.listdir(SCENARIOS) if f.endswith(".toml"))
+
+
+def load(name):
+    """The scenario NAME (or a path to a .toml file) as a dict, checked."""
+    path = name if name.endswith(".toml") else os.path.join(SCENARIOS, name + ".toml")
+    with open(path, "rb") as f:
+        sc = tomllib.load(f)
+    sc.setdefault("knobs", {})
+    sc["name"] = os.path.basename(path)[:-5]
+    script = os.path.join(BENCH, sc["script"])
+    if not os.path.isfile(script):
+        raise SystemExit(f"{path}: script {sc['script']} not found")
+    sc["path"] = script
+    return sc
+
+
+def parse_sets(pairs, sc):
+    """`--set KEY=VALUE` pairs as a dict; a key the scenario does not list is
+    an error (a typo would otherwise silently measure the default)."""
+    out = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {p}: expected KEY=VALUE")
+        if key not in sc["knobs"]:
+            raise SystemExit(f"--set {key}: not a knob of {sc['name']} ({', '.join(sc['knobs'])})")
+        out[key] = value
+    return out
+
+
+def command(sc, extra_args=()):
+    """The argv that runs the scenario's script."""
+    interp = ["bash"] if sc["path"].endswith(".sh") else [sys.executable]
+    return interp + [sc["path"], *extra_args]
+
+
+def plan(sc, sets, extra_args=()):
+    """The plan as text: each knob with its value and where it comes from,
+    then the command line."""
+    lines = [f"scenario {sc['name']}: {sc.get('about', '')}",
+             f"  results: " + sc.get("results", "(see the script)")]
+    for k, default in sc["knobs"].items():
+        if k in sets:
+            lines.append(f"  {k} = {sets[k]}  (--set)")
+        elif os.environ.get(k):
+            lines.append(f"  {k} = {os.environ[k]}  (environment)")
+        else:
+            lines.append(f"  {k} = {default}  (default)")
+    lines.append("  run: " + " ".join(command(sc, extra_args)))
+    return "\n".join(lines)
