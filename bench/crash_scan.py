@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--port", type=int, default=23611)
     ap.add_argument("--json", help="write the results as JSON to PATH (- for stdout)")
     a = ap.parse_args()
-    fl.TIERCACHE = os.path.abspath(a.tiercache)
+    fl.TIERCACHE = fl.paths.TIERCACHE = os.path.abspath(a.tiercache)
     fl.need_fio(TAG)
     flash_bytes = fl.size_bytes(a.flash_size)
     n = a.items or int((0.9 * flash_bytes + (a.memory << 20)) // (a.value_size + 96))

@@ -64,7 +64,7 @@ def plan(sc, sets, extra_args=()):
     """The plan as text: each knob with its value and where it comes from,
     then the command line."""
     lines = [f"scenario {sc['name']}: {sc.get('about', '')}",
-             f"  results: " + sc.get("results", "(see the script)")]
+             "  results: " + sc.get("results", "(see the script)")]
     for k, default in sc["knobs"].items():
         if k in sets:
             lines.append(f"  {k} = {sets[k]}  (--set)")
