@@ -7,7 +7,7 @@ from .util import log
 
 
 def build(tag):
-    if "paths.TIERCACHE" in os.environ and "paths.BENCH" in os.environ:
+    if "TIERCACHE" in os.environ and "BENCH" in os.environ:
         return
     log(tag, "building tiercache and tiercache-bench (release)")
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "tiercache-server",
@@ -16,7 +16,7 @@ def build(tag):
 
 def build_reader(tag):
     """The flash read path alone (crates/engine/examples/flash_randread.rs)."""
-    if "paths.READER" in os.environ:
+    if "READER" in os.environ:
         return
     log(tag, "building flash_randread (release)")
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "tiercache-engine",

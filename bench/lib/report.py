@@ -10,7 +10,7 @@ SECTION = "## Flash tier"
 
 def write_results(subsection_title, body, tag):
     """Replaces (or appends) `### subsection_title` inside `## Flash tier` of
-    paths.RESULTS.md, leaving everything else intact; with paths.RESULTS=- prints it."""
+    RESULTS.md, leaving everything else intact; with RESULTS=- prints it."""
     block = f"### {subsection_title}\n\n{body.rstrip()}\n\n"
     if paths.RESULTS == "-":
         print(block, end="", flush=True)

@@ -169,7 +169,7 @@ class Server:
 @contextlib.contextmanager
 def scratch_server(tag, name, make_cmd, port, cgroup=None):
     """Starts make_cmd(scratch_dir) in a fresh scratch directory; yields
-    (server, command for paths.RESULTS.md); stops it and removes the directory
+    (server, command for RESULTS.md); stops it and removes the directory
     (kept with KEEP=1)."""
     d = workdir(tag)
     cmd = make_cmd(d)

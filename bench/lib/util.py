@@ -14,7 +14,7 @@ def knobs(**defaults):
     """A script's environment variables, each with its default: a namespace of
     the values (converted to the default's type) whose `shown` is the
     `NAME=value ...` of those set in the environment, for the command in
-    paths.RESULTS.md. A variable set to the empty string takes its default."""
+    RESULTS.md. A variable set to the empty string takes its default."""
     ns = types.SimpleNamespace(**{k: type(v)(os.environ.get(k) or v) for k, v in defaults.items()})
     ns.shown = " ".join(f"{k}={os.environ[k]}" for k in defaults if k in os.environ)
     return ns
@@ -108,5 +108,5 @@ def cpu_delta(a, b):
 
 
 def show_cmd(cmd, d):
-    """A command line for paths.RESULTS.md: scratch directory and binary path shortened."""
+    """A command line for RESULTS.md: scratch directory and binary path shortened."""
     return " ".join(cmd).replace(d, "DIR").replace(paths.TIERCACHE, "tiercache")
