@@ -18,7 +18,7 @@ RUNS times. Skips with a message where it cannot run (not root, no losetup,
 no cgroup v1 blkio). Everything it creates (loop devices, the cgroup, the
 scratch directory) is removed at the end, also after a failure.
 
-    sudo python3 bench/nhc_loop.py          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
+    sudo python3 bench/run.py nhc_loop          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
 """
 import contextlib
 import csv
@@ -297,7 +297,7 @@ def report(results, cmds):
           f"heavy {K.HEAVY_THREADS}x{K.HEAVY_CONNS} conns x pipeline {K.PIPELINE}, light 1 conn x 1, "
           f"half load {K.FAST_IOPS // 2} gets/s open loop (2x8 conns), "
           f"{K.RUN_S} s each; {K.RUNS} pairs, nhc=0 and 1 alternating")
-    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_loop.py`\n")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/run.py nhc_loop`\n")
     print("| load | classic ops/s | nhc ops/s | nhc/classic (paired median) | pairs | "
           "nhc fast / capacity reads/s | nhc load_admit |")
     print("| --- | ---: | ---: | ---: | --- | --- | --- |")
