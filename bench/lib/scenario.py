@@ -40,6 +40,10 @@ def load(name):
     return sc
 
 
+# Knobs of the library itself (bench/lib/paths.py, lib/util.workdir), valid in every scenario.
+COMMON = ("TIERCACHE", "BENCH", "READER", "MEMCACHED", "RESULTS", "FLASH_DIR", "CARGO_TARGET_DIR")
+
+
 def parse_sets(pairs, sc):
     """`--set KEY=VALUE` pairs as a dict; a key the scenario does not list is
     an error (a typo would otherwise silently measure the default)."""
@@ -48,7 +52,7 @@ def parse_sets(pairs, sc):
         key, sep, value = p.partition("=")
         if not sep:
             raise SystemExit(f"--set {p}: expected KEY=VALUE")
-        if key not in sc["knobs"]:
+        if key not in sc["knobs"] and key not in COMMON:
             raise SystemExit(f"--set {key}: not a knob of {sc['name']} ({', '.join(sc['knobs'])})")
         out[key] = value
     return out
@@ -65,6 +69,9 @@ def plan(sc, sets, extra_args=()):
     then the command line."""
     lines = [f"scenario {sc['name']}: {sc.get('about', '')}",
              "  results: " + sc.get("results", "(see the script)")]
+    for k in COMMON:
+        if k in sets or os.environ.get(k):
+            lines.append(f"  {k} = {sets.get(k) or os.environ[k]}  (library)")
     for k, default in sc["knobs"].items():
         if k in sets:
             lines.append(f"  {k} = {sets[k]}  (--set)")
