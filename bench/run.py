@@ -34,7 +34,7 @@ def main():
     print(scenario.plan(sc, sets, a.args), file=sys.stderr, flush=True)
     if a.dry_run:
         return 0
-    env = dict(os.environ, **sets)
+    env = scenario.environment(sc, sets)
     return subprocess.call(scenario.command(sc, a.args), env=env)
 
 

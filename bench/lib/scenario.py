@@ -9,6 +9,14 @@ A scenario names what to run and the knobs it takes, with their defaults:
     QD = 64
     DURATION = 10
 
+A preset names another scenario as its `base` and fixes some of its knobs in a
+`[set]` table: the exact run behind a figure in bench/RESULTS.md, as data.
+
+    about = "NHC at 80% hits, Loads 2.0-0.5, 10k/5k"
+    base = "nhc_loads"
+    [set]
+    HIT = "0.80"
+
 `--set KEY=VALUE` (or the same variable in the environment) overrides a knob;
 a knob that is neither set nor in the environment keeps the script's own
 default, so the command in bench/RESULTS.md reproduces the recorded figure.
@@ -31,8 +39,15 @@ def load(name):
     path = name if name.endswith(".toml") else os.path.join(SCENARIOS, name + ".toml")
     with open(path, "rb") as f:
         sc = tomllib.load(f)
-    sc.setdefault("knobs", {})
     sc["name"] = os.path.basename(path)[:-5]
+    if "base" in sc:
+        base = load(sc["base"])
+        sc["script"], sc["knobs"] = base["script"], base["knobs"]
+        unknown = set(sc.get("set", {})) - set(base["knobs"]) - set(COMMON)
+        if unknown:
+            raise SystemExit(f"{path}: [set] {', '.join(sorted(unknown))} not knobs of {sc['base']}")
+    sc.setdefault("knobs", {})
+    sc["preset"] = {k: str(v) for k, v in sc.pop("set", {}).items()}
     script = os.path.join(BENCH, sc["script"])
     if not os.path.isfile(script):
         raise SystemExit(f"{path}: script {sc['script']} not found")
@@ -64,6 +79,12 @@ def command(sc, extra_args=()):
     return interp + [sc["path"], *extra_args]
 
 
+def environment(sc, sets):
+    """The script's environment: the preset's values, then the caller's
+    environment, then `--set` (the later wins)."""
+    return {**sc["preset"], **os.environ, **sets}
+
+
 def plan(sc, sets, extra_args=()):
     """The plan as text: each knob with its value and where it comes from,
     then the command line."""
@@ -77,6 +98,8 @@ def plan(sc, sets, extra_args=()):
             lines.append(f"  {k} = {sets[k]}  (--set)")
         elif os.environ.get(k):
             lines.append(f"  {k} = {os.environ[k]}  (environment)")
+        elif k in sc["preset"]:
+            lines.append(f"  {k} = {sc['preset'][k]}  (preset)")
         else:
             lines.append(f"  {k} = {default}  (default)")
     lines.append("  run: " + " ".join(command(sc, extra_args)))
