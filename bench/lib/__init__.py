@@ -1,2 +1,3 @@
-"""The benchmark library: scenario files (`scenario.py`) and, for now, the
-shared helpers of the measuring scripts in `bench/flashlib.py`."""
+"""The benchmark library, one module per job (paths, util, stats, build, devices,
+throttle, servers, load, report) and the scenario files' loader (scenario);
+bench/flashlib.py re-exports the helpers under their old names."""
