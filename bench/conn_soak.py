@@ -20,10 +20,10 @@ were refused or not served.
 
 One command (builds tiercache in release mode unless TIERCACHE is set):
 
-    python3 bench/conn_soak.py                       # 180 s per server
-    DURATION=30 python3 bench/conn_soak.py           # shorter
-    MEMCACHED_TOO=0 python3 bench/conn_soak.py       # tiercache only
-    RESULTS_SECTION=1 python3 bench/conn_soak.py     # also append to RESULTS.md
+    python3 bench/run.py conn_soak                       # 180 s per server
+    DURATION=30 python3 bench/run.py conn_soak           # shorter
+    MEMCACHED_TOO=0 python3 bench/run.py conn_soak       # tiercache only
+    RESULTS_SECTION=1 python3 bench/run.py conn_soak     # also append to RESULTS.md
 
 Knobs (environment): DURATION, CONNS, SAMPLE, MAXCONNS, THREADS, MEMORY_MB,
 PORT, MEMCACHED_TOO, FD_SLACK, RSS_SLACK_MB, TIERCACHE, MEMCACHED, SEED, MIX
@@ -322,7 +322,7 @@ def main():
     shown = " ".join(f"{k}={os.environ[k]}" for k in
                      ["DURATION", "CONNS", "SAMPLE", "MAXCONNS", "THREADS", "MEMORY_MB",
                       "MEMCACHED_TOO", "SEED", "MIX"] if k in os.environ)
-    report(results, (shown + " " if shown else "") + "python3 bench/conn_soak.py")
+    report(results, (shown + " " if shown else "") + "python3 bench/run.py conn_soak")
     ok = all(verdict(r)[0] and verdict(r)[1] and r["served_after"] and r["alive"]
              for r in results if r["name"] == "tiercache")
     sys.exit(0 if ok else 1)

@@ -155,7 +155,7 @@ def main():
                      else []) + ([K.shown] if K.shown else []))
     first = results[WORKLOADS[0][0]]["safe"][0]
     on_flash = m("on_flash", [x for w in results.values() for xs in w.values() for x in xs])
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/crash_cost.py`
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py crash_cost`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; the 2 CPUs are shared with other work and noisy: read the medians and ratios, not single runs
 - server: `{first['cmd']}`, and the same with `ext_crash_safe=0`; the same binary, a fresh server and flash file per run
 - load: {K.KEYS:,} keys of {K.VALUE} B preloaded (`tiercache-bench --threads 2 --conns 4`; {on_flash:.0%} of the items on flash, median), sets-only overwrites at pipeline 8 until the flash file wrapped (page reclaims under way), {K.WARMUP} s of the workload (not counted), {K.DURATION} s measured; {K.RUNS} runs per workload and setting, safe and unsafe alternating (order swapped each run), medians; ratio = median safe / median unsafe

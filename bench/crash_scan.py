@@ -7,7 +7,7 @@ device's sequential read bandwidth with fio on the same file. Kill, restart and
 fio are repeated RUNS times; medians are reported, with the ratio of the scan's
 MB/s to fio's.
 
-Usage: python3 bench/crash_scan.py [tiercache-binary] [--flash-size 4G] [--items N]
+Usage: python3 bench/run.py crash_scan -- [tiercache-binary] [--flash-size 4G] [--items N]
            [--value-size 4000] [-m 256] [--runs 3] [--json PATH|-]
 (--items defaults to enough items to fill ~90% of the flash file plus RAM.)
 The scratch directory is under target/flash-bench (FLASH_DIR= overrides; it must
@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--port", type=int, default=23611)
     ap.add_argument("--json", help="write the results as JSON to PATH (- for stdout)")
     a = ap.parse_args()
-    fl.TIERCACHE = os.path.abspath(a.tiercache)
+    fl.TIERCACHE = fl.paths.TIERCACHE = os.path.abspath(a.tiercache)
     fl.need_fio(TAG)
     flash_bytes = fl.size_bytes(a.flash_size)
     n = a.items or int((0.9 * flash_bytes + (a.memory << 20)) // (a.value_size + 96))

@@ -62,7 +62,7 @@ def main():
     tc_kept = m("kept", tcs)
     verdict = "met" if tc_kept == ITEMS else "not met"
     envs = K.shown
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_burst.py`
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_burst`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - burst: {ITEMS:,} items of {VALUE} B (`key:0` .. `key:{ITEMS - 1}`, {ITEMS * VALUE / 1e9:.2f} GB, {fits} of it fits on the {FLASH_SIZE} flash file) written by `tiercache-bench --threads 2 --conns 4 --pipeline 32 --preload` (64 sets in flight), then every key read back with 100-key multigets; {RUNS} runs per server, alternating, medians
 - memcached: `{mcs[0]['cmd']}`

@@ -124,7 +124,7 @@ def main():
     p = fl.median(per)
     verdict = "met" if p <= 8 else "not met"
     envs = K.shown
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_dram.py`
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_dram`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - servers: `{larges[0]['cmd']}` and `{smalls[0]['cmd']}` (-m = {MEM} MiB for the RAM tier + the index, which -m covers and which is allocated for the full device at start: the RAM tiers are the same size, {m('segs', smalls):.0f} and {m('segs', larges):.0f} segments allocated at the end); items of a {klen}-byte key and a {VALUE}-byte value ({rec} B records, {avg:.1f} B each on flash with block padding, hence `ext_avg_item_size={avg_i}`)
 - fill: {MEM} MiB worth of other keys first (the RAM tier full: RSS_before), then {OVERFILL}x as many items as the flash file holds, with `tiercache-bench --preload` (8 connections); RSS from /proc/PID/status after 1.5 s; {RUNS} runs, medians

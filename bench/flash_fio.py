@@ -178,7 +178,7 @@ def main():
     loaded_ratio = fl.median([x["iops"] / f["iops"] for x, f in zip(loaded_runs, fio_runs)])
     vs_loaded = fl.median([t["flash_reads"] / x["iops"] for t, x in zip(tc_runs, loaded_runs)])
     verdict = "met" if ratio >= 0.8 else "not met"
-    cmd = "python3 bench/flash_fio.py"
+    cmd = "python3 bench/run.py flash_fio"
     envs = K.shown
     body = f"""- command: `{(envs + ' ') if envs else ''}{cmd}`
 - date: {fl.now_utc()}; commit {fl.commit()}

@@ -131,7 +131,7 @@ def main():
                     f"{fl.fmt_runs([x['p99_us'] for x in f])} | | |")
     table = "\n".join(rows)
     all_t = [x for r in rates for x in tcs[r]]
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_latency.py`
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_latency`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
 - device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fl.fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}

@@ -128,7 +128,7 @@ def main():
         p = cg[name.split()[0]]["peak"]
         return f"{p / 2**20:.0f}" if p else None
 
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_vs_memcached.py`
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_vs_memcached`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
 - memory budget: each server in its own memory cgroup, {cg_desc} ({LIMIT} MiB, RSS plus page cache), same `-m {MEM}`, 2 threads, a {FLASH_SIZE} flash file each
 - memcached: `{' '.join(mc_cmd).replace(d, 'DIR')}`

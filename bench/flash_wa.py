@@ -87,7 +87,7 @@ def main():
     envs = K.shown
     table = "\n".join(rows)
     first = results[WORKLOADS[0][0]][0]
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/flash_wa.py`
+    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_wa`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - server: `{first['cmd']}` (the last workload: a 128M flash file), fresh per run
 - load: {KEYS:,} keys, values as in the table (mixed: `{VALUES}`), preloaded, then `tiercache-bench --threads 2 --conns 4 --pipeline 8` overwrites: {WARMUP} s warm-up (not counted), {DURATION} s measured; WA = delta extstore_bytes_written / delta flash_bytes_admitted over the measured window; {RUNS} runs per workload, a fresh server each, medians

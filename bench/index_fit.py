@@ -132,7 +132,7 @@ def main():
     fl.build(TAG)
     phases = K.PHASES.split(",")
     body = [
-        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/index_fit.py`",
+        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/run.py index_fit`",
         f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
         "",
     ]

@@ -2,7 +2,7 @@
 """DRAM overhead per item, measured from RSS: start a server, store N items with
 fixed-size keys and values, and compute (RSS after - RSS before - N*(key+value)) / N.
 Runs tiercache and memcached with the same -m and the same items.
-Usage: python3 bench/item_overhead.py [tiercache-binary] [N] [-m MB]  (default -m 200)"""
+Usage: python3 bench/run.py item_overhead -- [tiercache-binary] [N] [-m MB]  (default -m 200)"""
 import socket, subprocess, sys, time, os
 
 def rss_kb(pid):

@@ -33,7 +33,7 @@ valid: classic caching never brought the new working set into the fast class
 (fast reads 0 for the 50 s after the change). With 8 shards (65,536) the
 table cannot fill with valid copies. SHARDS=0 keeps the server's default.
 
-    sudo python3 bench/nhc_change.py        # knobs: RUNS=3 CHANGE_AT=10 AFTER_S=50 SAMPLE_MS=200 ...
+    sudo python3 bench/run.py nhc_change        # knobs: RUNS=3 CHANGE_AT=10 AFTER_S=50 SAMPLE_MS=200 ...
 """
 import os
 import subprocess
@@ -151,7 +151,7 @@ def report(runs, cmds, loadavg):
     print(f"- machine: {fl.machine()}; load average {min(loadavg):.1f}-{max(loadavg):.1f}")
     print(f"- devices: fast {K.FAST_MB} MiB at {K.FAST_IOPS}, capacity {K.CAP_MB} MiB at {K.CAP_IOPS} reads/s")
     print(f"- server (nhc=1): `{cmds.get(1)}`")
-    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_change.py`\n")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/run.py nhc_change`\n")
     print("| pair | nhc state / load_admit at the change | to state 1 | tuning again | to settled load_admit "
           "(settled) | nhc reads/s before / last 10 s | classic reads/s before / last 10 s | last 10 s nhc/classic |")
     print("| --- | --- | ---: | ---: | ---: | --- | --- | ---: |")

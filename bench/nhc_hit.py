@@ -10,7 +10,7 @@ of flash reads served by the fast class (fast reads / all flash reads from
 `stats` deltas), as nhc_loads.py reports it in its `hit` column, and again
 over RUN_S seconds of open loop at half the closed loop's rate (Load 0.5).
 
-    sudo SIZES=96,112,128 python3 bench/nhc_hit.py
+    sudo SIZES=96,112,128 python3 bench/run.py nhc_hit
 """
 import os
 import sys
@@ -64,7 +64,7 @@ def main():
                     f"{r['ops_per_sec']:,.0f} gets/s), {half:.3f} at Load 0.5")
     print(f"\n### Fast hit ratio by fast device size ({fl.now_utc()}, {fl.commit()})\n")
     print(f"- server: `{shown}`; devices fast at {K.FAST_IOPS}, capacity {K.CAP_MB} MiB at {K.CAP_IOPS} reads/s")
-    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_hit.py`\n")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/run.py nhc_hit`\n")
     print("| fast MiB | hit, closed loop | flash reads/s | gets/s | hit, Load 0.5 |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     for mb, closed, reads, ops, half in out:

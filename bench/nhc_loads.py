@@ -33,9 +33,9 @@ alternate, RUNS times (classic first, so that its first run calibrates).
 Skips with a message where it cannot run (not root, no losetup, no cgroup v1
 blkio); everything it creates is removed at the end, also after a failure.
 
-    sudo python3 bench/nhc_loads.py                # 95% hits, fast 5000 / capacity 2500 IOPS
-    sudo HIT=0.80 python3 bench/nhc_loads.py       # 80% hits
-    sudo FAST_IOPS=10000 CAP_IOPS=5000 python3 bench/nhc_loads.py
+    sudo python3 bench/run.py nhc_loads                # 95% hits, fast 5000 / capacity 2500 IOPS
+    sudo HIT=0.80 python3 bench/run.py nhc_loads       # 80% hits
+    sudo FAST_IOPS=10000 CAP_IOPS=5000 python3 bench/run.py nhc_loads
 """
 import os
 import sys
@@ -184,7 +184,7 @@ def report(results, cmds, fmb, load1, loads_at):
     print(f"- Load 1.0 = {load1:,.0f} gets/s (classic, closed loop {K.HEAVY_THREADS}x{K.HEAVY_CONNS} x pipeline "
           f"{K.PIPELINE}); loads open loop {K.OPEN_THREADS}x{K.OPEN_CONNS} conns, {K.SETTLE_S} s settling + "
           f"{K.RUN_S} s measured each, highest first, after {K.WARM_S} s warm-up; {K.RUNS} pairs")
-    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_loads.py`\n")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/run.py nhc_loads`\n")
     print("| load | offered gets/s | classic gets/s | nhc gets/s | nhc/classic (paired median) | pairs | "
           "classic fast / capacity reads/s (hit) | nhc fast / capacity reads/s | nhc load_admit, state |")
     print("| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |")

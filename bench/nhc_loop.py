@@ -18,7 +18,7 @@ RUNS times. Skips with a message where it cannot run (not root, no losetup,
 no cgroup v1 blkio). Everything it creates (loop devices, the cgroup, the
 scratch directory) is removed at the end, also after a failure.
 
-    sudo python3 bench/nhc_loop.py          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
+    sudo python3 bench/run.py nhc_loop          # knobs: FAST_IOPS=5000 CAP_IOPS=2500 ...
 """
 import contextlib
 import csv
@@ -32,53 +32,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashlib as fl  # noqa: E402
+from lib.stats import delta  # noqa: E402,F401 (nhc_* use nl.delta)
+from lib.throttle import BLKIO, Blkio, losetup  # noqa: E402
 
 TAG = "nhc_loop"
 K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, FAST_MB=384, CAP_MB=1536, KEYS=150000,
              VALUE=4000, SKEW=0.99, RUNS=3, WARM_S=30, RUN_S=10, PORT=24170, MEM=48,
              HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64)
-BLKIO = "/sys/fs/cgroup/blkio"
 
 
 def skip(why):
     print(f"{TAG}: skipped: {why}")
     sys.exit(0)
-
-
-class Blkio:
-    """A cgroup v1 blkio group throttling reads per device."""
-
-    def __init__(self, name, limits):
-        self.path = os.path.join(BLKIO, name)
-        os.makedirs(self.path, exist_ok=True)
-        for dev, iops in limits:
-            st = os.stat(dev).st_rdev
-            with open(os.path.join(self.path, "blkio.throttle.read_iops_device"), "w") as f:
-                f.write(f"{os.major(st)}:{os.minor(st)} {int(iops)}\n")
-
-    def procs_file(self):
-        return os.path.join(self.path, "cgroup.procs")
-
-    def remove(self):
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.1)
-        fl.log(TAG, f"WARNING: could not remove {self.path}")
-
-
-def losetup(path):
-    r = subprocess.run(["losetup", "--direct-io=on", "--find", "--show", path],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"losetup failed: {r.stderr.strip()}")
-    return r.stdout.strip()
-
-
-def delta(a, b, k):
-    return (b.get(k, 0) or 0) - (a.get(k, 0) or 0)
 
 
 def measure(srv, load, secs):
@@ -297,7 +262,7 @@ def report(results, cmds):
           f"heavy {K.HEAVY_THREADS}x{K.HEAVY_CONNS} conns x pipeline {K.PIPELINE}, light 1 conn x 1, "
           f"half load {K.FAST_IOPS // 2} gets/s open loop (2x8 conns), "
           f"{K.RUN_S} s each; {K.RUNS} pairs, nhc=0 and 1 alternating")
-    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/nhc_loop.py`\n")
+    print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/run.py nhc_loop`\n")
     print("| load | classic ops/s | nhc ops/s | nhc/classic (paired median) | pairs | "
           "nhc fast / capacity reads/s | nhc load_admit |")
     print("| --- | ---: | ---: | ---: | --- | --- | --- |")

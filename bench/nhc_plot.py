@@ -3,7 +3,7 @@
 throughput columns) as an SVG with two panels: throughput on top, the
 scheduler's data_admit and load_admit below. No dependencies.
 
-    python3 bench/nhc_plot.py TIMELINE.csv OUT.svg "title" [CHANGE_AT]
+    python3 bench/run.py nhc_plot -- TIMELINE.csv OUT.svg "title" [CHANGE_AT]
 
 The CSV comes from `tiercache-sim nhc --csv-out` (columns t, state,
 data_admit, load_admit, hit, nhc_reads_per_s, classic_reads_per_s) or from

@@ -4,7 +4,7 @@ with SIGTERM (it writes its snapshot), start it again and read from its log how
 many items came back and how fast; then check a sample of items. Alongside, fio
 (if installed) measures the disk's sequential read bandwidth in the same run, to
 put the restore rate in proportion.
-Usage: python3 bench/restart_speed.py [tiercache-binary] [N] [-m MB]   (default 2000000 items, -m 256)"""
+Usage: python3 bench/run.py restart_speed -- [tiercache-binary] [N] [-m MB]   (default 2000000 items, -m 256)"""
 import os, re, shutil, socket, subprocess, sys, tempfile, time
 
 args = sys.argv[1:]

@@ -17,7 +17,7 @@ so one run per build and workload is enough; it does not count what the
 kernel does, vDSO clock reads included (see crates/server/examples/
 sla_record_cost.rs for the clock read's time).
 
-  BEFORE=path/to/tiercache AFTER=path/to/tiercache python3 bench/sla_cost.py
+  BEFORE=path/to/tiercache AFTER=path/to/tiercache python3 bench/run.py sla_cost
 
   mg        one `mg key v` per round trip
   touch     one `touch` per round trip

@@ -127,7 +127,7 @@ def main():
 
     def ratio(who, q):
         return m([runs["before"][i][who][q] / max(1, runs["after"][i][who][q]) for i in range(K.RUNS)])
-    body = f"""- command: `BEFORE=... RUNS={K.RUNS} SECS={K.SECS} WRATE={K.WRATE} RRATE={K.RRATE} PREFILL={K.PREFILL} DUTY={K.DUTY} python3 bench/small_change_latency.py`
+    body = f"""- command: `BEFORE=... RUNS={K.RUNS} SECS={K.SECS} WRATE={K.WRATE} RRATE={K.RRATE} PREFILL={K.PREFILL} DUTY={K.DUTY} python3 bench/run.py small_change_latency`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - server: `{runs['after'][0]['cmd']}` with each build, after {K.PREFILL:,} keys were set
   ({K.VLEN}-byte values) into the same server with `ext_small_flush_duty=0` and a graceful

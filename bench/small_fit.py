@@ -141,7 +141,7 @@ def main():
     beyond_log = (log["rss"] - ram["rss"]) / max(log_items, 1)
     log_index = num(lg, "flash_index_bytes_per_item")
     body = [
-        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/small_fit.py`",
+        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/run.py small_fit`",
         f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
         f"- servers: small `{small['shown']}`; log `{log['shown']}`; RAM-only `{ram['shown']}`",
         "",

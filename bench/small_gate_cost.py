@@ -14,7 +14,7 @@ and reads the busiest thread's dump (the worker's): its total divided by N,
 and the inclusive cost of `SmallStore::may_contain`, `SmallStore::invalidate`
 and `SmallStore::insert` (`callgrind_annotate --inclusive=yes`).
 
-  BINS=name=path[,name=path...] python3 bench/small_gate_cost.py
+  BINS=name=path[,name=path...] python3 bench/run.py small_gate_cost
 
 Environment: BINS (required), N=20000 measured sets, PRELOAD=300000,
 MODES (default "on,off"), KEEP=DIR (keep the worker's dumps there). Prints a markdown table. Needs valgrind.

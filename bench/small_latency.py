@@ -121,7 +121,7 @@ def main():
 
     def ratio(a, b, who, q="p99"):
         return m([runs[a][i][who][q] / max(1, runs[b][i][who][q]) for i in range(K.RUNS)])
-    body = f"""- command: `RUNS={K.RUNS} SECS={K.SECS} WRATE={K.WRATE} RRATE={K.RRATE} python3 bench/small_latency.py`
+    body = f"""- command: `RUNS={K.RUNS} SECS={K.SECS} WRATE={K.WRATE} RRATE={K.RRATE} python3 bench/run.py small_latency`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - server: `{runs['background'][0]['cmd']}` (and the same with `ext_small_background=0`, and with
   `ext_small_max=0`: the store off), a fresh one per run, {K.HOT:,} hot keys

@@ -87,7 +87,7 @@ def main():
                                               "small_set_bytes_written"))
     per = lambda n, k: d[n][k] / max(d[n]["cmd_set"], 1)  # noqa: E731
     body = (
-        f"`N={K.N} GET_RATIO={K.GET_RATIO} DUTY={K.DUTY} RUNS={K.RUNS} SECS={K.SECS} python3 bench/small_overwrite.py` "
+        f"`N={K.N} GET_RATIO={K.GET_RATIO} DUTY={K.DUTY} RUNS={K.RUNS} SECS={K.SECS} python3 bench/run.py small_overwrite` "
         f"({fl.now_utc()}, commit {fl.commit()}; {fl.machine()})\n\n"
         f"- small: `{shown['small']}`\n- log: `{shown['log']}`\n\n"
         "| server | ops/s (median; runs) | store invalidations per set | set writes per set | "

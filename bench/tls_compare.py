@@ -11,7 +11,7 @@ figure is a round's requests per second, the result the medians and the
 median of the per-round ratios. With --plain the same runs are made
 without TLS too, for the cost of TLS on each server.
 
-  python3 bench/tls_compare.py --tiercache target/release/tiercache \\
+  python3 bench/run.py tls_compare -- --tiercache target/release/tiercache \\
       [--memcached /usr/bin/memcached] [--threads 2] [--procs 4] \\
       [--seconds 5] [--rounds 5] [--batch 64] [--plain]
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""One runner for every benchmark: `python3 bench/run.py SCENARIO [--set KEY=VALUE ...]`.
+
+SCENARIO is a file bench/scenarios/SCENARIO.toml (see bench/lib/scenario.py).
+Arguments after `--` go to the script. `--dry-run` prints the plan (knobs, their values and sources, the command)
+and runs nothing; `--list` lists the scenarios. Knobs may also be given as
+environment variables, as the commands in bench/RESULTS.md do.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import scenario  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("scenario", nargs="?")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = ap.parse_args(argv[:cut])
+    a.args = argv[cut + 1:]
+    if a.list or not a.scenario:
+        for n in scenario.names():
+            print(f"{n:24} {scenario.load(n).get('about', '')}")
+        return 0
+    sc = scenario.load(a.scenario)
+    sets = scenario.parse_sets(a.set, sc)
+    print(scenario.plan(sc, sets, a.args), file=sys.stderr, flush=True)
+    if a.dry_run:
+        return 0
+    env = scenario.environment(sc, sets)
+    return subprocess.call(scenario.command(sc, a.args), env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
