@@ -144,7 +144,7 @@ Paired per run, medians of the ratios of the hits' latency: {'; '.join(said) or 
 """)
     cmds = "\n".join(f"  - {s}: `{runs[(s, sizes[0], wrates[0])][0]['cmd']}`" for s in servers)
     shown = f"{K.shown} " if K.shown else ""
-    body = f"""- command: `{shown}python3 bench/tail_under_writes.py`
+    body = f"""- command: `{shown}python3 bench/run.py tail_under_writes`
 - date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
 - servers, a fresh one per run, in a scratch directory:
 {cmds}
