@@ -207,7 +207,7 @@ impl Default for ServerConfig {
             auth_file: String::new(),
             sasl: false,
             sasl_pwdb: String::new(),
-            watcher_logbuf_size: crate::watch::DEFAULT_BUF,
+            watcher_logbuf_size: crate::admin::watch::DEFAULT_BUF,
         }
     }
 }

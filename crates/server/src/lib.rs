@@ -13,31 +13,18 @@
 //! - [`transport`], [`tls`], [`auth`]: TCP, unix socket (`-s`) and TLS
 //!   (`-Z`) streams; ASCII authentication (`-Y`).
 
-pub mod access_stats;
-pub mod auth;
-pub mod binary;
-pub mod class_stats;
+pub mod admin;
+pub mod commands;
 pub mod config;
 pub mod conn;
-pub mod crawler;
 pub mod daemon;
-pub mod detail;
-pub mod execute;
-pub mod flights;
 pub mod heap_trim;
 pub mod logging;
-pub mod metrics;
-pub mod prefetch;
-pub mod registry;
-pub mod sasl;
+pub mod protocol;
 pub mod server;
 pub mod shared;
-pub mod sla;
-pub mod small_stats;
 pub mod stats;
-pub mod tls;
 pub mod transport;
-pub mod watch;
 pub mod worker;
 
 /// The version `version` and `stats` report: the memcached protocol level

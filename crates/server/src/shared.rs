@@ -1,8 +1,8 @@
 //! State shared by all workers: the engine, the configuration, the counters,
 //! and the shutdown flag. Also the `stats` command, which reads all of them.
 
+use crate::commands::Ctx;
 use crate::config::Config;
-use crate::execute::Ctx;
 use crate::stats::{self, ConnStats, StatsView, Totals, WorkerStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,25 +19,25 @@ pub struct Shared {
     pub start_unix: u64,
     pub shutdown: Arc<AtomicBool>,
     /// `stats detail`: per key-prefix counts.
-    pub detail: crate::detail::Detail,
+    pub detail: crate::admin::detail::Detail,
     /// Open connections and listeners (`stats conns`, idle timeout).
-    pub registry: crate::registry::Registry,
+    pub registry: crate::admin::registry::Registry,
     /// Descriptors kept for the server's own use (`reserved_fds`).
     pub reserved_fds: u64,
     /// `lru_crawler enable|disable` (metadump is refused while disabled).
     pub crawler_enabled: AtomicBool,
     /// Latency histograms, when the metrics endpoint is on.
-    pub metrics: Option<crate::metrics::Metrics>,
+    pub metrics: Option<crate::admin::metrics::Metrics>,
     /// The SLA view: p99 per minute, unavailable minutes (`stats sla`).
-    pub sla: crate::sla::Sla,
+    pub sla: crate::admin::sla::Sla,
     /// TLS listeners' configuration (`-Z`).
-    pub tls: Option<crate::tls::TlsSetup>,
+    pub tls: Option<crate::transport::tls::TlsSetup>,
     /// The ASCII auth file (`-Y`): connections start unauthenticated.
-    pub auth: Option<crate::auth::Auth>,
+    pub auth: Option<crate::transport::auth::Auth>,
     /// Set by SIGHUP: the maintenance thread reads the auth file again.
     pub reload: Arc<AtomicBool>,
     /// `watch` log streams.
-    pub watch: Arc<crate::watch::Watch>,
+    pub watch: Arc<crate::admin::watch::Watch>,
 }
 
 impl Shared {
@@ -71,7 +71,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 idle_timeout: shared.config.server.idle_timeout > 0,
             };
             stats::general(out, &view);
-            crate::access_stats::general(out, shared);
+            crate::admin::access_stats::general(out, shared);
             shared.watch.stats(out);
             if let Some(f) = shared.engine.flash_stats() {
                 stats::flash(out, &f, &view.engine);
@@ -95,7 +95,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
                 crate::logging::verbosity(),
                 shared.engine.memory_limit(),
             );
-            crate::access_stats::settings(out, &shared.config);
+            crate::admin::access_stats::settings(out, &shared.config);
         }
         Some(g @ (b"items" | b"slabs")) => stats::items(
             out,
@@ -106,12 +106,12 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
         ),
         Some(b"cachedump") => {
             let rest: Vec<&[u8]> = words.collect();
-            crate::crawler::cachedump(&rest, out, ctx);
+            crate::admin::crawler::cachedump(&rest, out, ctx);
             return;
         }
         Some(b"sla") => shared.sla.group(out, Instant::now()),
         Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
-        Some(b"conns") => crate::registry::stats_conns(
+        Some(b"conns") => crate::admin::registry::stats_conns(
             out,
             &shared.registry,
             crate::worker::current_fd(),

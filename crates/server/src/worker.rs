@@ -15,9 +15,9 @@
 //!                  Engine (sharded)
 //! ```
 
+use crate::admin::registry::ConnInfo;
+use crate::commands::Ctx;
 use crate::conn::{split_token, token_base, Conn, State};
-use crate::execute::Ctx;
-use crate::registry::ConnInfo;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
 use crate::transport::{Bound, Incoming, Listener, Stream};

@@ -170,7 +170,7 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
         }
         Request::Quit => return Outcome::Close,
         Request::Stats(args) => crate::shared::stats_command(args, out, ctx),
-        Request::LruCrawler(c) => return crate::crawler::lru_crawler(c, out, ctx, at),
+        Request::LruCrawler(c) => return crate::admin::crawler::lru_crawler(c, out, ctx, at),
         Request::Shutdown { .. } => {
             if !ctx.shared.config.server.enable_shutdown {
                 Reply::ShutdownDisabled.encode(out);
@@ -349,7 +349,7 @@ fn mode_of(m: StoreMode) -> Mode {
 fn run_store(st: &StoreCmd<'_>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Result<StoreResult, Wait> {
     let r = ctx.engine().store(st, ctx.now, at.fetched, at.may_read)?;
     bump(&ctx.stats.cmd_set);
-    if ctx.shared.watch.on(crate::watch::MUTATIONS) {
+    if ctx.shared.watch.on(crate::admin::watch::MUTATIONS) {
         watch_store(st, &r, ctx);
     }
     if st.mode == Mode::Cas {
@@ -451,7 +451,7 @@ fn arith(
     } else {
         (&ctx.stats.decr_hits, &ctx.stats.decr_misses)
     };
-    if ctx.shared.watch.on(crate::watch::FETCHERS) {
+    if ctx.shared.watch.on(crate::admin::watch::FETCHERS) {
         let size = match &r {
             ArithResult::NotFound => None,
             ArithResult::Ok { value, .. } => Some(value.to_string().len()),

@@ -15,7 +15,7 @@
 //! default features it pulls in no protobuf and no HTTP stack). The HTTP
 //! side is a few lines over std: one GET per connection, then close.
 
-use crate::execute::Ctx;
+use crate::commands::Ctx;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use prometheus::{Encoder, Gauge, HistogramOpts, HistogramVec, Opts, Registry, TextEncoder};
