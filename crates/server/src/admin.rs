@@ -5,10 +5,12 @@
 
 pub mod access_stats;
 pub mod class_stats;
+pub mod control;
 pub mod crawler;
 pub mod detail;
 pub mod metrics;
 pub mod registry;
 pub mod sla;
 pub mod small_stats;
+pub mod stats;
 pub mod watch;

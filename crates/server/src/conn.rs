@@ -37,10 +37,11 @@
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
 //! socket is then read to the end instead of stopping at a short read.
 
-use crate::commands::{execute, Attempt, Ctx, Outcome};
 use crate::conn::flights::Flights;
 use crate::conn::prefetch::{prepare, Prep};
+use crate::ctx::{Attempt, Ctx, Outcome};
 use crate::protocol::binary;
+use crate::protocol::execute;
 use crate::stats::add;
 use crate::transport::auth;
 use crate::transport::Stream;

@@ -17,6 +17,7 @@ pub mod admin;
 pub mod commands;
 pub mod config;
 pub mod conn;
+pub mod ctx;
 pub mod daemon;
 pub mod heap_trim;
 pub mod logging;

@@ -16,8 +16,8 @@
 //! ```
 
 use crate::admin::registry::ConnInfo;
-use crate::commands::Ctx;
 use crate::conn::{split_token, token_base, Conn, State};
+use crate::ctx::Ctx;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
 use crate::transport::{Bound, Incoming, Listener, Stream};

@@ -15,7 +15,7 @@
 //! default features it pulls in no protobuf and no HTTP stack). The HTTP
 //! side is a few lines over std: one GET per connection, then close.
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use prometheus::{Encoder, Gauge, HistogramOpts, HistogramVec, Opts, Registry, TextEncoder};
@@ -194,7 +194,7 @@ pub fn render(shared: &Shared) -> Vec<u8> {
         reader: None,
     };
     let mut text = Vec::new();
-    crate::shared::stats_command(b"", &mut text, &ctx);
+    crate::admin::stats::stats_command(b"", &mut text, &ctx);
     let registry = Registry::new();
     for line in String::from_utf8_lossy(&text).lines() {
         let mut parts = line.splitn(3, ' ');

@@ -69,8 +69,7 @@ pub use tiercache_proto::request::watch::{CONNEVENTS, EVICTIONS, FETCHERS, MUTAT
 
 /// memcached's limit on watchers at once.
 pub const MAX_WATCHERS: usize = 20;
-/// memcached's default per-watcher buffer (`watcher_logbuf_size`).
-pub const DEFAULT_BUF: usize = 256 << 10;
+pub use crate::config::DEFAULT_WATCH_BUF as DEFAULT_BUF;
 /// Room kept for a `skipped=N` line.
 const SKIPPED_LINE: usize = 32;
 /// At a stop: how long the watch thread waits for the workers to log the

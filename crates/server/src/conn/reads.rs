@@ -6,8 +6,8 @@
 
 use super::multiget::get_chunk;
 use super::{Conn, GET_CHUNK_FLASH};
-use crate::commands::Ctx;
 use crate::conn::prefetch::read_ahead;
+use crate::ctx::Ctx;
 use crate::stats::add;
 use std::io;
 use tiercache_engine::flash::aligned::AlignedBuf;
