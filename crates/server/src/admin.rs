@@ -8,6 +8,7 @@ pub mod class_stats;
 pub mod control;
 pub mod crawler;
 pub mod detail;
+pub mod endpoint;
 pub mod metrics;
 pub mod registry;
 pub mod sla;

@@ -433,7 +433,12 @@ impl Conn {
                         }
                         break 'requests;
                     };
-                    self.timer.done(ctx, command, &self.wbuf[made..]);
+                    self.timer.done(
+                        ctx.stats,
+                        ctx.shared.metrics.as_ref(),
+                        command,
+                        &self.wbuf[made..],
+                    );
                     if let Some(f) = &frame {
                         let text = self.wbuf.split_off(made);
                         binary::encode(&mut self.wbuf, f, &text);

@@ -488,7 +488,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
                 Ok(ip) => ip,
                 Err(_) => addrs.first().map_or([127, 0, 0, 1].into(), SocketAddr::ip),
             };
-            let bound = crate::admin::metrics::start(shared.clone(), SocketAddr::new(ip, port))
+            let bound = crate::admin::endpoint::start(shared.clone(), SocketAddr::new(ip, port))
                 .with_context(|| format!("-o metrics_port: cannot listen on {ip}:{port}"))?;
             tracing::info!(metrics = %bound, "Prometheus endpoint: GET /metrics");
             Some(bound)
@@ -541,7 +541,9 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     threads.push(
         std::thread::Builder::new()
             .name("watch".into())
-            .spawn(move || crate::admin::watch::run(sh))?,
+            .spawn(move || {
+                crate::admin::watch::run(&sh.watch, &sh.shutdown, &sh.conns.curr_connections)
+            })?,
     );
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());

@@ -73,7 +73,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
         Some(b"conns") => crate::admin::registry::stats_conns(
             out,
             &shared.registry,
-            crate::worker::current_fd(),
+            crate::admin::registry::current_fd(),
             ctx.now,
         ),
         Some(b"detail") => {
