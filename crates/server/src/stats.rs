@@ -2,6 +2,9 @@
 //! cache lines, so counting costs no contention), summed for `stats`, and the
 //! `stats` replies with memcached's names.
 
+pub mod line;
+
+pub(crate) use line::stat;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tiercache_engine::flash::FlashStats;
@@ -139,11 +142,6 @@ impl ConnStats {
         }
         t
     }
-}
-
-pub(crate) fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
-    use std::io::Write;
-    let _ = write!(out, "STAT {name} {v}\r\n");
 }
 
 /// Everything the general `stats` reply needs.

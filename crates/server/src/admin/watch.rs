@@ -367,7 +367,7 @@ impl Watch {
 
     /// `stats`: memcached's `log_*` counters.
     pub fn stats(&self, out: &mut Vec<u8>) {
-        use crate::stats::stat;
+        use crate::stats::line::stat;
         let watchers = self
             .watchers
             .read()
