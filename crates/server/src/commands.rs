@@ -15,7 +15,7 @@ use tiercache_engine::command::{ArithResult, MetaDeleted};
 use tiercache_engine::command::{ItemView, Mode, Store as StoreCmd, StoreResult, Wait};
 use tiercache_proto::reply;
 use tiercache_proto::request::errors;
-use tiercache_proto::{ErrorReply, Get, MetaCode, Reply, Request, Store, StoreMode};
+use tiercache_proto::{ErrorReply, Get, MetaCode, Reply, Request, Store};
 
 pub(crate) fn reply(out: &mut Vec<u8>, noreply: bool, r: Reply<'_>) {
     if !noreply {
@@ -214,17 +214,6 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outco
     })
 }
 
-fn mode_of(m: StoreMode) -> Mode {
-    match m {
-        StoreMode::Set => Mode::Set,
-        StoreMode::Add => Mode::Add,
-        StoreMode::Replace => Mode::Replace,
-        StoreMode::Append => Mode::Append,
-        StoreMode::Prepend => Mode::Prepend,
-        StoreMode::Cas => Mode::Cas,
-    }
-}
-
 /// Runs a storage command and counts it (`cmd_set`, the cas and refusal
 /// counters); a command that must wait is not counted.
 fn run_store(st: &StoreCmd<'_>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Result<StoreResult, Wait> {
@@ -279,7 +268,7 @@ fn watch_store(st: &StoreCmd<'_>, r: &StoreResult, ctx: &Ctx<'_>) {
 
 fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
     let st = StoreCmd {
-        mode: mode_of(s.mode),
+        mode: s.mode,
         key: s.key,
         flags: s.flags,
         exptime: ctx.exptime(s.exptime),
@@ -299,9 +288,7 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> O
         StoreResult::Exists => Reply::Exists,
         StoreResult::NotFound => Reply::NotFound,
         // memcached refuses an append/prepend that outgrows the item limit as NOT_STORED.
-        StoreResult::TooLarge if matches!(s.mode, StoreMode::Append | StoreMode::Prepend) => {
-            Reply::NotStored
-        }
+        StoreResult::TooLarge if matches!(s.mode, Mode::Append | Mode::Prepend) => Reply::NotStored,
         StoreResult::TooLarge => ErrorReply::Server(errors::TOO_LARGE).into(),
         StoreResult::NoMemory | StoreResult::Busy => {
             ErrorReply::Server(errors::OUT_OF_MEMORY).into()
