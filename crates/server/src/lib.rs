@@ -14,6 +14,10 @@
 //!    `lru_crawler` / `stats cachedump`, `version`, `verbosity`,
 //!    `shutdown`, `cache_memlimit`, `refresh_certs`; the Prometheus
 //!    endpoint, the SLA view, the connection registry, `stats detail`.
+//!    Its command modules (`control`, `stats`, `crawler`, `endpoint`) sit
+//!    here; its state modules (`watch`, `sla`, `registry`, `detail`,
+//!    `metrics`) import nothing above [`stats`] and [`transport`], since
+//!    [`shared`] holds them.
 //! 5. [`commands`]: data commands (get/set/delete/arith/touch/meta...)
 //!    run against the engine, replies byte for byte as memcached's.
 //! 6. [`ctx`], [`shared`]: what every request runs with ([`ctx::Ctx`]) and
