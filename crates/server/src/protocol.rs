@@ -15,8 +15,16 @@ use tiercache_proto::Request;
 /// Executes one request, appending its reply to `out`: an admin request in
 /// [`crate::admin::control`], a data request in [`crate::commands`].
 pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
-    match crate::admin::control::execute(req, out, ctx, at) {
-        Ok(outcome) => outcome,
-        Err(req) => crate::commands::execute(req, out, ctx, at),
+    match req {
+        Request::Version
+        | Request::Verbosity { .. }
+        | Request::Quit
+        | Request::Stats(_)
+        | Request::LruCrawler(_)
+        | Request::Shutdown { .. }
+        | Request::CacheMemlimit { .. }
+        | Request::Watch { .. }
+        | Request::RefreshCerts { .. } => crate::admin::control::execute(req, out, ctx, at),
+        req => crate::commands::execute(req, out, ctx, at),
     }
 }

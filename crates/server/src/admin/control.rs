@@ -6,13 +6,8 @@ use crate::commands::reply;
 use crate::ctx::{Attempt, Ctx, Outcome};
 use tiercache_proto::{reply, Reply, Request};
 
-/// Runs `req` if it is an admin request; hands it back if not.
-pub fn execute<'r>(
-    req: Request<'r>,
-    out: &mut Vec<u8>,
-    ctx: &Ctx<'_>,
-    at: &Attempt<'_>,
-) -> Result<Outcome, Request<'r>> {
+/// Runs an admin request ([`crate::protocol::execute`] routes them here).
+pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
     match req {
         Request::Version => {
             reply::version(out, crate::VERSION.as_bytes());
@@ -21,14 +16,14 @@ pub fn execute<'r>(
             crate::logging::set_verbosity(level);
             reply(out, noreply, Reply::Ok)
         }
-        Request::Quit => return Ok(Outcome::Close),
+        Request::Quit => return Outcome::Close,
         Request::Stats(args) => super::stats::stats_command(args, out, ctx),
-        Request::LruCrawler(c) => return Ok(super::crawler::lru_crawler(c, out, ctx, at)),
+        Request::LruCrawler(c) => return super::crawler::lru_crawler(c, out, ctx, at),
         Request::Shutdown { .. } => {
             if !ctx.shared.config.server.enable_shutdown {
                 Reply::ShutdownDisabled.encode(out);
             } else {
-                return Ok(Outcome::Shutdown);
+                return Outcome::Shutdown;
             }
         }
         Request::CacheMemlimit { megabytes, noreply } => {
@@ -47,11 +42,11 @@ pub fn execute<'r>(
                 }
             }
         }
-        Request::Watch { flags } => return Ok(Outcome::Watch(flags)),
+        Request::Watch { flags } => return Outcome::Watch(flags),
         Request::RefreshCerts { noreply } => refresh_certs(noreply, out, ctx),
-        req => return Err(req),
+        _ => unreachable!("data requests run in commands::execute (protocol::execute routes them)"),
     }
-    Ok(Outcome::Continue)
+    Outcome::Continue
 }
 
 /// memcached's `refresh_certs`: `OK` (kept back by `noreply`), or the
