@@ -7,16 +7,9 @@ use crate::item;
 use crate::shard::{InsertError, NewItem, Shard};
 use tiercache_proto::number::parse_u64;
 
-/// Which storage command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-    Cas,
-}
+/// Which storage command: the protocol's own type, one vocabulary from the
+/// wire to the engine.
+pub use tiercache_proto::StoreMode as Mode;
 
 /// A storage request, exptime already absolute.
 #[derive(Debug, Clone, Copy)]

@@ -12,6 +12,9 @@ mod extended;
 pub use access::{strip_notls, tls_version_name, TlsSection};
 pub use extended::{parse_ext_path, parse_ext_spec, parse_size};
 
+/// memcached's default per-watcher buffer (`watcher_logbuf_size`).
+pub const DEFAULT_WATCH_BUF: usize = 256 << 10;
+
 /// Command-line flags, memcached-compatible where memcached has the flag.
 #[derive(Parser, Debug, Default)]
 #[command(
@@ -207,7 +210,7 @@ impl Default for ServerConfig {
             auth_file: String::new(),
             sasl: false,
             sasl_pwdb: String::new(),
-            watcher_logbuf_size: crate::watch::DEFAULT_BUF,
+            watcher_logbuf_size: DEFAULT_WATCH_BUF,
         }
     }
 }

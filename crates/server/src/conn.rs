@@ -37,19 +37,22 @@
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
 //! socket is then read to the end instead of stopping at a short read.
 
-use crate::auth;
-use crate::binary;
-use crate::execute::{execute, Attempt, Ctx, Outcome};
-use crate::flights::Flights;
-use crate::prefetch::{prepare, Prep};
+use crate::conn::flights::Flights;
+use crate::conn::prefetch::{prepare, Prep};
+use crate::ctx::{Attempt, Ctx, Outcome};
+use crate::protocol::binary;
+use crate::protocol::execute;
 use crate::stats::add;
+use crate::transport::auth;
 use crate::transport::Stream;
 use tiercache_engine::command::Wait;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{parse, Limits, Parsed, Request};
 
+pub mod flights;
 mod io;
 mod multiget;
+pub mod prefetch;
 mod reads;
 use multiget::{get_chunk, is_get_line};
 use reads::read_op;
@@ -77,7 +80,7 @@ pub struct Conn {
     /// Authenticated, or no auth file (`-Y`, `auth.rs`).
     authed: bool,
     /// Binary SASL (`-S`, `sasl.rs`).
-    sasl: crate::sasl::Session,
+    sasl: crate::protocol::sasl::Session,
     /// Read buffer. Its length is the initialised part, which only grows
     /// (zeroing 64 KiB before every read cost a quarter of the server's CPU);
     /// the unconsumed data is `rbuf[rpos..rend]`.
@@ -101,7 +104,7 @@ pub struct Conn {
     /// The text form of the binary request at the head (`binary.rs`).
     bin_text: Vec<u8>,
     /// Times the head request for the latency histograms.
-    timer: crate::metrics::HeadTimer,
+    timer: crate::admin::metrics::HeadTimer,
     /// Buffer length the current partial request needs.
     need: usize,
     /// Bytes asked of one read: 16 KiB (memcached's read size), doubled up
@@ -140,7 +143,7 @@ pub struct Conn {
     token_base: u64,
     reads: Vec<ReadReq>,
     /// Set by `watch`: the connection is a log stream now (`watch.rs`).
-    watcher: Option<std::sync::Arc<crate::watch::Watcher>>,
+    watcher: Option<std::sync::Arc<crate::admin::watch::Watcher>>,
 }
 
 /// What the worker should do with the connection after an event.
@@ -353,7 +356,9 @@ impl Conn {
             let binary_on = buf[0] == binary::REQ_MAGIC && ctx.shared.auth.is_none();
             let parsed = if binary_on || sasl {
                 let gate = match &ctx.shared.auth {
-                    Some(a) if sasl => crate::sasl::gate(buf, &mut self.wbuf, a, &mut self.sasl),
+                    Some(a) if sasl => {
+                        crate::protocol::sasl::gate(buf, &mut self.wbuf, a, &mut self.sasl)
+                    }
                     _ => None,
                 };
                 let step = match gate {
@@ -417,7 +422,7 @@ impl Conn {
                     }
                     let makes_due = request.makes_replies_due();
                     let made = self.wbuf.len();
-                    let command = crate::metrics::command(&request);
+                    let command = crate::admin::metrics::command(&request);
                     self.timer.run(self.pos);
                     let Some(outcome) =
                         self.run_head(rbuf, request, consumed, ctx, limits, max_pending)
@@ -428,7 +433,12 @@ impl Conn {
                         }
                         break 'requests;
                     };
-                    self.timer.done(ctx, command, &self.wbuf[made..]);
+                    self.timer.done(
+                        ctx.stats,
+                        ctx.shared.metrics.as_ref(),
+                        command,
+                        &self.wbuf[made..],
+                    );
                     if let Some(f) = &frame {
                         let text = self.wbuf.split_off(made);
                         binary::encode(&mut self.wbuf, f, &text);
@@ -498,7 +508,7 @@ impl Conn {
     }
 
     /// A watching connection's watcher and socket, for the watch thread.
-    pub fn into_watcher(self) -> Option<(std::sync::Arc<crate::watch::Watcher>, Stream)> {
+    pub fn into_watcher(self) -> Option<(std::sync::Arc<crate::admin::watch::Watcher>, Stream)> {
         Some((self.watcher?, self.stream))
     }
 
@@ -566,7 +576,7 @@ impl Conn {
                             return None;
                         }
                     }
-                    let asks = crate::prefetch::asks_for_reads(&req);
+                    let asks = crate::conn::prefetch::asks_for_reads(&req);
                     (&self.flights.head(head).fetched, asks && reruns < max_runs)
                 }
                 None => (&empty, false),

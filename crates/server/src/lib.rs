@@ -1,43 +1,46 @@
-//! tiercache-server: the network front end over the engine.
+//! tiercache-server: the network front end over the engine, in floors;
+//! each module imports only from the floors below it.
 //!
-//! - [`config`]: memcached-compatible flags, TOML file, effective config.
-//! - [`server`]: start/stop, threads.
-//! - [`worker`]: one event loop per thread, shared listener.
-//! - [`conn`]: per-connection buffers, pipelining, back-pressure.
-//! - [`binary`]: binary protocol requests, run as their text equivalents.
-//! - [`execute`]: requests to engine calls to replies.
-//! - [`crawler`]: `lru_crawler` and `stats cachedump` (key dumps).
-//! - [`stats`], [`shared`]: counters and the `stats` command.
-//! - [`metrics`]: the Prometheus endpoint (`-o metrics_port`).
-//! - [`sla`]: the SLA view (p99 per minute, unavailable minutes; `stats sla`).
-//! - [`transport`], [`tls`], [`auth`]: TCP, unix socket (`-s`) and TLS
-//!   (`-Z`) streams; ASCII authentication (`-Y`).
+//! 1. [`server`], [`worker`] (top): start/stop and threads; one event loop
+//!    per worker thread over a shared listener.
+//! 2. [`conn`]: per-connection buffers, pipelining, back-pressure, and the
+//!    flash reads of pipelined requests ([`conn::prefetch`],
+//!    [`conn::flights`]).
+//! 3. [`protocol`]: the wire codecs. Today memcached (text and meta parsed
+//!    by tiercache-proto, [`protocol::binary`], [`protocol::sasl`]);
+//!    [`protocol::execute`] routes each request to the admin or the data
+//!    commands. A second protocol (RESP) is a sibling module here.
+//! 4. [`admin`]: commands and views about the server: `stats`, `watch`,
+//!    `lru_crawler` / `stats cachedump`, `version`, `verbosity`,
+//!    `shutdown`, `cache_memlimit`, `refresh_certs`; the Prometheus
+//!    endpoint, the SLA view, the connection registry, `stats detail`.
+//!    Its command modules (`control`, `stats`, `crawler`, `endpoint`) sit
+//!    here; its state modules (`watch`, `sla`, `registry`, `detail`,
+//!    `metrics`) import nothing above [`stats`] and [`transport`], since
+//!    [`shared`] holds them.
+//! 5. [`commands`]: data commands (get/set/delete/arith/touch/meta...)
+//!    run against the engine, replies byte for byte as memcached's.
+//! 6. [`ctx`], [`shared`]: what every request runs with ([`ctx::Ctx`]) and
+//!    the state shared by all workers.
+//! 7. [`stats`]: the per-worker counters and the `stats` lines' writers.
+//! 8. [`config`]: memcached-compatible flags, TOML file, effective config.
+//! 9. [`transport`] (bottom): TCP, unix socket (`-s`) and TLS (`-Z`)
+//!    streams; ASCII authentication (`-Y`). Beside it [`logging`],
+//!    [`daemon`], [`heap_trim`].
 
-pub mod access_stats;
-pub mod auth;
-pub mod binary;
-pub mod class_stats;
+pub mod admin;
+pub mod commands;
 pub mod config;
 pub mod conn;
-pub mod crawler;
+pub mod ctx;
 pub mod daemon;
-pub mod detail;
-pub mod execute;
-pub mod flights;
 pub mod heap_trim;
 pub mod logging;
-pub mod metrics;
-pub mod prefetch;
-pub mod registry;
-pub mod sasl;
+pub mod protocol;
 pub mod server;
 pub mod shared;
-pub mod sla;
-pub mod small_stats;
 pub mod stats;
-pub mod tls;
 pub mod transport;
-pub mod watch;
 pub mod worker;
 
 /// The version `version` and `stats` report: the memcached protocol level

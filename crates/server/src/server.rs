@@ -424,7 +424,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     // Bind first: a port in use is the commonest start-up error, and
     // opening the flash devices first would leave their files behind.
     let listeners = bind_all(&config)?;
-    let tls = crate::tls::TlsSetup::from_config(&config.tls)?;
+    let tls = crate::transport::tls::TlsSetup::from_config(&config.tls)?;
     // -Y's file, or -S's (the two exclude each other).
     let auth_file = match config.server.sasl {
         true => config.server.sasl_pwdb.as_str(),
@@ -432,7 +432,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     };
     let auth = match auth_file {
         "" => None,
-        f => Some(crate::auth::Auth::load(std::path::Path::new(f))?),
+        f => Some(crate::transport::auth::Auth::load(std::path::Path::new(f))?),
     };
     let engine = build_engine(&config)?;
     let mut infos = Vec::new();
@@ -443,7 +443,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         if let crate::transport::Endpoint::Tcp(a) = addr {
             addrs.push(a);
         }
-        infos.push(crate::registry::ListenerInfo {
+        infos.push(crate::admin::registry::ListenerInfo {
             fd: l.raw_fd(),
             addr,
         });
@@ -451,9 +451,11 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let workers: Vec<Arc<WorkerStats>> = (0..config.server.threads)
         .map(|_| Arc::new(WorkerStats::default()))
         .collect();
-    let detail =
-        crate::detail::Detail::new(config.server.detail_delimiter, config.server.detail_enabled);
-    let registry = crate::registry::Registry::new(workers.len(), infos, unix_now());
+    let detail = crate::admin::detail::Detail::new(
+        config.server.detail_delimiter,
+        config.server.detail_enabled,
+    );
+    let registry = crate::admin::registry::Registry::new(workers.len(), infos, unix_now());
     let reserved_fds = fd_headroom(&config);
     let config_metrics_port = config.server.metrics_port;
     let config_watch_buf = config.server.watcher_logbuf_size;
@@ -469,12 +471,12 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         registry,
         reserved_fds,
         crawler_enabled: AtomicBool::new(true),
-        metrics: (config_metrics_port > 0).then(crate::metrics::Metrics::new),
-        sla: crate::sla::Sla::new(workers.clone(), Duration::from_secs(60), Instant::now()),
+        metrics: (config_metrics_port > 0).then(crate::admin::metrics::Metrics::new),
+        sla: crate::admin::sla::Sla::new(workers.clone(), Duration::from_secs(60), Instant::now()),
         tls,
         auth,
         reload: Arc::new(AtomicBool::new(false)),
-        watch: Arc::new(crate::watch::Watch::new(config_watch_buf)),
+        watch: Arc::new(crate::admin::watch::Watch::new(config_watch_buf)),
     });
     // `watch evictions`: the engine reports each RAM eviction while a
     // watcher asks for them (one relaxed load per eviction otherwise).
@@ -486,7 +488,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
                 Ok(ip) => ip,
                 Err(_) => addrs.first().map_or([127, 0, 0, 1].into(), SocketAddr::ip),
             };
-            let bound = crate::metrics::start(shared.clone(), SocketAddr::new(ip, port))
+            let bound = crate::admin::endpoint::start(shared.clone(), SocketAddr::new(ip, port))
                 .with_context(|| format!("-o metrics_port: cannot listen on {ip}:{port}"))?;
             tracing::info!(metrics = %bound, "Prometheus endpoint: GET /metrics");
             Some(bound)
@@ -539,7 +541,9 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     threads.push(
         std::thread::Builder::new()
             .name("watch".into())
-            .spawn(move || crate::watch::run(sh))?,
+            .spawn(move || {
+                crate::admin::watch::run(&sh.watch, &sh.shutdown, &sh.conns.curr_connections)
+            })?,
     );
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());
@@ -576,7 +580,7 @@ fn maintenance(shared: Arc<Shared>) {
                 None => tracing::info!("SIGHUP: no auth file (-Y) to reload"),
             }
         }
-        let sysevents = shared.watch.on(crate::watch::SYSEVENTS);
+        let sysevents = shared.watch.on(crate::admin::watch::SYSEVENTS);
         let examined = if sysevents { ram_items(&shared) } else { 0 };
         let began = Instant::now();
         let reclaimed = shared.engine.maintain(unix_now());
@@ -587,7 +591,7 @@ fn maintenance(shared: Arc<Shared>) {
             tracing::debug!(reclaimed, "expired items reclaimed");
         }
         if sysevents {
-            shared.watch.swept(&crate::watch::Sweep {
+            shared.watch.swept(&crate::admin::watch::Sweep {
                 examined,
                 reclaimed,
                 elapsed: (ended - began).as_secs(),

@@ -1,14 +1,12 @@
 //! State shared by all workers: the engine, the configuration, the counters,
-//! and the shutdown flag. Also the `stats` command, which reads all of them.
+//! and the shutdown flag.
 
 use crate::config::Config;
-use crate::execute::Ctx;
-use crate::stats::{self, ConnStats, StatsView, Totals, WorkerStats};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::stats::{ConnStats, Totals, WorkerStats};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 use tiercache_engine::Engine;
-use tiercache_proto::response as resp;
 
 pub struct Shared {
     pub engine: Engine,
@@ -19,25 +17,25 @@ pub struct Shared {
     pub start_unix: u64,
     pub shutdown: Arc<AtomicBool>,
     /// `stats detail`: per key-prefix counts.
-    pub detail: crate::detail::Detail,
+    pub detail: crate::admin::detail::Detail,
     /// Open connections and listeners (`stats conns`, idle timeout).
-    pub registry: crate::registry::Registry,
+    pub registry: crate::admin::registry::Registry,
     /// Descriptors kept for the server's own use (`reserved_fds`).
     pub reserved_fds: u64,
     /// `lru_crawler enable|disable` (metadump is refused while disabled).
     pub crawler_enabled: AtomicBool,
     /// Latency histograms, when the metrics endpoint is on.
-    pub metrics: Option<crate::metrics::Metrics>,
+    pub metrics: Option<crate::admin::metrics::Metrics>,
     /// The SLA view: p99 per minute, unavailable minutes (`stats sla`).
-    pub sla: crate::sla::Sla,
+    pub sla: crate::admin::sla::Sla,
     /// TLS listeners' configuration (`-Z`).
-    pub tls: Option<crate::tls::TlsSetup>,
+    pub tls: Option<crate::transport::tls::TlsSetup>,
     /// The ASCII auth file (`-Y`): connections start unauthenticated.
-    pub auth: Option<crate::auth::Auth>,
+    pub auth: Option<crate::transport::auth::Auth>,
     /// Set by SIGHUP: the maintenance thread reads the auth file again.
     pub reload: Arc<AtomicBool>,
     /// `watch` log streams.
-    pub watch: Arc<crate::watch::Watch>,
+    pub watch: Arc<crate::admin::watch::Watch>,
 }
 
 impl Shared {
@@ -48,94 +46,4 @@ impl Shared {
         }
         t
     }
-}
-
-/// `stats [group]`.
-pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
-    let shared = ctx.shared;
-    let mut words = args.split(|&b| b == b' ').filter(|w| !w.is_empty());
-    let first = words.next();
-    match first {
-        None => {
-            let view = StatsView {
-                started: shared.started,
-                start_unix: shared.start_unix,
-                now: ctx.now,
-                threads: shared.config.server.threads,
-                max_connections: shared.config.server.max_connections,
-                conns: &shared.conns,
-                totals: shared.totals(),
-                engine: shared.engine.stats(ctx.now),
-                listeners: shared.registry.listeners.len(),
-                reserved_fds: shared.reserved_fds,
-                idle_timeout: shared.config.server.idle_timeout > 0,
-            };
-            stats::general(out, &view);
-            crate::access_stats::general(out, shared);
-            shared.watch.stats(out);
-            if let Some(f) = shared.engine.flash_stats() {
-                stats::flash(out, &f, &view.engine);
-            }
-            shared.sla.general(out, Instant::now());
-        }
-        Some(b"reset") => {
-            for w in &shared.workers {
-                w.reset();
-            }
-            shared.engine.reset_stats();
-            shared.detail.clear();
-            resp::line(out, b"RESET");
-            return;
-        }
-        Some(b"settings") => {
-            stats::settings(
-                out,
-                &shared.config,
-                shared.engine.config().segment_size,
-                crate::logging::verbosity(),
-                shared.engine.memory_limit(),
-            );
-            crate::access_stats::settings(out, &shared.config);
-        }
-        Some(g @ (b"items" | b"slabs")) => stats::items(
-            out,
-            &shared.engine.stats(ctx.now),
-            &shared.totals(),
-            shared.conns.crawler_reclaimed.load(Ordering::Relaxed),
-            g == b"slabs",
-        ),
-        Some(b"cachedump") => {
-            let rest: Vec<&[u8]> = words.collect();
-            crate::crawler::cachedump(&rest, out, ctx);
-            return;
-        }
-        Some(b"sla") => shared.sla.group(out, Instant::now()),
-        Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
-        Some(b"conns") => crate::registry::stats_conns(
-            out,
-            &shared.registry,
-            crate::worker::current_fd(),
-            ctx.now,
-        ),
-        Some(b"detail") => {
-            match words.next() {
-                Some(b"on") => {
-                    shared.detail.set_enabled(true);
-                    resp::line(out, b"OK")
-                }
-                Some(b"off") => {
-                    shared.detail.set_enabled(false);
-                    resp::line(out, b"OK")
-                }
-                Some(b"dump") => shared.detail.dump(out),
-                _ => resp::line(out, b"CLIENT_ERROR usage: stats detail on|off|dump"),
-            }
-            return;
-        }
-        Some(_) => {
-            resp::line(out, b"ERROR");
-            return;
-        }
-    }
-    resp::line(out, b"END");
 }

@@ -2,6 +2,9 @@
 //! cache lines, so counting costs no contention), summed for `stats`, and the
 //! `stats` replies with memcached's names.
 
+pub mod line;
+
+pub(crate) use line::stat;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tiercache_engine::flash::FlashStats;
@@ -17,7 +20,7 @@ macro_rules! counters {
             $(pub $name: AtomicU64,)*
             /// Not reset by `stats reset`: minutes are judged against the
             /// two hours before them.
-            pub latency: crate::sla::Recorder,
+            pub latency: crate::admin::sla::Recorder,
         }
 
         /// A summed snapshot.
@@ -139,11 +142,6 @@ impl ConnStats {
         }
         t
     }
-}
-
-pub(crate) fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
-    use std::io::Write;
-    let _ = write!(out, "STAT {name} {v}\r\n");
 }
 
 /// Everything the general `stats` reply needs.
@@ -429,7 +427,7 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
         "flash_write_amplification",
         format!(
             "{:.3}",
-            crate::small_stats::device_write_amplification(f, e)
+            crate::admin::small_stats::device_write_amplification(f, e)
         ),
     );
     stat(out, "flash_hits", e.shard.flash_hits);
@@ -490,6 +488,6 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "flash_index_bytes_per_item", format!("{per_item:.2}"));
     // Entries a full index dropped (counted in `evictions` too).
     stat(out, "flash_index_evictions", e.shard.index_evictions);
-    crate::class_stats::write(out, f);
-    crate::small_stats::write(out, e);
+    crate::admin::class_stats::write(out, f);
+    crate::admin::small_stats::write(out, e);
 }

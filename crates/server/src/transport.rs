@@ -3,7 +3,10 @@
 //! connection code reads and writes a [`Stream`] the same way whatever it
 //! is; the plain TCP path is one match away from the socket call.
 
-use crate::tls::{TlsSetup, TlsStream};
+pub mod auth;
+pub mod tls;
+
+use crate::transport::tls::{TlsSetup, TlsStream};
 use mio::event::Source;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};

@@ -15,15 +15,15 @@
 //!                  Engine (sharded)
 //! ```
 
+use crate::admin::registry::ConnInfo;
 use crate::conn::{split_token, token_base, Conn, State};
-use crate::execute::Ctx;
-use crate::registry::ConnInfo;
+use crate::ctx::Ctx;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
 use crate::transport::{Bound, Incoming, Listener, Stream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -92,17 +92,6 @@ impl Dispatch {
             }
         }
     }
-}
-
-std::thread_local! {
-    /// The fd of the connection this worker is running requests of, for
-    /// `stats conns` (which shows that one as `conn_parse_cmd`).
-    static CURRENT_FD: Cell<Option<i32>> = const { Cell::new(None) };
-}
-
-/// The fd of the connection whose requests the calling worker runs.
-pub fn current_fd() -> Option<i32> {
-    CURRENT_FD.with(Cell::get)
 }
 
 /// The listener a token names, if it names one.
@@ -395,7 +384,7 @@ fn drive(
     // The peer closed its side or reset: its FIN may have come with the
     // last data in this one edge.
     let hup = ev.is_some_and(|e| e.is_read_closed() || e.is_error());
-    CURRENT_FD.with(|c| c.set(info.map(|i| i.fd)));
+    crate::admin::registry::set_current_fd(info.map(|i| i.fd));
     let state = conn.drive(
         ctx,
         &limits,
@@ -403,7 +392,7 @@ fn drive(
         ev.is_some(),
         hup,
     );
-    CURRENT_FD.with(|c| c.set(None));
+    crate::admin::registry::set_current_fd(None);
     match state {
         State::Open => {}
         State::Closed => {

@@ -129,7 +129,7 @@ fn stalled_requests_make_unavailable_minutes() {
     }
     // The metrics endpoint's text: unavailable time in seconds (minutes of
     // 0.5 s here), the level in seconds.
-    let text = String::from_utf8(tiercache_server::metrics::render(&h.shared)).unwrap();
+    let text = String::from_utf8(tiercache_server::admin::endpoint::render(&h.shared)).unwrap();
     let gauge = |name: &str| -> f64 {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{name} ")))

@@ -180,10 +180,10 @@ impl Config {
             if s.sasl_pwdb.is_empty() {
                 bail!("-S needs its password file of user:password lines (as -Y's): set MEMCACHED_SASL_PWDB=FILE, as for memcached's sasl_pwdb");
             }
-            crate::auth::AuthFile::load(std::path::Path::new(&s.sasl_pwdb))?;
+            crate::transport::auth::AuthFile::load(std::path::Path::new(&s.sasl_pwdb))?;
         }
         if !s.auth_file.is_empty() {
-            crate::auth::AuthFile::load(std::path::Path::new(&s.auth_file))?;
+            crate::transport::auth::AuthFile::load(std::path::Path::new(&s.auth_file))?;
         }
         Ok(())
     }

@@ -112,7 +112,7 @@ impl Config {
             "ext_wbuf_count" => self.flash.wbuf_count = num(v)?,
             "ext_item_size" => self.flash.item_size = num(v)?,
             "ext_threads" => self.flash.threads = num(v)?,
-            "ext_reinsert" => self.flash.reinsert = v != "0" && v != "false",
+            "ext_reinsert" => self.flash.reinsert = flag(k, v)?,
             "ext_write_budget" => self.flash.write_budget = parse_size(v)? as u64,
             "ext_wipe" => self.flash.wipe = true,
             "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
@@ -148,28 +148,10 @@ impl Config {
             }
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
             "ext_io" => self.flash.io = v.to_string(),
-            "ext_nhc" => {
-                self.flash.nhc = match v {
-                    "1" | "true" | "yes" => true,
-                    "0" | "false" | "no" => false,
-                    _ => bail!("ext_nhc takes 1 or 0, not '{v}'"),
-                }
-            }
+            "ext_nhc" => self.flash.nhc = flag(k, v)?,
             "ext_nhc_feedback" => self.flash.nhc_feedback = v.to_string(),
-            "ext_small_background" => {
-                self.flash.small_background = match v {
-                    "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    _ => bail!("ext_small_background takes 1 or 0, not '{v}'"),
-                }
-            }
-            "ext_crash_safe" => {
-                self.flash.crash_safe = match v {
-                    "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    _ => bail!("ext_crash_safe takes 1 or 0, not '{v}'"),
-                }
-            }
+            "ext_small_background" => self.flash.small_background = flag(k, v)?,
+            "ext_crash_safe" => self.flash.crash_safe = flag(k, v)?,
             // memcached options with no counterpart here: accepted, so that
             // memcached command lines run, and named in the log with why.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"
@@ -208,5 +190,15 @@ impl Config {
             ),
         }
         Ok(())
+    }
+}
+
+/// The one parser of `-o` booleans: `1`, `true`, `yes`, `on` (or the bare
+/// `-o name`, as memcached's switches) or `0`, `false`, `no`, `off`.
+pub fn flag(k: &str, v: &str) -> Result<bool> {
+    match v {
+        "" | "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => bail!("{k} takes 1 or 0, not '{v}'"),
     }
 }

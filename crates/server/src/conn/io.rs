@@ -4,7 +4,8 @@
 //! back what a large request made it grow to. See `conn.rs` for the bound.
 
 use super::{Conn, READ_CHUNK};
-use crate::execute::{count_read, Ctx};
+use crate::commands::count_read;
+use crate::ctx::Ctx;
 use std::io::{self, Read, Write};
 
 impl Conn {

@@ -6,8 +6,8 @@
 
 use super::multiget::get_chunk;
 use super::{Conn, GET_CHUNK_FLASH};
-use crate::execute::Ctx;
-use crate::prefetch::read_ahead;
+use crate::conn::prefetch::read_ahead;
+use crate::ctx::Ctx;
 use crate::stats::add;
 use std::io;
 use tiercache_engine::flash::aligned::AlignedBuf;
@@ -87,7 +87,7 @@ impl Conn {
         if ctx.reader.is_some() && self.journal_ahead_at != Some(self.rpos) {
             self.journal_ahead_at = Some(self.rpos);
             let rest = &rbuf[self.rpos + consumed..self.rend];
-            crate::prefetch::journal_ahead(rest, limits, ctx);
+            crate::conn::prefetch::journal_ahead(rest, limits, ctx);
         }
     }
 

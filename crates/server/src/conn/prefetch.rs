@@ -7,7 +7,7 @@
 //! from them itself, in the same shard lock hold as its work, so nothing
 //! can push it back to flash in between.
 
-use crate::execute::Ctx;
+use crate::ctx::Ctx;
 use std::borrow::Cow;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{Request, StoreMode};

@@ -17,7 +17,8 @@
 //! 0.8% (and 1 µs) above the true one, never below. Latencies over 2^32 µs
 //! (71 minutes) count as that.
 
-use crate::stats::{stat, WorkerStats};
+use crate::stats::line::stat;
+use crate::stats::WorkerStats;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

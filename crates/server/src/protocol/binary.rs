@@ -3,7 +3,8 @@
 //! that does the same, which runs as any request does (flash reads and
 //! waits included), and its reply is encoded back as the binary response.
 
-use crate::execute::{execute, Attempt, Ctx};
+use crate::ctx::{Attempt, Ctx};
+use crate::protocol::execute;
 use tiercache_proto::binary::{self as bin, BinParsed, Frame};
 use tiercache_proto::{parse, Limits, Parsed};
 

@@ -10,7 +10,7 @@
 //! thread's once-a-second sweep, which is tiercache's crawler: `crawl`,
 //! `tocrawl` and `sleep` answer `OK` and change nothing else.
 
-use crate::execute::{Attempt, Ctx, Outcome};
+use crate::ctx::{Attempt, Ctx, Outcome};
 use std::sync::atomic::Ordering;
 use tiercache_engine::command::DumpCursor;
 use tiercache_proto::crawler::{Classes, Crawler};

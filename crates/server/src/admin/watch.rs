@@ -57,10 +57,9 @@
 //! not fit is dropped and counted, and the watcher gets `skipped=N` before
 //! its next line, as memcached's do (`stats` `log_watcher_skipped`).
 
-use crate::shared::Shared;
 use crate::transport::{Endpoint, Stream};
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -69,8 +68,7 @@ pub use tiercache_proto::request::watch::{CONNEVENTS, EVICTIONS, FETCHERS, MUTAT
 
 /// memcached's limit on watchers at once.
 pub const MAX_WATCHERS: usize = 20;
-/// memcached's default per-watcher buffer (`watcher_logbuf_size`).
-pub const DEFAULT_BUF: usize = 256 << 10;
+pub use crate::config::DEFAULT_WATCH_BUF as DEFAULT_BUF;
 /// Room kept for a `skipped=N` line.
 const SKIPPED_LINE: usize = 32;
 /// At a stop: how long the watch thread waits for the workers to log the
@@ -369,7 +367,7 @@ impl Watch {
 
     /// `stats`: memcached's `log_*` counters.
     pub fn stats(&self, out: &mut Vec<u8>) {
-        use crate::stats::stat;
+        use crate::stats::line::stat;
         let watchers = self
             .watchers
             .read()
@@ -387,7 +385,7 @@ impl Watch {
 
 /// The fd of the connection whose command is logged (`cfd=`).
 fn client_fd() -> i32 {
-    crate::worker::current_fd().unwrap_or(-1)
+    crate::admin::registry::current_fd().unwrap_or(-1)
 }
 
 /// The watch thread's part of one watcher: its socket and the lines taken
@@ -468,10 +466,10 @@ impl Streaming {
 /// none do), and closes those whose client went. Blocks on its channel
 /// while nobody watches. At shutdown it waits for the workers to log the
 /// connections they close, writes out what it can within a second, and
-/// closes the watchers.
-pub fn run(shared: Arc<Shared>) {
-    let Some(rx) = shared
-        .watch
+/// closes the watchers. `shutdown` is the server's flag; `curr_connections`
+/// counts the open connections, watchers among them.
+pub fn run(watch: &Watch, shutdown: &AtomicBool, curr_connections: &AtomicU64) {
+    let Some(rx) = watch
         .from_workers
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -481,7 +479,7 @@ pub fn run(shared: Arc<Shared>) {
     };
     let mut streams: Vec<Streaming> = Vec::new();
     let mut sleep = Duration::from_millis(1);
-    while !shared.shutdown.load(Relaxed) {
+    while !shutdown.load(Relaxed) {
         let wait = if streams.is_empty() {
             Duration::from_millis(100)
         } else {
@@ -492,7 +490,7 @@ pub fn run(shared: Arc<Shared>) {
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        let moved = pump_all(&mut streams, &shared);
+        let moved = pump_all(&mut streams, watch, curr_connections);
         sleep = if moved > 0 {
             Duration::from_millis(1)
         } else {
@@ -500,26 +498,26 @@ pub fn run(shared: Arc<Shared>) {
         };
     }
     let deadline = Instant::now() + STOP_WAIT;
-    while shared.watch.workers.load(Relaxed) > 0 && Instant::now() < deadline {
+    while watch.workers.load(Relaxed) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
     streams.extend(rx.try_iter().map(Streaming::new));
     let deadline = Instant::now() + STOP_FLUSH;
     while streams.iter().any(Streaming::pending) && Instant::now() < deadline {
-        if pump_all(&mut streams, &shared) == 0 {
+        if pump_all(&mut streams, watch, curr_connections) == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
     for mut s in streams {
-        shared.watch.remove(&s.watcher);
+        watch.remove(&s.watcher);
         s.stream.close();
-        shared.conns.curr_connections.fetch_sub(1, Relaxed);
+        curr_connections.fetch_sub(1, Relaxed);
     }
 }
 
 /// Writes out what each watcher has and the socket takes; closes those
 /// whose client went. Returns the bytes written.
-fn pump_all(streams: &mut Vec<Streaming>, shared: &Shared) -> usize {
+fn pump_all(streams: &mut Vec<Streaming>, watch: &Watch, curr_connections: &AtomicU64) -> usize {
     let mut moved = 0;
     streams.retain_mut(|s| match s.pump() {
         Ok(n) => {
@@ -528,9 +526,9 @@ fn pump_all(streams: &mut Vec<Streaming>, shared: &Shared) -> usize {
         }
         Err(e) => {
             tracing::debug!(error = %e, "watcher closed");
-            shared.watch.remove(&s.watcher);
+            watch.remove(&s.watcher);
             s.stream.close();
-            shared.conns.curr_connections.fetch_sub(1, Relaxed);
+            curr_connections.fetch_sub(1, Relaxed);
             false
         }
     });

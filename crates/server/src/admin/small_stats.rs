@@ -2,7 +2,7 @@
 //! printed with the flash tier's, and the device-wide write amplification
 //! that counts both tiers' writes.
 
-use crate::stats::stat;
+use crate::stats::line::stat;
 use tiercache_engine::flash::FlashStats;
 use tiercache_engine::EngineStats;
 

@@ -1,7 +1,7 @@
 //! `stats` lines of the device classes and the non-hierarchical caching
 //! scheduler (issue 17), written after the flash tier's own lines.
 
-use crate::stats::stat;
+use crate::stats::line::stat;
 use tiercache_engine::flash::FlashStats;
 
 /// Per class (`flash_fast_*`, `flash_capacity_*`): devices, segments,

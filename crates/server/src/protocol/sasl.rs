@@ -18,8 +18,8 @@
 //! read at every authentication, so a user added or removed counts from
 //! the next one without a SIGHUP.
 
-use crate::auth::Auth;
-use crate::binary::Step;
+use crate::protocol::binary::Step;
+use crate::transport::auth::Auth;
 use tiercache_proto::binary::{self as bin, status, Frame, HEADER_LEN, REQ_MAGIC};
 
 const LIST_MECHS: u8 = 0x20;

@@ -8,7 +8,7 @@
 
 use crate::config::{tls_version_name, Config};
 use crate::shared::Shared;
-use crate::stats::stat;
+use crate::stats::line::stat;
 use std::sync::atomic::Ordering;
 
 /// Sets `key`'s value in `out` (a `stats` reply without its END), or

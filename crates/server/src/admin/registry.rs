@@ -7,6 +7,7 @@
 //! socket event, so the hot path takes no lock.
 
 use crate::transport::Endpoint;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -131,6 +132,22 @@ pub fn stats_conns(out: &mut Vec<u8>, reg: &Registry, me: Option<i32>, now: u32)
     for (_, b) in lines {
         out.extend_from_slice(&b);
     }
+}
+
+std::thread_local! {
+    /// The fd of the connection this worker is running requests of, for
+    /// `stats conns` (which shows that one as `conn_parse_cmd`).
+    static CURRENT_FD: Cell<Option<i32>> = const { Cell::new(None) };
+}
+
+/// The fd of the connection whose requests the calling worker runs.
+pub fn current_fd() -> Option<i32> {
+    CURRENT_FD.with(Cell::get)
+}
+
+/// Sets the fd of the connection whose requests the calling worker runs.
+pub fn set_current_fd(fd: Option<i32>) {
+    CURRENT_FD.with(|c| c.set(fd));
 }
 
 #[cfg(test)]

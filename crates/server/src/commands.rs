@@ -9,99 +9,22 @@
 
 mod meta;
 
-use crate::shared::Shared;
+use crate::ctx::{Attempt, Ctx, Outcome};
 use crate::stats::{add, bump, WorkerStats};
-use std::cell::RefCell;
-use tiercache_engine::clock::absolute_exptime;
 use tiercache_engine::command::{ArithResult, MetaDeleted};
 use tiercache_engine::command::{ItemView, Mode, Store as StoreCmd, StoreResult, Wait};
-use tiercache_engine::flash::io::Reader;
-use tiercache_engine::flash::Fetched;
-use tiercache_engine::Engine;
 use tiercache_proto::reply;
 use tiercache_proto::request::errors;
-use tiercache_proto::{ErrorReply, Get, MetaCode, Reply, Request, Store, StoreMode};
+use tiercache_proto::{ErrorReply, Get, MetaCode, Reply, Request, Store};
 
-/// What the connection does after a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Continue,
-    /// Close once pending output is written (`quit`).
-    Close,
-    /// Stop the server (`shutdown`, when enabled).
-    Shutdown,
-    /// The request changed nothing: drop whatever it wrote and run it again
-    /// once the flash tier has caught up ([`Wait::Busy`]) or once its keys'
-    /// flash records are read ([`Wait::Reads`]).
-    Wait(Wait),
-    /// A multiget answered its keys before offset `at` of its key list (its
-    /// replies stay; it wrote no `END`). The rest runs from `at` after
-    /// `wait`, or, with none, once the output has drained.
-    Stopped {
-        at: usize,
-        wait: Option<Wait>,
-    },
-    /// `watch`: the connection becomes a log stream of these kinds
-    /// (`watch.rs`), unless replies are pending.
-    Watch(u8),
-}
-
-/// Per-batch context: what every request of a worker's event needs.
-pub struct Ctx<'a> {
-    pub shared: &'a Shared,
-    pub stats: &'a WorkerStats,
-    pub now: u32,
-    /// The worker's flash reader, when there is a flash tier.
-    pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
-}
-
-/// How the connection runs a request this time.
-#[derive(Debug, Clone, Copy)]
-pub struct Attempt<'f> {
-    /// Flash records of the request's keys read so far.
-    pub fetched: &'f Fetched,
-    /// The request may ask for its keys' flash records ([`Wait::Reads`])
-    /// instead of answering a miss: a get or plain set on its first run, a
-    /// delete while its re-reads last.
-    pub may_read: bool,
-    /// Output length at which a multiget stops after the key it is at
-    /// (the connection's output bound; `usize::MAX`: never).
-    pub out_limit: usize,
-    /// Where a request that stopped at the output bound resumes (a key
-    /// dump's cursor; 0: from the start).
-    pub resume: usize,
-}
-
-impl Attempt<'_> {
-    /// A request with nothing read and no output bound (requests that never
-    /// touch flash, refused data blocks).
-    pub fn plain() -> Attempt<'static> {
-        static NONE: std::sync::OnceLock<Fetched> = std::sync::OnceLock::new();
-        Attempt {
-            fetched: NONE.get_or_init(Fetched::default),
-            may_read: false,
-            out_limit: usize::MAX,
-            resume: 0,
-        }
-    }
-}
-
-impl Ctx<'_> {
-    fn engine(&self) -> &Engine {
-        &self.shared.engine
-    }
-    fn exptime(&self, e: i32) -> u32 {
-        absolute_exptime(i64::from(e), self.now)
-    }
-}
-
-fn reply(out: &mut Vec<u8>, noreply: bool, r: Reply<'_>) {
+pub(crate) fn reply(out: &mut Vec<u8>, noreply: bool, r: Reply<'_>) {
     if !noreply {
         r.encode(out);
     }
 }
 
-/// Executes one request, appending its reply to `out`.
+/// Executes one data request, appending its reply to `out` (admin requests
+/// run in [`crate::admin::control`]; [`crate::protocol::execute`] routes).
 pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
     match req {
         Request::Get(g) => return get(&g, out, ctx, at),
@@ -161,39 +84,6 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             bump(&ctx.stats.cmd_flush);
             reply(out, noreply, Reply::Ok);
         }
-        Request::Version => {
-            reply::version(out, crate::VERSION.as_bytes());
-        }
-        Request::Verbosity { level, noreply } => {
-            crate::logging::set_verbosity(level);
-            reply(out, noreply, Reply::Ok)
-        }
-        Request::Quit => return Outcome::Close,
-        Request::Stats(args) => crate::shared::stats_command(args, out, ctx),
-        Request::LruCrawler(c) => return crate::crawler::lru_crawler(c, out, ctx, at),
-        Request::Shutdown { .. } => {
-            if !ctx.shared.config.server.enable_shutdown {
-                Reply::ShutdownDisabled.encode(out);
-            } else {
-                return Outcome::Shutdown;
-            }
-        }
-        Request::CacheMemlimit { megabytes, noreply } => {
-            if megabytes < 8 {
-                reply(out, noreply, Reply::MemlimitTooSmall);
-            } else {
-                match ctx.engine().set_memory_limit((megabytes as usize) << 20) {
-                    Ok(()) => {
-                        crate::logging::memlimit_set(megabytes);
-                        reply(out, noreply, Reply::Ok);
-                    }
-                    Err(e) => {
-                        crate::logging::memlimit_refused(megabytes, &e);
-                        reply(out, noreply, Reply::MemlimitAdjustFailed);
-                    }
-                }
-            }
-        }
         Request::MetaGet { key, flags } => return meta::get(&key, &flags, out, ctx, at),
         Request::MetaSet { key, data, flags } => {
             return meta::set(&key, data, &flags, out, ctx, at)
@@ -222,30 +112,21 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
             reply(out, noreply, r.into());
         }
         Request::Error { reply: r, noreply } => reply(out, noreply, r.into()),
-        Request::Watch { flags } => return Outcome::Watch(flags),
-        Request::RefreshCerts { noreply } => refresh_certs(noreply, out, ctx),
         Request::GetKeyTooLong => Reply::from(ErrorReply::Client(errors::BAD_FORMAT)).encode(out),
         Request::HttpHangup => return Outcome::Close,
-    }
-    Outcome::Continue
-}
-
-/// memcached's `refresh_certs`: `OK` (kept back by `noreply`), or the
-/// error line, which memcached sends even with `noreply`.
-fn refresh_certs(noreply: bool, out: &mut Vec<u8>, ctx: &Ctx<'_>) {
-    let Some(tls) = &ctx.shared.tls else {
-        out.extend_from_slice(b"Error TLS not enabled\r\n");
-        return;
-    };
-    match tls.refresh(&ctx.shared.config.tls) {
-        Ok(()) => reply(out, noreply, Reply::Ok),
-        Err(e) => {
-            tracing::warn!(error = %format!("{e:#}"), "refresh_certs: the certificates in use stay");
-            let msg = format!("{e:#}").replace(['\r', '\n'], " ");
-            out.extend_from_slice(msg.as_bytes());
-            out.extend_from_slice(b"\r\n");
+        Request::Version
+        | Request::Verbosity { .. }
+        | Request::Quit
+        | Request::Stats(_)
+        | Request::LruCrawler(_)
+        | Request::Shutdown { .. }
+        | Request::CacheMemlimit { .. }
+        | Request::Watch { .. }
+        | Request::RefreshCerts { .. } => {
+            unreachable!("admin requests run in admin::control (protocol::execute routes them)")
         }
     }
+    Outcome::Continue
 }
 
 /// `VALUE key flags bytes [cas]`, the value and its line end.
@@ -333,23 +214,12 @@ fn get(g: &Get<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outco
     })
 }
 
-fn mode_of(m: StoreMode) -> Mode {
-    match m {
-        StoreMode::Set => Mode::Set,
-        StoreMode::Add => Mode::Add,
-        StoreMode::Replace => Mode::Replace,
-        StoreMode::Append => Mode::Append,
-        StoreMode::Prepend => Mode::Prepend,
-        StoreMode::Cas => Mode::Cas,
-    }
-}
-
 /// Runs a storage command and counts it (`cmd_set`, the cas and refusal
 /// counters); a command that must wait is not counted.
 fn run_store(st: &StoreCmd<'_>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Result<StoreResult, Wait> {
     let r = ctx.engine().store(st, ctx.now, at.fetched, at.may_read)?;
     bump(&ctx.stats.cmd_set);
-    if ctx.shared.watch.on(crate::watch::MUTATIONS) {
+    if ctx.shared.watch.on(crate::admin::watch::MUTATIONS) {
         watch_store(st, &r, ctx);
     }
     if st.mode == Mode::Cas {
@@ -398,7 +268,7 @@ fn watch_store(st: &StoreCmd<'_>, r: &StoreResult, ctx: &Ctx<'_>) {
 
 fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> Outcome {
     let st = StoreCmd {
-        mode: mode_of(s.mode),
+        mode: s.mode,
         key: s.key,
         flags: s.flags,
         exptime: ctx.exptime(s.exptime),
@@ -418,9 +288,7 @@ fn store(s: &Store<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_>) -> O
         StoreResult::Exists => Reply::Exists,
         StoreResult::NotFound => Reply::NotFound,
         // memcached refuses an append/prepend that outgrows the item limit as NOT_STORED.
-        StoreResult::TooLarge if matches!(s.mode, StoreMode::Append | StoreMode::Prepend) => {
-            Reply::NotStored
-        }
+        StoreResult::TooLarge if matches!(s.mode, Mode::Append | Mode::Prepend) => Reply::NotStored,
         StoreResult::TooLarge => ErrorReply::Server(errors::TOO_LARGE).into(),
         StoreResult::NoMemory | StoreResult::Busy => {
             ErrorReply::Server(errors::OUT_OF_MEMORY).into()
@@ -451,7 +319,7 @@ fn arith(
     } else {
         (&ctx.stats.decr_hits, &ctx.stats.decr_misses)
     };
-    if ctx.shared.watch.on(crate::watch::FETCHERS) {
+    if ctx.shared.watch.on(crate::admin::watch::FETCHERS) {
         let size = match &r {
             ArithResult::NotFound => None,
             ArithResult::Ok { value, .. } => Some(value.to_string().len()),
