@@ -27,6 +27,7 @@ pub use dump::{DumpCursor, DumpedKey};
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
 pub use store::Store;
 pub use view::ItemView;
+pub use crate::wait::Wait;
 
 use crate::flash::Fetched;
 use crate::Engine;
@@ -36,17 +37,6 @@ use crate::Engine;
 pub enum Found {
     Ram,
     Flash,
-}
-
-/// Why a command changed nothing and must run again later.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// The flash tier is behind: a tombstone for the key's flash records
-    /// is not durable yet, or RAM for the change waits for the writer.
-    Busy,
-    /// The key has flash entries whose records were not read: read them
-    /// (the key moved to flash since), then run the command again.
-    Reads,
 }
 
 /// What `md` did.

@@ -33,6 +33,8 @@
 //!   [`flash::DeviceError`]).
 //! - [`flash`]: the flash tier (devices, format, write path, reads, journal).
 //! - [`persist`]: the shutdown snapshot's layout.
+//! - `hash`, `wait`: the floor every layer may import (the key hash, why a
+//!   command must run again).
 //! - [`clock`], [`credit`]: time and memcached's exptime rules; the
 //!   feedback counters behind promotion and verify-before-set.
 
@@ -43,6 +45,7 @@ pub mod engine;
 pub mod error;
 pub mod evictions;
 pub mod flash;
+pub(crate) mod hash;
 pub(crate) mod flushed;
 pub(crate) mod index;
 pub(crate) mod item;
@@ -51,6 +54,7 @@ pub(crate) mod persist;
 pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
+pub(crate) mod wait;
 pub mod small;
 
 pub use engine::index_dram_bytes;

@@ -13,6 +13,7 @@
 //! shard's part of the shutdown snapshot.
 
 use crate::credit::Credit;
+use crate::hash::hash_key;
 use crate::flash::tier::{AppendError, FlashTier};
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
 use crate::index::{Class, Evicted, Index, Loc};
@@ -177,12 +178,6 @@ pub struct Shard {
     index_floor: usize,
     /// This shard's region of the small-object store, if there is one.
     small: Option<small::SmallPart>,
-}
-
-/// Key hash used by index, shards and the ghost list.
-#[inline]
-pub fn hash_key(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
 }
 
 impl Shard {
