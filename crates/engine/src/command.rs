@@ -23,11 +23,11 @@ mod store;
 mod view;
 
 pub use crate::ops::{ArithResult, Mode, StoreResult};
+pub use crate::wait::Wait;
 pub use dump::{DumpCursor, DumpedKey};
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
 pub use store::Store;
 pub use view::ItemView;
-pub use crate::wait::Wait;
 
 use crate::flash::Fetched;
 use crate::Engine;
@@ -64,8 +64,7 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<bool, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         if s.remove_key(key, hash, now, &ok) {
             return Ok(true);
@@ -116,8 +115,7 @@ impl Engine {
         may_read: bool,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         if found.is_none() {
@@ -143,8 +141,7 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<MetaDeleted, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         let Some(loc) = found else {
@@ -176,8 +173,7 @@ impl Engine {
     /// A store refused as too large: memcached removes the key's old item
     /// (so a reader does not get the value the client meant to replace).
     pub fn remove_refused(&self, key: &[u8], now: u32) -> Result<(), Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         s.remove_key(key, hash, now, &ok);
         s.purge_flash(hash, &ok);
@@ -205,8 +201,7 @@ impl Engine {
     /// does it for the changes pipelined behind one that waits). Harmless
     /// if the change never comes: a tombstone only drops records.
     pub fn prepare_change(&self, key: &[u8], now: u32, replaces: bool) {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let _ = s.journal_gate_ahead(key, hash);
         if replaces {
             s.small_prepare(key);

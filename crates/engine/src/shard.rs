@@ -13,9 +13,9 @@
 //! shard's part of the shutdown snapshot.
 
 use crate::credit::Credit;
-use crate::hash::hash_key;
 use crate::flash::tier::{AppendError, FlashTier};
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
+use crate::hash::hash_key;
 use crate::index::{Class, Evicted, Index, Loc};
 use crate::item::{self, Header, HEADER};
 use crate::pool::SegmentPool;
