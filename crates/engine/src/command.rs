@@ -11,6 +11,7 @@
 //!
 //! - this file: delete, touch, gat, `md`, refused stores, flush_all;
 //! - [`read`]: get, probe, the blocking get;
+//! - [`prefetch`]: which keys of a request need their flash records read;
 //! - [`store`]: the storage modes, incr/decr;
 //! - [`meta`]: `mg` and `ma`, whose replies read the item in flag order;
 //! - [`view`]: the item as a reply sees it;
@@ -18,6 +19,7 @@
 
 mod dump;
 mod meta;
+mod prefetch;
 mod read;
 mod store;
 mod view;
@@ -26,6 +28,7 @@ pub use crate::ops::{ArithResult, Mode, StoreResult};
 pub use crate::wait::Wait;
 pub use dump::{DumpCursor, DumpedKey};
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
+pub use prefetch::{asks_for_reads, Prep};
 pub use store::Store;
 pub use view::ItemView;
 
