@@ -11,6 +11,7 @@
 //!
 //! - this file: delete, touch, gat, `md`, refused stores, flush_all;
 //! - [`read`]: get, probe, the blocking get;
+//! - [`prefetch`]: which keys of a request need their flash records read;
 //! - [`store`]: the storage modes, incr/decr;
 //! - [`meta`]: `mg` and `ma`, whose replies read the item in flag order;
 //! - [`view`]: the item as a reply sees it;
@@ -18,13 +19,16 @@
 
 mod dump;
 mod meta;
+mod prefetch;
 mod read;
 mod store;
 mod view;
 
 pub use crate::ops::{ArithResult, Mode, StoreResult};
+pub use crate::wait::Wait;
 pub use dump::{DumpCursor, DumpedKey};
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
+pub use prefetch::{asks_for_reads, Prep};
 pub use store::Store;
 pub use view::ItemView;
 
@@ -36,17 +40,6 @@ use crate::Engine;
 pub enum Found {
     Ram,
     Flash,
-}
-
-/// Why a command changed nothing and must run again later.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// The flash tier is behind: a tombstone for the key's flash records
-    /// is not durable yet, or RAM for the change waits for the writer.
-    Busy,
-    /// The key has flash entries whose records were not read: read them
-    /// (the key moved to flash since), then run the command again.
-    Reads,
 }
 
 /// What `md` did.
@@ -74,8 +67,7 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<bool, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         if s.remove_key(key, hash, now, &ok) {
             return Ok(true);
@@ -126,8 +118,7 @@ impl Engine {
         may_read: bool,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         if found.is_none() {
@@ -153,8 +144,7 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<MetaDeleted, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         let Some(loc) = found else {
@@ -186,8 +176,7 @@ impl Engine {
     /// A store refused as too large: memcached removes the key's old item
     /// (so a reader does not get the value the client meant to replace).
     pub fn remove_refused(&self, key: &[u8], now: u32) -> Result<(), Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         s.remove_key(key, hash, now, &ok);
         s.purge_flash(hash, &ok);
@@ -215,8 +204,7 @@ impl Engine {
     /// does it for the changes pipelined behind one that waits). Harmless
     /// if the change never comes: a tombstone only drops records.
     pub fn prepare_change(&self, key: &[u8], now: u32, replaces: bool) {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let _ = s.journal_gate_ahead(key, hash);
         if replaces {
             s.small_prepare(key);

@@ -1,99 +1,24 @@
 //! The engine: shards behind mutexes, the shared memory pool and CAS counter,
 //! flush_all, the expiry sweeper's entry point, and aggregated stats;
 //! `restart` holds the snapshot and crash-recovery start, `sizing` the
-//! memory arithmetic of a configuration.
+//! memory arithmetic of a configuration, `config` its settings, `small_start`
+//! the small-object store's start-up.
 
 use crate::error::{ConfigError, FlashShare, SnapshotError};
 use crate::flash::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
 use crate::flash::tier::RecordOwner;
 use crate::flash::uring::{self, UringReader, RING_ENTRIES};
-use crate::flash::{BlockDevice, FileDevice, FlashTier, TierParams};
+use crate::flash::{BlockDevice, FileDevice, FlashTier};
+use crate::hash::hash_key;
 use crate::index::Loc;
 use crate::item::{Header, HEADER};
 use crate::pool::SegmentPool;
-use crate::shard::{hash_key, Shard, ShardStats, Shared};
+use crate::shard::{Shard, ShardStats, Shared};
 use parking_lot::{Mutex, MutexGuard};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// Flash tier settings.
-#[derive(Debug, Clone, Default)]
-pub struct FlashConfig {
-    /// Files or block devices with their sizes in bytes (0 = whole block device).
-    pub paths: Vec<(PathBuf, u64)>,
-    pub params: TierParams,
-    /// Threads of the pread pool.
-    pub read_threads: usize,
-    /// Which reader to use (`ext_io`).
-    pub io: IoMode,
-    /// A hint, 0 = none: expected bytes per item on flash. The index then
-    /// starts sized for the devices full of such items and does not shrink
-    /// below that; without it the index starts small. Either way it grows
-    /// and shrinks with the items it holds (see index.rs).
-    pub avg_item_size: usize,
-    /// Where a graceful shutdown writes the snapshot the next start reads.
-    pub snapshot: Option<PathBuf>,
-    /// Items of at most this many bytes of key and value leave RAM for the
-    /// small-object store (`ext_small_max`; 0 = no store). docs/SMALL.md.
-    pub small_max: usize,
-    /// Percent of the first device the small-object store takes (`ext_small_share`).
-    pub small_percent: u64,
-    /// A segment flush of the store waits this many times its own duration
-    /// after the previous one, and items that would need it go to the
-    /// log-structured tier meanwhile (0: never waits; the server uses 3).
-    /// See `SmallStore::set_flush_duty`.
-    pub small_flush_duty: u32,
-    /// The store's segment flushes run on background threads, their set
-    /// I/O off the shard's lock (`ext_small_background`, the server's
-    /// default); false: on the inserting thread (the simulator, tests).
-    pub small_background: bool,
-    /// Log objects of one set needed to move them into it when the oldest
-    /// leaves the store's log (`ext_small_threshold`; 0 = the store's
-    /// default, 2). Higher: fewer set writes, more objects dropped.
-    pub small_threshold: usize,
-    /// Percent of the store's region its log takes (`ext_small_log`; 0 =
-    /// 10). A larger log batches more objects per set write (less write
-    /// amplification) for more DRAM in the log's index. Another value
-    /// than the store was made with formats it anew (it starts empty).
-    pub small_log_percent: u64,
-    /// Files that record a failed crash journal outside the devices (see
-    /// `flash::distrust`; `flash::distrust::default_files` gives the usual
-    /// ones). A start that finds one recovers nothing from the devices.
-    pub untrusted_marks: Vec<PathBuf>,
-}
-
-/// Engine settings.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// Memory for items and index, in bytes (`-m`).
-    pub memory_limit: usize,
-    /// Segment size in bytes; an item must fit in one.
-    pub segment_size: usize,
-    /// Number of shards (a power of two); 0 = choose from memory and threads.
-    pub shards: usize,
-    /// log2 of the total number of primary index buckets; 0 = choose from memory.
-    pub hash_power: u32,
-    /// Eviction policy name.
-    pub policy: String,
-    /// The flash tier, if any.
-    pub flash: Option<FlashConfig>,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            memory_limit: 64 << 20,
-            segment_size: 1 << 20,
-            shards: 0,
-            hash_power: 0,
-            policy: "s3fifo".into(),
-            flash: None,
-        }
-    }
-}
 
 /// Average item size the index is first sized for when no hash power is
 /// given; it grows with the item count from there.
@@ -540,6 +465,14 @@ impl Engine {
         hash_key(key)
     }
 
+    /// Every key command's opening: the key's hash and its shard, locked and
+    /// caught up.
+    #[inline]
+    pub(crate) fn lock_key(&self, key: &[u8], now: u32) -> (u64, MutexGuard<'_, Shard>) {
+        let hash = hash_key(key);
+        (hash, self.lock(hash, now))
+    }
+
     /// Locks the shard that owns `hash`, applying any pending flush first.
     #[inline]
     /// Shard `i` (in 0..its count), locked and caught up; None past the last.
@@ -736,8 +669,13 @@ impl Engine {
     }
 }
 
+mod config;
 mod restart;
 mod sizing;
+mod small_start;
+
+pub use config::{EngineConfig, FlashConfig};
+use small_start::{attach_small, carve_small_region, start_small_flushers, SMALL_STOP};
 
 /// Segments a shard gives back per maintenance pass (once a second in the
 /// server) while the pool is over its budget.
@@ -764,168 +702,4 @@ pub struct EngineStats {
     pub shards: u64,
     /// The small-object store's figures (its objects are in `curr_items`).
     pub small: Option<crate::small::SmallTotals>,
-}
-
-/// Where the small-object store lives: the tail of the first device, one
-/// equal part per shard (`(device, base, part bytes)`).
-struct SmallRegion {
-    dev: Arc<dyn BlockDevice>,
-    base: u64,
-    part: u64,
-}
-
-/// With `ext_small_max`, takes `ext_small_share` percent of the first
-/// device for the small-object store: the flash tier sees the device
-/// shorter ([`Truncated`](crate::flash::truncated::Truncated)).
-fn carve_small_region(
-    config: &EngineConfig,
-    devices: &mut [Arc<dyn BlockDevice>],
-) -> Option<SmallRegion> {
-    use crate::flash::aligned::BLOCK;
-    let fc = config.flash.as_ref().filter(|fc| fc.small_max > 0)?;
-    let dev = devices.first()?.clone();
-    let part = sizing::small_part_bytes(fc, config.shards, dev.size());
-    let base = (dev.size() - part * config.shards as u64) / BLOCK as u64 * BLOCK as u64;
-    devices[0] = Arc::new(crate::flash::truncated::Truncated::new(dev.clone(), base));
-    Some(SmallRegion { dev, base, part })
-}
-
-/// Where the stores tell of sealed jobs, and the threads that run them.
-type SmallFlushers = (Option<crossbeam_channel::Sender<u32>>, Vec<JoinHandle<()>>);
-
-/// Threads running the small-object store's segment flushes, for all
-/// shards. One: each flush already issues its set reads and writes in
-/// parallel, and more flushes at once held more blocks in DRAM (with 4, the
-/// server's RSS after small_fit.py's fill was 22 MiB above the inline
-/// flushes', beyond what its store counts).
-const SMALL_FLUSHERS: usize = 1;
-
-/// What tells a small-object flusher thread to stop (not a shard number).
-const SMALL_STOP: u32 = u32::MAX;
-
-/// With `small_background`, threads that run the small-object store's
-/// segment flushes ([`SMALL_FLUSHERS`]), told of each sealed job by
-/// its shard's number; the stores are told where to send it.
-fn start_small_flushers(
-    shards: &Arc<Shards>,
-    config: &EngineConfig,
-) -> Result<SmallFlushers, ConfigError> {
-    let on = config.flash.as_ref().is_some_and(|f| f.small_background)
-        && shards.list.iter().any(|s| s.lock().has_small());
-    if !on {
-        return Ok((None, Vec::new()));
-    }
-    let (tx, rx) = crossbeam_channel::unbounded::<u32>();
-    for s in &shards.list {
-        s.lock().small_background(tx.clone());
-    }
-    let mut threads = Vec::new();
-    for n in 0..SMALL_FLUSHERS {
-        let (rx, shards) = (rx.clone(), shards.clone());
-        let t = std::thread::Builder::new()
-            .name(format!("small-flush-{n}"))
-            .spawn(move || small_flusher(&rx, &shards))
-            .map_err(|error| ConfigError::Thread {
-                thread: "the small-object store's flusher",
-                error,
-            })?;
-        threads.push(t);
-    }
-    Ok((Some(tx), threads))
-}
-
-/// A small-object flusher thread: runs the job of each shard it is told
-/// of; a shard whose next flush the duty holds back is run again when its
-/// wait ends, while the other shards' jobs (their changes' invalidations
-/// among them) run meanwhile.
-fn small_flusher(rx: &crossbeam_channel::Receiver<u32>, shards: &Shards) {
-    use crate::small::flush::{run_job, Ran};
-    use std::time::{Duration, Instant};
-    let mut later: Vec<(Instant, u32)> = Vec::new();
-    loop {
-        let next = later.iter().map(|&(t, _)| t).min();
-        let msg = match next {
-            None => rx.recv().map_err(|_| ()),
-            Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
-                Ok(i) => Ok(i),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    let now = Instant::now();
-                    let due = later.iter().position(|&(t, _)| t <= now);
-                    match due {
-                        Some(k) => Ok(later.swap_remove(k).1),
-                        None => continue,
-                    }
-                }
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
-            },
-        };
-        let Ok(i) = msg else {
-            break;
-        };
-        let Some(shard) = shards.list.get(i as usize) else {
-            break;
-        };
-        match run_job(&|f| shard.lock().with_small_store(f)) {
-            Ran::Later(d) => {
-                if !later.iter().any(|&(_, p)| p == i) {
-                    later.push((Instant::now() + d.max(Duration::from_micros(100)), i));
-                }
-            }
-            Ran::Invalidation => {
-                // Changes that waited for the invalidation go ahead.
-                let flash = shard.lock().flash_tier();
-                if let Some(f) = flash {
-                    f.wake_all();
-                }
-            }
-            Ran::Flush => {}
-        }
-    }
-}
-
-/// Opens (recovers, or formats) each shard's part of the small-object store.
-fn attach_small(
-    region: &SmallRegion,
-    shards: &mut [Mutex<Shard>],
-    fc: &FlashConfig,
-) -> Result<(), ConfigError> {
-    use crate::small::{SmallConfig, SmallStore};
-    let (max, flush_duty) = (fc.small_max, fc.small_flush_duty);
-    let mut cfg = SmallConfig::for_region(region.part, sizing::small_log_percent(fc));
-    if fc.small_threshold > 0 {
-        cfg.move_threshold = fc.small_threshold;
-    }
-    let n = shards.len() as u32;
-    let now = crate::clock::unix_now();
-    let mut found = crate::small::Recovered::default();
-    let mut formatted = 0;
-    for (i, s) in shards.iter_mut().enumerate() {
-        let base = region.base + i as u64 * region.part;
-        let (store, rec) = SmallStore::attach(region.dev.clone(), base, cfg, (i as u32, n), now)
-            .map_err(|e| {
-                crate::flash::DeviceError::io(region.dev.name(), "open the small-object store", e)
-            })?;
-        match rec {
-            Some(r) => {
-                found.set_objects += r.set_objects;
-                found.log_objects += r.log_objects;
-                found.corrupt_sets += r.corrupt_sets;
-                found.corrupt_pages += r.corrupt_pages;
-            }
-            None => formatted += 1,
-        }
-        let mut store = store;
-        store.set_flush_duty(flush_duty);
-        s.get_mut().attach_small(store, max);
-    }
-    tracing::info!(
-        parts = n,
-        part_mib = region.part >> 20,
-        sets = cfg.sets,
-        formatted,
-        recovered_objects = found.set_objects + found.log_objects,
-        corrupt_blocks = found.corrupt_sets + found.corrupt_pages,
-        "small-object store: items of at most {max} bytes of key and value"
-    );
-    Ok(())
 }

@@ -33,6 +33,8 @@
 //!   [`flash::DeviceError`]).
 //! - [`flash`]: the flash tier (devices, format, write path, reads, journal).
 //! - [`persist`]: the shutdown snapshot's layout.
+//! - `hash`, `wait`: the floor every layer may import (the key hash, why a
+//!   command must run again).
 //! - [`clock`], [`credit`]: time and memcached's exptime rules; the
 //!   feedback counters behind promotion and verify-before-set.
 
@@ -44,6 +46,7 @@ pub mod error;
 pub mod evictions;
 pub mod flash;
 pub(crate) mod flushed;
+pub(crate) mod hash;
 pub(crate) mod index;
 pub(crate) mod item;
 pub(crate) mod ops;
@@ -52,6 +55,7 @@ pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
 pub mod small;
+pub(crate) mod wait;
 
 pub use engine::index_dram_bytes;
 pub use engine::{Engine, EngineConfig, EngineStats, FlashConfig};

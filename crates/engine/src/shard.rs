@@ -15,6 +15,7 @@
 use crate::credit::Credit;
 use crate::flash::tier::{AppendError, FlashTier};
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
+use crate::hash::hash_key;
 use crate::index::{Class, Evicted, Index, Loc};
 use crate::item::{self, Header, HEADER};
 use crate::pool::SegmentPool;
@@ -200,12 +201,6 @@ struct Sweep {
     ids: Vec<u32>,
     at: usize,
     off: usize,
-}
-
-/// Key hash used by index, shards and the ghost list.
-#[inline]
-pub fn hash_key(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
 }
 
 impl Shard {

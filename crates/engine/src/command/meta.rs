@@ -134,8 +134,7 @@ impl Engine {
         may_read: bool,
         f: impl FnOnce(&mut MetaItem<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = match opts.ttl {
             true => Some(s.journal_gate(key, hash).ok_or(Wait::Busy)?),
@@ -190,8 +189,7 @@ impl Engine {
         may_read: bool,
         f: impl FnOnce(u64, &mut MetaItem<'_>) -> R,
     ) -> Result<Result<R, ArithFailed>, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.settle_for_change(key, hash, now, fetched, may_read)?;
         let r = ops::arith(
             &mut s,

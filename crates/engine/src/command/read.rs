@@ -42,8 +42,7 @@ impl Engine {
         update: bool,
         f: impl FnOnce(Found, ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         if let Some(mut loc) = s.find(key, hash, now) {
             if update {
                 loc = s.hit(hash, loc, now);
@@ -94,8 +93,7 @@ impl Engine {
         now: u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Option<R> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let loc = s.find(key, hash, now)?;
         Some(f(ItemView::new(s.header(loc), s.value(loc))))
     }

@@ -127,8 +127,7 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<ArithResult, Wait> {
-        let hash = Engine::hash(key);
-        let mut s = self.lock(hash, now);
+        let (hash, mut s) = self.lock_key(key, now);
         let found = s.settle_for_change(key, hash, now, fetched, may_read)?;
         match ops::arith(&mut s, key, hash, found, incr, delta, 0, now) {
             ArithResult::Busy => Err(Wait::Busy),

@@ -3,7 +3,7 @@
 //! flash reclaim hands back.
 
 use super::*;
-use crate::command::Wait;
+use crate::wait::Wait;
 
 /// The flash tier's side of a shard.
 impl Shard {

@@ -110,13 +110,11 @@ impl Conn {
         if flight.waiting == 0 {
             return;
         }
-        let Some(flash) = ctx.shared.engine.flash() else {
+        let engine = &ctx.shared.engine;
+        if engine.flash().is_none() {
             return;
-        };
-        match flight
-            .fetched
-            .complete(slot, result, queued_us, flash.segment_size(), &flash.stats)
-        {
+        }
+        match engine.complete_read(&mut flight.fetched, slot, result, queued_us) {
             Some(more) => {
                 if let Some(r) = ctx.reader {
                     let base = self.token_base | u64::from(id) << 16;

@@ -141,7 +141,7 @@ impl FlashTier {
                         let mut kept = 0u32;
                         self.for_each_record(buf, seq, slot, |loc, item| {
                             let key = crate::item::key_of(item);
-                            let hash = crate::shard::hash_key(key);
+                            let hash = crate::hash::hash_key(key);
                             if rec.is_dead(hash, seq, h.class) {
                                 dead.fetch_add(1, Ordering::Relaxed);
                             } else if insert(loc, item, hash) {

@@ -1,0 +1,82 @@
+//! The engine's configuration: RAM, shards, policy, and the flash tier's
+//! settings (devices, reader, small-object store).
+
+use crate::flash::io::IoMode;
+use crate::flash::TierParams;
+use std::path::PathBuf;
+
+/// Flash tier settings.
+#[derive(Debug, Clone, Default)]
+pub struct FlashConfig {
+    /// Files or block devices with their sizes in bytes (0 = whole block device).
+    pub paths: Vec<(PathBuf, u64)>,
+    pub params: TierParams,
+    /// Threads of the pread pool.
+    pub read_threads: usize,
+    /// Which reader to use (`ext_io`).
+    pub io: IoMode,
+    /// A hint, 0 = none: expected bytes per item on flash. The index then
+    /// starts sized for the devices full of such items and does not shrink
+    /// below that; without it the index starts small. Either way it grows
+    /// and shrinks with the items it holds (see index.rs).
+    pub avg_item_size: usize,
+    /// Where a graceful shutdown writes the snapshot the next start reads.
+    pub snapshot: Option<PathBuf>,
+    /// Items of at most this many bytes of key and value leave RAM for the
+    /// small-object store (`ext_small_max`; 0 = no store). docs/SMALL.md.
+    pub small_max: usize,
+    /// Percent of the first device the small-object store takes (`ext_small_share`).
+    pub small_percent: u64,
+    /// A segment flush of the store waits this many times its own duration
+    /// after the previous one, and items that would need it go to the
+    /// log-structured tier meanwhile (0: never waits; the server uses 3).
+    /// See `SmallStore::set_flush_duty`.
+    pub small_flush_duty: u32,
+    /// The store's segment flushes run on background threads, their set
+    /// I/O off the shard's lock (`ext_small_background`, the server's
+    /// default); false: on the inserting thread (the simulator, tests).
+    pub small_background: bool,
+    /// Log objects of one set needed to move them into it when the oldest
+    /// leaves the store's log (`ext_small_threshold`; 0 = the store's
+    /// default, 2). Higher: fewer set writes, more objects dropped.
+    pub small_threshold: usize,
+    /// Percent of the store's region its log takes (`ext_small_log`; 0 =
+    /// 10). A larger log batches more objects per set write (less write
+    /// amplification) for more DRAM in the log's index. Another value
+    /// than the store was made with formats it anew (it starts empty).
+    pub small_log_percent: u64,
+    /// Files that record a failed crash journal outside the devices (see
+    /// `flash::distrust`; `flash::distrust::default_files` gives the usual
+    /// ones). A start that finds one recovers nothing from the devices.
+    pub untrusted_marks: Vec<PathBuf>,
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Memory for items and index, in bytes (`-m`).
+    pub memory_limit: usize,
+    /// Segment size in bytes; an item must fit in one.
+    pub segment_size: usize,
+    /// Number of shards (a power of two); 0 = choose from memory and threads.
+    pub shards: usize,
+    /// log2 of the total number of primary index buckets; 0 = choose from memory.
+    pub hash_power: u32,
+    /// Eviction policy name.
+    pub policy: String,
+    /// The flash tier, if any.
+    pub flash: Option<FlashConfig>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            memory_limit: 64 << 20,
+            segment_size: 1 << 20,
+            shards: 0,
+            hash_power: 0,
+            policy: "s3fifo".into(),
+            flash: None,
+        }
+    }
+}
