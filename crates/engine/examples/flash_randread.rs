@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::flash::io::{ReadOp, Reader};
-use tiercache_engine::flash::uring::UringReader;
+use tiercache_engine::device::io::{ReadOp, Reader};
+use tiercache_engine::device::uring::UringReader;
 use tiercache_engine::flash::{BlockDevice, FileDevice};
 
 const BLOCK: u64 = 4096;

@@ -4,10 +4,10 @@
 //! memory arithmetic of a configuration, `config` its settings, `small_start`
 //! the small-object store's start-up.
 
+use crate::device::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
+use crate::device::uring::{self, UringReader, RING_ENTRIES};
 use crate::error::{ConfigError, FlashShare, SnapshotError};
-use crate::flash::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
 use crate::flash::tier::RecordOwner;
-use crate::flash::uring::{self, UringReader, RING_ENTRIES};
 use crate::flash::{BlockDevice, FileDevice, FlashTier};
 use crate::hash::hash_key;
 use crate::index::Loc;
@@ -222,7 +222,7 @@ impl Engine {
         let small_region = carve_small_region(&config, &mut devices);
         let flash = match (&config.flash, devices.is_empty()) {
             (Some(fc), false) => {
-                if fc.params.segment_size < 2 * seg + 2 * crate::flash::aligned::BLOCK {
+                if fc.params.segment_size < 2 * seg + 2 * crate::device::aligned::BLOCK {
                     return Err(ConfigError::FlashSegmentTooSmall {
                         flash_kib: fc.params.segment_size >> 10,
                         ram_kib: seg >> 10,

@@ -2,7 +2,7 @@
 //! the simulator and the tests drive the same engine through one API: the
 //! commands of [`command`] (each returning a typed outcome, or what it waits
 //! for), the configuration and stats types of [`engine`] and
-//! [`flash::FlashStats`], and the flash reader they drive ([`flash::io`]).
+//! [`flash::FlashStats`], and the flash reader they drive ([`device::io`]).
 //! Shards, items, the index and the memory pool are private to the crate.
 //!
 //! ```text
@@ -41,6 +41,7 @@
 pub mod clock;
 pub mod command;
 pub(crate) mod credit;
+pub mod device;
 pub mod engine;
 pub mod error;
 pub mod evictions;

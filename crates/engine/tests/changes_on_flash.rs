@@ -21,7 +21,7 @@ use std::sync::Arc;
 use tiercache_engine::command::{
     ArithResult, MetaDeleted, MetaGet, Mode, Store, StoreResult, Wait,
 };
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::tier::Promote;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_engine::Engine;

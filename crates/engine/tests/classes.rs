@@ -10,7 +10,7 @@ mod common;
 use common::{set_at, NOW};
 use std::sync::Arc;
 use tiercache_engine::command::Store;
-use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::device::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::tier::{DeviceClass, Promote};
 use tiercache_engine::flash::{BlockDevice, FlashStats};
 use tiercache_engine::{Engine, EngineConfig};

@@ -54,7 +54,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tiercache_engine::command::{Found, Store};
-use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::device::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::format::SegmentHeader;
 use tiercache_engine::flash::tier::{DeviceClass, Promote};
 use tiercache_engine::flash::{BlockDevice, FlashStats};

@@ -12,7 +12,7 @@ mod common;
 use common::{delete, get, set, NOW};
 use std::collections::HashSet;
 use std::sync::Arc;
-use tiercache_engine::flash::fault::{CrashDevice, CrashPlan, MemDevice};
+use tiercache_engine::device::fault::{CrashDevice, CrashPlan, MemDevice};
 use tiercache_engine::flash::journal::fingerprint;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig};

@@ -12,7 +12,7 @@ use common::{delete, get, set};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::device::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig};
 

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::command::{Store, Wait};
-use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::device::fault::{FaultDevice, Faults, MemDevice};
 use tiercache_engine::flash::{BlockDevice, DeviceError, FileDevice, TierParams};
 use tiercache_engine::{ConfigError, Engine, EngineConfig};
 

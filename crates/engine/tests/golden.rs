@@ -14,7 +14,7 @@ use common::{delete, get, set};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::format::{self, SegmentHeader};
 use tiercache_engine::flash::{BlockDevice, DeviceError};
 use tiercache_engine::{ConfigError, Engine, EngineConfig};

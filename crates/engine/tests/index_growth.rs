@@ -74,7 +74,7 @@ fn index_grows_with_items_and_keeps_them() {
 fn a_growing_index_and_the_maintenance_pass_never_refuse_a_set() {
     let mut c = common::flash_config(8 << 20, 64 << 10, 256 << 10);
     c.flash.as_mut().unwrap().avg_item_size = 0;
-    let dev = std::sync::Arc::new(tiercache_engine::flash::fault::MemDevice::new(160 << 20));
+    let dev = std::sync::Arc::new(tiercache_engine::device::fault::MemDevice::new(160 << 20));
     let e = Engine::with_devices(c, vec![dev]).unwrap();
     let v = [b'v'; 40];
     let mut over = 0;

@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tiercache_engine::command::Store;
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig, EngineStats};
 

@@ -9,7 +9,7 @@ mod common;
 use common::{get, NOW};
 use std::sync::Arc;
 use tiercache_engine::command::{Mode, Store, StoreResult};
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig};
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::NOW;
 use std::sync::Arc;
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig};
 

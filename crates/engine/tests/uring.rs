@@ -9,9 +9,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::command::Found;
-use tiercache_engine::flash::fault::{FaultDevice, Faults, MemDevice};
-use tiercache_engine::flash::io::{Completion, IoBackend, IoMode, Notify, ReadOp, Reader};
-use tiercache_engine::flash::{uring, BlockDevice, Fetched, FileDevice, ReadReq};
+use tiercache_engine::device::fault::{FaultDevice, Faults, MemDevice};
+use tiercache_engine::device::io::{Completion, IoBackend, IoMode, Notify, ReadOp, Reader};
+use tiercache_engine::device::uring;
+use tiercache_engine::flash::{BlockDevice, Fetched, FileDevice, ReadReq};
 use tiercache_engine::{ConfigError, Engine, EngineConfig};
 
 const NOW: u32 = 1_000_000;

@@ -612,7 +612,7 @@ impl Config {
     }
 
     /// The flash reader asked for (`ext_io`).
-    pub fn io_mode(&self) -> Result<tiercache_engine::flash::io::IoMode> {
+    pub fn io_mode(&self) -> Result<tiercache_engine::device::io::IoMode> {
         self.flash
             .io
             .parse()

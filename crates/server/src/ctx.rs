@@ -8,7 +8,7 @@ use crate::stats::WorkerStats;
 use std::cell::RefCell;
 use tiercache_engine::clock::absolute_exptime;
 use tiercache_engine::command::Wait;
-use tiercache_engine::flash::io::Reader;
+use tiercache_engine::device::io::Reader;
 use tiercache_engine::flash::Fetched;
 use tiercache_engine::Engine;
 

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tiercache_engine::clock::unix_now;
-use tiercache_engine::flash::io::Notify;
+use tiercache_engine::device::io::Notify;
 use tiercache_proto::Limits;
 
 /// Listening socket `i` has token `LISTENERS - i`.

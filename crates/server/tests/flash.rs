@@ -185,7 +185,7 @@ fn commands_on_flash_items_behave_as_on_ram_items() {
 
 #[test]
 fn both_flash_readers_serve_the_same_items() {
-    let uring_ok = tiercache_engine::flash::uring::available();
+    let uring_ok = tiercache_engine::device::uring::available();
     for io in ["pool", "auto"] {
         let dir = tempdir(&format!("flash-io-{io}"));
         let path = dir.join("flash");

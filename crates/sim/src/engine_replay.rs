@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiercache_engine::command::{Found, Mode, Store, StoreResult};
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::{BlockDevice, Fetched, TierParams};
 use tiercache_engine::{Engine, EngineConfig, FlashConfig};
 

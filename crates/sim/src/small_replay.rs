@@ -13,7 +13,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
 use std::sync::Arc;
-use tiercache_engine::flash::fault::MemDevice;
+use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::small::{Obj, SmallConfig, SmallStore};
 use tiercache_policy::rng::Rng;
 

@@ -6,7 +6,7 @@
 //! `mg`) copies it back from them itself, in the same shard lock hold as its
 //! work, so nothing can push it back to flash in between.
 
-use crate::flash::aligned::AlignedBuf;
+use crate::device::aligned::AlignedBuf;
 use crate::flash::{Fetched, ReadReq};
 use crate::Engine;
 use std::borrow::Cow;

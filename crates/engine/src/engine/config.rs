@@ -1,7 +1,7 @@
 //! The engine's configuration: RAM, shards, policy, and the flash tier's
 //! settings (devices, reader, small-object store).
 
-use crate::flash::io::IoMode;
+use crate::device::io::IoMode;
 use crate::flash::TierParams;
 use std::path::PathBuf;
 

@@ -151,7 +151,7 @@ pub(super) fn too_small(config: &EngineConfig, device_bytes: u64, detail: String
 /// Bytes of each shard's part of the small-object store: `ext_small_share`
 /// percent of the first device, split over the shards, in whole blocks.
 pub(super) fn small_part_bytes(fc: &FlashConfig, shards: usize, first_device: u64) -> u64 {
-    use crate::flash::aligned::BLOCK;
+    use crate::device::aligned::BLOCK;
     let bytes = first_device / 100 * fc.small_percent.clamp(1, 90);
     bytes / shards as u64 / BLOCK as u64 * BLOCK as u64
 }

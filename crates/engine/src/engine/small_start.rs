@@ -19,17 +19,17 @@ pub(super) struct SmallRegion {
 
 /// With `ext_small_max`, takes `ext_small_share` percent of the first
 /// device for the small-object store: the flash tier sees the device
-/// shorter ([`Truncated`](crate::flash::truncated::Truncated)).
+/// shorter ([`Truncated`](crate::device::truncated::Truncated)).
 pub(super) fn carve_small_region(
     config: &EngineConfig,
     devices: &mut [Arc<dyn BlockDevice>],
 ) -> Option<SmallRegion> {
-    use crate::flash::aligned::BLOCK;
+    use crate::device::aligned::BLOCK;
     let fc = config.flash.as_ref().filter(|fc| fc.small_max > 0)?;
     let dev = devices.first()?.clone();
     let part = super::sizing::small_part_bytes(fc, config.shards, dev.size());
     let base = (dev.size() - part * config.shards as u64) / BLOCK as u64 * BLOCK as u64;
-    devices[0] = Arc::new(crate::flash::truncated::Truncated::new(dev.clone(), base));
+    devices[0] = Arc::new(crate::device::truncated::Truncated::new(dev.clone(), base));
     Some(SmallRegion { dev, base, part })
 }
 

@@ -15,8 +15,8 @@
 //!   until the process ends (a file system shut down under it). A start
 //!   that finds one distrusts the devices the same way, then removes it.
 
-use super::device::BlockDevice;
 use super::format::Superblock;
+use crate::device::block::BlockDevice;
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

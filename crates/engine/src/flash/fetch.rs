@@ -5,9 +5,9 @@
 //! record stays in the buffer the device read it into, and the reply is
 //! copied straight from there.
 
-use super::aligned::{round_up, AlignedBuf, BLOCK};
 use super::format::{self, RecordError};
-use super::tier::TierStats;
+use super::stats::TierStats;
+use crate::device::aligned::{round_up, AlignedBuf, BLOCK};
 use crate::index::Loc;
 use std::ops::{Deref, Range};
 use std::sync::atomic::Ordering;

@@ -61,7 +61,7 @@
 //!  ..  v  value, then zero padding to 8 bytes
 //! ```
 
-use super::aligned::BLOCK;
+use crate::device::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
 pub const VERSION: u32 = 5;

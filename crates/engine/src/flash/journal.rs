@@ -34,9 +34,9 @@
 //! floor; stale blocks from an earlier pass over the ring only hold
 //! tombstones already below both floors, so the union is always safe.
 
-use super::aligned::{AlignedBuf, BLOCK};
-use super::device::BlockDevice;
 use super::format::{JournalBlock, JOURNAL_ENTRIES};
+use crate::device::aligned::{AlignedBuf, BLOCK};
+use crate::device::block::BlockDevice;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::io;
@@ -550,7 +550,7 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flash::fault::MemDevice;
+    use crate::device::fault::MemDevice;
 
     const START: u64 = 4096;
 

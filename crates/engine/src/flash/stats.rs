@@ -1,10 +1,12 @@
 //! [`FlashStats`]: the flash tier's figures for `stats`, read once into a
 //! plain struct, so that a front end formats numbers instead of reading the
-//! tier's and the journal's atomics itself.
+//! tier's and the journal's atomics itself; and the counters those figures
+//! are read from ([`TierStats`], [`DevStats`]), kept here at the bottom of
+//! the flash tier so that its files import them without importing the tier.
 
-use super::io::IoBackend;
-use super::tier::{FlashTier, NhcStats, Recovery};
-use std::sync::atomic::Ordering;
+use crate::device::io::IoBackend;
+use std::sync::atomic::AtomicU64;
+use tiercache_policy::nhc::{Iteration, Objective};
 
 /// The flash tier's figures at one moment. The per-item counts kept by the
 /// shards (flash items and hits, demotions, promotions) are in
@@ -104,56 +106,86 @@ impl FlashStats {
     }
 }
 
-impl FlashTier {
-    /// The tier's and its journal's figures (`recovery` and `io_backend`,
-    /// which the engine keeps, are None).
-    pub fn stats_snapshot(&self) -> FlashStats {
-        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let (st, u, j) = (&self.stats, self.usage(), self.journal());
-        let classes = self.class_stats();
-        // New items land on the fast class when it has devices.
-        let new_class = usize::from(classes[0].devices == 0);
-        FlashStats {
-            segment_size: self.segment_size() as u64,
-            capacity: self.capacity(),
-            buffer_bytes: self.buffer_bytes() as u64,
-            segments_free: u.free,
-            segments_sealed: u.sealed,
-            segments_queued: u.queued,
-            segments_failed: u.failed,
-            segments_written: l(&st.segments_written),
-            checkpoints: l(&st.checkpoints),
-            segments_reclaimed: l(&st.segments_reclaimed),
-            objects_written: l(&st.objects_written),
-            objects_read: l(&st.objects_read),
-            objects_reinserted: l(&st.objects_reinserted),
-            bytes_written: l(&st.bytes_written),
-            bytes_admitted: l(&st.bytes_admitted),
-            bytes_read: l(&st.bytes_read),
-            reads_in_flight: l(&st.reads_in_flight),
-            read_errors: l(&st.read_errors),
-            verify_failures: l(&st.verify_failures),
-            tag_misses: l(&st.tag_misses),
-            write_errors: l(&st.write_errors),
-            busy: l(&st.busy),
-            admission_refused: l(&st.admission_refused),
-            degraded: self.degraded(),
-            journal_commits: l(&j.stats.commits),
-            journal_tombstones: l(&j.stats.tombstones),
-            journal_floor: j.floor(new_class),
-            journal_floor_capacity: j.floor(1),
-            journal_wrap_floor_raises: l(&j.stats.wrap_floor_raises),
-            journal_failed: j.failed(),
-            journal_failure_recorded: self.distrust.recorded(),
-            recovery: None,
-            io_backend: None,
-            classes,
-            nhc: self.nhc_stats(),
-            moves: l(&st.moves),
-            moves_to_copy: l(&st.moves_to_copy),
-            promotions: l(&st.promotions),
-            dual_fast_reads: l(&st.dual_fast_reads),
-            dual_capacity_reads: l(&st.dual_capacity_reads),
-        }
-    }
+/// Counters of the flash tier (monotonic unless noted).
+#[derive(Default)]
+pub struct TierStats {
+    pub bytes_written: AtomicU64,
+    pub bytes_admitted: AtomicU64,
+    pub objects_written: AtomicU64,
+    pub objects_reinserted: AtomicU64,
+    pub objects_evicted: AtomicU64,
+    pub objects_read: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub verify_failures: AtomicU64,
+    pub tag_misses: AtomicU64,
+    pub write_errors: AtomicU64,
+    pub segments_written: AtomicU64,
+    /// Idle open buffers written so far without being sealed.
+    pub checkpoints: AtomicU64,
+    pub segments_reclaimed: AtomicU64,
+    /// Segments reclaimed early because every record in them had expired.
+    pub segments_expired: AtomicU64,
+    pub busy: AtomicU64,
+    pub admission_refused: AtomicU64,
+    /// Reads submitted and not completed yet (a gauge).
+    pub reads_in_flight: AtomicU64,
+    /// Per device, in the order of the devices.
+    pub devs: Vec<DevStats>,
+    /// Records the fast class reclaimed that moved to the capacity class
+    /// (written again, or their capacity copy kept instead).
+    pub moves: AtomicU64,
+    pub moves_to_copy: AtomicU64,
+    /// Capacity hits copied into the fast class (data_admit).
+    pub promotions: AtomicU64,
+    /// Hits on items with copies on both classes, by the class that served them.
+    pub dual_fast_reads: AtomicU64,
+    pub dual_capacity_reads: AtomicU64,
+}
+
+/// Read figures of one device.
+#[derive(Debug, Default)]
+pub struct DevStats {
+    pub reads: AtomicU64,
+    pub bytes_read: AtomicU64,
+    /// Reads submitted and not completed (a gauge): the queue depth.
+    pub in_flight: AtomicU64,
+    /// Sum of read latencies (submission to completion), microseconds.
+    pub latency_us: AtomicU64,
+    /// Of that, the time at the device (without the wait for a pread
+    /// thread), microseconds.
+    pub device_us: AtomicU64,
+    pub bytes_written: AtomicU64,
+}
+
+/// What `stats` shows of the scheduler.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NhcStats {
+    pub enabled: bool,
+    pub state: u32,
+    pub data_admit: bool,
+    pub load_admit: f64,
+    pub entered_tune: u64,
+    pub left_tune: u64,
+    pub load_admit_moves: u64,
+    /// Finished iterations of state 2, and the last one (its probes'
+    /// reads per interval and scores, and the move), for traces.
+    pub iterations: u64,
+    pub last_iteration: Option<Iteration>,
+    /// What the feedback measures.
+    pub feedback: Option<Objective>,
+}
+
+/// What a crash recovery found.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Recovery {
+    pub segments: u64,
+    pub items: u64,
+    /// Records dropped by a tombstone.
+    pub dead: u64,
+    /// Older records of keys that had a newer one (dropped after the scan).
+    pub duplicates: u64,
+    /// Segments with a valid header below their class's floor (not trusted).
+    pub untrusted_segments: u64,
+    pub bytes_read: u64,
 }

@@ -20,11 +20,11 @@
 //! reclaims, `recovery` rebuilds after a crash, `snapshot` drains and saves
 //! for a graceful restart, `superblock` checks and stamps the devices.
 
-use super::aligned::{round_up, AlignedBuf, BLOCK};
-use super::device::{BlockDevice, DeviceError};
 use super::fetch::{Fetched, ReadReq};
 use super::format::{self, DeviceContents, SegmentHeader, Superblock};
 use super::journal::Journal;
+use crate::device::aligned::{round_up, AlignedBuf, BLOCK};
+use crate::device::block::{BlockDevice, DeviceError};
 use crate::error::ConfigError;
 use crate::index::Loc;
 use crate::item::Header;
@@ -196,43 +196,6 @@ pub enum Where {
     },
     /// The slot was reclaimed: the entry is stale.
     Gone,
-}
-
-/// Counters of the flash tier (monotonic unless noted).
-#[derive(Default)]
-pub struct TierStats {
-    pub bytes_written: AtomicU64,
-    pub bytes_admitted: AtomicU64,
-    pub objects_written: AtomicU64,
-    pub objects_reinserted: AtomicU64,
-    pub objects_evicted: AtomicU64,
-    pub objects_read: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub read_errors: AtomicU64,
-    pub verify_failures: AtomicU64,
-    pub tag_misses: AtomicU64,
-    pub write_errors: AtomicU64,
-    pub segments_written: AtomicU64,
-    /// Idle open buffers written so far without being sealed.
-    pub checkpoints: AtomicU64,
-    pub segments_reclaimed: AtomicU64,
-    /// Segments reclaimed early because every record in them had expired.
-    pub segments_expired: AtomicU64,
-    pub busy: AtomicU64,
-    pub admission_refused: AtomicU64,
-    /// Reads submitted and not completed yet (a gauge).
-    pub reads_in_flight: AtomicU64,
-    /// Per device, in the order of the devices.
-    pub devs: Vec<DevStats>,
-    /// Records the fast class reclaimed that moved to the capacity class
-    /// (written again, or their capacity copy kept instead).
-    pub moves: AtomicU64,
-    pub moves_to_copy: AtomicU64,
-    /// Capacity hits copied into the fast class (data_admit).
-    pub promotions: AtomicU64,
-    /// Hits on items with copies on both classes, by the class that served them.
-    pub dual_fast_reads: AtomicU64,
-    pub dual_capacity_reads: AtomicU64,
 }
 
 /// The flash tier.
@@ -874,6 +837,7 @@ pub struct Usage {
 }
 
 mod classes;
+mod figures;
 mod flusher;
 mod params;
 mod read;
@@ -883,10 +847,10 @@ mod superblock;
 
 pub use params::{DeviceClass, Objective, Promote, TierParams};
 
+pub use super::stats::{DevStats, NhcStats, Recovery, TierStats};
+pub use classes::Dest;
 use classes::STREAMS;
-pub use classes::{Dest, DevStats, NhcStats};
 pub use flusher::RecordOwner;
-pub use recovery::Recovery;
 use superblock::{check_and_stamp, write_superblock};
 
 #[cfg(test)]

@@ -211,9 +211,9 @@ impl Shard {
                 // Worst case: every record pads out a block.
                 let worst = 2
                     * (seg.write + seg.live_items as usize * crate::flash::format::RECORD_PREFIX)
-                    + 2 * crate::flash::aligned::BLOCK;
+                    + 2 * crate::device::aligned::BLOCK;
                 if seg.live_items > 0 && !f.degraded() {
-                    match f.reserve(worst.min(f.segment_size() - crate::flash::aligned::BLOCK)) {
+                    match f.reserve(worst.min(f.segment_size() - crate::device::aligned::BLOCK)) {
                         Ok(n) => self.flash_reserved = n,
                         Err(_) => return Err(InsertError::Busy),
                     }
@@ -480,9 +480,9 @@ impl Shard {
             let items = live.min(max);
             let bytes = (a.end - a.off).min(items.saturating_mul(self.shared.pool.seg_size()));
             let worst = 2 * (bytes + items * crate::flash::format::RECORD_PREFIX)
-                + 2 * crate::flash::aligned::BLOCK;
+                + 2 * crate::device::aligned::BLOCK;
             if live > 0 && !f.degraded() {
-                match f.reserve(worst.min(f.segment_size() - crate::flash::aligned::BLOCK)) {
+                match f.reserve(worst.min(f.segment_size() - crate::device::aligned::BLOCK)) {
                     Ok(n) => self.flash_reserved = n,
                     Err(_) => {
                         self.ahead = Some(a);

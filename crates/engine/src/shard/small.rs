@@ -36,7 +36,7 @@ pub enum SmallFound {
 fn block_loc(offset: u64) -> Loc {
     Loc {
         seg: BLOCK_SEG,
-        off: (offset / crate::flash::aligned::BLOCK as u64) as u32,
+        off: (offset / crate::device::aligned::BLOCK as u64) as u32,
     }
 }
 
@@ -118,7 +118,7 @@ impl Shard {
         let sets = done.saturating_sub(p.charged);
         p.charged = done;
         if let Some(f) = self.flash.as_ref() {
-            f.charge_write_budget(sets as usize * crate::flash::aligned::BLOCK);
+            f.charge_write_budget(sets as usize * crate::device::aligned::BLOCK);
         }
     }
 

@@ -27,7 +27,7 @@ use super::format::{self, Kind, Obj};
 use super::log::{tag_of, LogRef};
 use super::sets::{page_offset, read_many, verify_block, write_many, Built, Layout, SetPlan};
 use super::store::{place, Hashes, SmallConfig, SmallStore};
-use crate::flash::aligned::{AlignedBuf, BLOCK};
+use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, HashSet};

@@ -25,7 +25,7 @@
 //!       20+k  v  value
 //! ```
 
-use crate::flash::aligned::BLOCK;
+use crate::device::aligned::BLOCK;
 
 pub const SET_MAGIC: &[u8; 4] = b"TCS2";
 pub const LOG_MAGIC: &[u8; 4] = b"TCL2";

@@ -11,7 +11,7 @@
 use super::format::{self, BlockError, Kind, Obj};
 use super::log::LogRef;
 use super::store::{place, SmallConfig, SmallStore};
-use crate::flash::aligned::{AlignedBuf, BLOCK};
+use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use std::io;
 use std::sync::Arc;

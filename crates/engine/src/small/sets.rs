@@ -14,7 +14,7 @@
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
 use super::log::LogRef;
 use super::store::{place, SmallConfig, SmallStore, RRIP_INSERT, RRIP_MAX};
-use crate::flash::aligned::{AlignedBuf, BLOCK};
+use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
 use std::io;

@@ -11,7 +11,7 @@ use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
 use super::log::{tag_of, LogIndex, MAX_PAGES};
 use super::sets::{page_offset, set_offset, verify_block};
 use super::SmallStats;
-use crate::flash::aligned::{AlignedBuf, BLOCK};
+use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};

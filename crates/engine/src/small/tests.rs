@@ -4,8 +4,8 @@
 use super::format::{self, Kind, Obj};
 use super::store::place;
 use super::*;
-use crate::flash::aligned::BLOCK;
-use crate::flash::fault::{CrashDevice, CrashPlan, MemDevice};
+use crate::device::aligned::BLOCK;
+use crate::device::fault::{CrashDevice, CrashPlan, MemDevice};
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -66,7 +66,7 @@ fn dash_d_sets_the_detail_delimiter() {
 
 #[test]
 fn flash_reader_choice() {
-    use tiercache_engine::flash::io::IoMode;
+    use tiercache_engine::device::io::IoMode;
     assert_eq!(load(&[]).unwrap().io_mode().unwrap(), IoMode::Auto);
     let c = load(&["-o", "ext_io=pool"]).unwrap();
     assert_eq!(c.io_mode().unwrap(), IoMode::Pool);

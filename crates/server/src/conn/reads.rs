@@ -10,8 +10,8 @@ use crate::conn::prefetch::read_ahead;
 use crate::ctx::Ctx;
 use crate::stats::add;
 use std::io;
-use tiercache_engine::flash::aligned::AlignedBuf;
-use tiercache_engine::flash::io::ReadOp;
+use tiercache_engine::device::aligned::AlignedBuf;
+use tiercache_engine::device::io::ReadOp;
 use tiercache_engine::flash::ReadReq;
 use tiercache_proto::{parse, Limits, Parsed, Request};
 

@@ -4,7 +4,7 @@
 //! (`tiercache_policy::nhc`) fed with them.
 
 use super::*;
-use tiercache_policy::nhc::{Iteration, Measurement, Nhc, NhcParams, Objective};
+use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective};
 
 /// Open streams: new long-TTL items, new short-TTL items, moves to capacity.
 pub(super) const STREAMS: usize = 3;
@@ -22,21 +22,6 @@ pub enum Dest {
     /// segment with sequence number `from_seq`) is kept. Refused when the
     /// fast buffer is not newer than that segment.
     Promote { from_seq: u64 },
-}
-
-/// Read figures of one device.
-#[derive(Debug, Default)]
-pub struct DevStats {
-    pub reads: AtomicU64,
-    pub bytes_read: AtomicU64,
-    /// Reads submitted and not completed (a gauge): the queue depth.
-    pub in_flight: AtomicU64,
-    /// Sum of read latencies (submission to completion), microseconds.
-    pub latency_us: AtomicU64,
-    /// Of that, the time at the device (without the wait for a pread
-    /// thread), microseconds.
-    pub device_us: AtomicU64,
-    pub bytes_written: AtomicU64,
 }
 
 /// Length of one scheduler interval.
@@ -72,24 +57,6 @@ impl NhcCtl {
             pinned: Mutex::new(None),
         }
     }
-}
-
-/// What `stats` shows of the scheduler.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct NhcStats {
-    pub enabled: bool,
-    pub state: u32,
-    pub data_admit: bool,
-    pub load_admit: f64,
-    pub entered_tune: u64,
-    pub left_tune: u64,
-    pub load_admit_moves: u64,
-    /// Finished iterations of state 2, and the last one (its probes'
-    /// reads per interval and scores, and the move), for traces.
-    pub iterations: u64,
-    pub last_iteration: Option<Iteration>,
-    /// What the feedback measures.
-    pub feedback: Option<Objective>,
 }
 
 impl FlashTier {

@@ -4,20 +4,6 @@
 
 use super::*;
 
-/// What a crash recovery found.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Recovery {
-    pub segments: u64,
-    pub items: u64,
-    /// Records dropped by a tombstone.
-    pub dead: u64,
-    /// Older records of keys that had a newer one (dropped after the scan).
-    pub duplicates: u64,
-    /// Segments with a valid header below their class's floor (not trusted).
-    pub untrusted_segments: u64,
-    pub bytes_read: u64,
-}
-
 impl FlashTier {
     /// The crash journal failed: marks the devices untrusted for the next
     /// start (see [`super::distrust`]), retried by the flusher until it is

@@ -21,7 +21,7 @@
 //! that carries a raw buffer pointer.
 
 use super::aligned::{AlignedBuf, BLOCK};
-use super::device::BlockDevice;
+use super::block::BlockDevice;
 use super::io::{Completion, ReadOp, Reader};
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
@@ -342,7 +342,7 @@ pub fn probe(devices: &[Arc<dyn BlockDevice>]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flash::fault::{FaultDevice, Faults, MemDevice};
+    use crate::device::fault::{FaultDevice, Faults, MemDevice};
     use crate::flash::FileDevice;
     use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! whole device vanish, on command. It hides its file descriptor so that
 //! every read goes through it (the thread-pool reader is used).
 
-use super::device::BlockDevice;
+use super::block::BlockDevice;
 use parking_lot::Mutex;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,7 @@
 //! configured choice, [`IoBackend`] the one in use.
 
 use super::aligned::AlignedBuf;
-use super::device::BlockDevice;
+use super::block::BlockDevice;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -215,7 +215,7 @@ impl Reader for PoolReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flash::fault::{FaultDevice, Faults, MemDevice};
+    use crate::device::fault::{FaultDevice, Faults, MemDevice};
     use std::time::{Duration, Instant};
 
     #[test]

@@ -4,7 +4,7 @@
 //! small store's reads (issued through the tier's reader, past the tier's
 //! end) need no translation.
 
-use super::device::BlockDevice;
+use super::block::BlockDevice;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
