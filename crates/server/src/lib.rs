@@ -17,7 +17,9 @@
 //!    Its command modules (`control`, `stats`, `crawler`, `endpoint`) sit
 //!    here; its state modules (`watch`, `sla`, `registry`, `detail`,
 //!    `metrics`) import nothing above [`stats`] and [`transport`], since
-//!    [`shared`] holds them.
+//!    [`shared`] holds them. They sit in `admin/` although they are a floor
+//!    below its commands; `admin::sla` and [`stats`] import each other (a
+//!    worker's counters hold its latency recorder, which reads them).
 //! 5. [`commands`]: data commands (get/set/delete/arith/touch/meta...)
 //!    run against the engine, replies byte for byte as memcached's.
 //! 6. [`ctx`], [`shared`]: what every request runs with ([`ctx::Ctx`]) and
