@@ -173,15 +173,7 @@ impl Shard {
         }
         let mut gave = false;
         for pass in 0..MAX_EVICT_PASSES {
-            let seg_size = self.shared.pool.seg_size() as u64;
-            let pb = self.queues[0].len() as u64 * seg_size;
-            let mb = self.queues[1].len() as u64 * seg_size;
-            let capacity =
-                (self.shared.pool.max_segments() / self.shared.nshards.max(1)) as u64 * seg_size;
-            let mut q = self.policy.victim_queue(pb, mb, capacity);
-            if self.queues[q as usize].is_empty() {
-                q = other(q);
-            }
+            let q = self.victim_queue();
             let Some(&victim) = self.queues[q as usize].front() else {
                 // Nothing of its own to evict: its segments went back to the
                 // pool while the index grew (or to a flush) and the other
@@ -206,32 +198,14 @@ impl Shard {
                 }
                 continue;
             }
-            if let Some(f) = &self.flash {
-                let seg = self.seg(victim);
-                // Worst case: every record pads out a block.
-                let worst = 2
-                    * (seg.write + seg.live_items as usize * crate::flash::format::RECORD_PREFIX)
-                    + 2 * crate::device::aligned::BLOCK;
-                if seg.live_items > 0 && !f.degraded() {
-                    match f.reserve(worst.min(f.segment_size() - crate::device::aligned::BLOCK)) {
-                        Ok(n) => self.flash_reserved = n,
-                        Err(_) => return Err(InsertError::Busy),
-                    }
-                }
-            }
+            self.reserve_demotions(victim, self.seg(victim).write)?;
             self.queues[q as usize].pop_front();
             let force = pass + 1 == MAX_EVICT_PASSES;
             let began = std::time::Instant::now();
             let used_spare = self.evacuate(victim, q, force);
-            let took = began.elapsed().as_micros() as u64;
-            self.stats.evacuations += 1;
+            self.count_hold(began);
+            self.evacuation_done();
             self.stats.evacuations_waited += 1;
-            // The policy's ghost list remembers as many keys as the shard
-            // holds in RAM (S3-FIFO's rule), not a fixed few thousand.
-            let ram_items = self.stats.curr_items.saturating_sub(self.stats.flash_items);
-            self.policy.set_capacity_items(ram_items as usize);
-            self.stats.evacuate_us += took;
-            self.stats.evacuate_max_us = self.stats.evacuate_max_us.max(took);
             if let Some(f) = &self.flash {
                 f.unreserve(std::mem::take(&mut self.flash_reserved));
             }
@@ -436,14 +410,7 @@ impl Shard {
     /// evacuation ahead of it; false when there is none to start (a queue's
     /// open head, a jumbo segment, or flash write buffers short).
     fn begin_ahead(&mut self) -> bool {
-        let seg_size = self.shared.pool.seg_size() as u64;
-        let pb = self.queues[0].len() as u64 * seg_size;
-        let mb = self.queues[1].len() as u64 * seg_size;
-        let capacity = self.fair_share() as u64 * seg_size;
-        let mut q = self.policy.victim_queue(pb, mb, capacity);
-        if self.queues[q as usize].is_empty() {
-            q = other(q);
-        }
+        let q = self.victim_queue();
         let queue = &self.queues[q as usize];
         let (Some(&victim), Some(&head)) = (queue.front(), queue.back()) else {
             return false;
@@ -475,21 +442,9 @@ impl Shard {
         // Write buffer room for the slice's demotions, held for the slice
         // only: a reservation held between requests could keep other
         // shards' evacuations waiting on a shard that gets no requests.
-        if let Some(f) = &self.flash {
-            let live = self.seg(a.victim).live_items as usize;
-            let items = live.min(max);
-            let bytes = (a.end - a.off).min(items.saturating_mul(self.shared.pool.seg_size()));
-            let worst = 2 * (bytes + items * crate::flash::format::RECORD_PREFIX)
-                + 2 * crate::device::aligned::BLOCK;
-            if live > 0 && !f.degraded() {
-                match f.reserve(worst.min(f.segment_size() - crate::device::aligned::BLOCK)) {
-                    Ok(n) => self.flash_reserved = n,
-                    Err(_) => {
-                        self.ahead = Some(a);
-                        return Err(InsertError::Busy);
-                    }
-                }
-            }
+        if let Err(e) = self.reserve_demotions(a.victim, a.end - a.off) {
+            self.ahead = Some(a);
+            return Err(e);
         }
         let began = std::time::Instant::now();
         let done = self.evacuate_items(
@@ -500,9 +455,7 @@ impl Shard {
             max,
             &mut a.used_spare,
         );
-        let took = began.elapsed().as_micros() as u64;
-        self.stats.evacuate_us += took;
-        self.stats.evacuate_max_us = self.stats.evacuate_max_us.max(took);
+        self.count_hold(began);
         if let Some(f) = &self.flash {
             f.unreserve(std::mem::take(&mut self.flash_reserved));
         }
@@ -510,9 +463,7 @@ impl Shard {
             self.ahead = Some(a);
             return Ok(());
         }
-        self.stats.evacuations += 1;
-        let ram_items = self.stats.curr_items.saturating_sub(self.stats.flash_items);
-        self.policy.set_capacity_items(ram_items as usize);
+        self.evacuation_done();
         let queue = &mut self.queues[a.q as usize];
         debug_assert_eq!(queue.front(), Some(&a.victim));
         queue.retain(|&id| id != a.victim);
@@ -525,6 +476,60 @@ impl Shard {
             self.ready = Some(buf);
         }
         Ok(())
+    }
+
+    /// The queue whose oldest segment goes next, as the policy names it
+    /// from the queues' bytes and this shard's share (the other queue when
+    /// that one is empty).
+    fn victim_queue(&self) -> Queue {
+        let seg_size = self.shared.pool.seg_size() as u64;
+        let pb = self.queues[0].len() as u64 * seg_size;
+        let mb = self.queues[1].len() as u64 * seg_size;
+        let q = (self.policy).victim_queue(pb, mb, self.fair_share() as u64 * seg_size);
+        if self.queues[q as usize].is_empty() {
+            other(q)
+        } else {
+            q
+        }
+    }
+
+    /// Flash write-buffer room for demoting the items in `bytes` bytes of
+    /// segment `victim` (worst case: every record pads out a block), held
+    /// in `flash_reserved` until the caller unreserves it. `Err(Busy)` when
+    /// the flash tier has none now.
+    fn reserve_demotions(&mut self, victim: u32, bytes: usize) -> Result<(), InsertError> {
+        let Some(f) = &self.flash else {
+            return Ok(());
+        };
+        let live = self.seg(victim).live_items as usize;
+        if live == 0 || f.degraded() {
+            return Ok(());
+        }
+        let block = crate::device::aligned::BLOCK;
+        let worst = 2 * (bytes + live * crate::flash::format::RECORD_PREFIX) + 2 * block;
+        match f.reserve(worst.min(f.segment_size() - block)) {
+            Ok(n) => {
+                self.flash_reserved = n;
+                Ok(())
+            }
+            Err(_) => Err(InsertError::Busy),
+        }
+    }
+
+    /// A lock hold of evacuation work that began at `began`.
+    fn count_hold(&mut self, began: std::time::Instant) {
+        let took = began.elapsed().as_micros() as u64;
+        self.stats.evacuate_us += took;
+        self.stats.evacuate_max_us = self.stats.evacuate_max_us.max(took);
+    }
+
+    /// A segment's evacuation is complete: counted, and the policy's ghost
+    /// list sized to the keys the shard holds in RAM (S3-FIFO's rule, not a
+    /// fixed few thousand).
+    fn evacuation_done(&mut self) {
+        self.stats.evacuations += 1;
+        let ram_items = self.stats.curr_items.saturating_sub(self.stats.flash_items);
+        self.policy.set_capacity_items(ram_items as usize);
     }
 
     /// The segment an evacuation ahead is emptying, if any: sweeps must
