@@ -2,6 +2,7 @@
 //! cache lines, so counting costs no contention), summed for `stats`, and the
 //! `stats` replies with memcached's names.
 
+pub mod kinds;
 pub mod line;
 
 pub(crate) use line::stat;

@@ -1,11 +1,12 @@
 //! The Prometheus endpoint's HTTP side (`-o metrics_port=N`): its listener
 //! thread, `GET /metrics`, and the text it serves (every numeric `stats`
-//! line as a gauge, and the histograms of [`super::metrics`]).
+//! line as a counter or a gauge, and the histograms of [`super::metrics`]).
 
 use crate::ctx::Ctx;
 use crate::shared::Shared;
+use crate::stats::kinds;
 use crate::stats::WorkerStats;
-use prometheus::{Encoder, Gauge, Opts, Registry, TextEncoder};
+use prometheus::{Counter, Encoder, Gauge, Opts, Registry, TextEncoder};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -65,16 +66,8 @@ fn answer(mut c: TcpStream, shared: &Shared) -> std::io::Result<()> {
     c.write_all(&body)
 }
 
-/// A metric name from a stat name: `[a-zA-Z0-9_]`, others become `_`.
-fn metric_name(stat: &str) -> String {
-    let clean: String = stat
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    format!("tiercache_{clean}")
-}
-
-/// Every numeric `stats` line as a gauge, and the histograms.
+/// Every numeric `stats` line as a counter or a gauge ([`crate::stats::kinds`]),
+/// and the histograms.
 pub fn render(shared: &Shared) -> Vec<u8> {
     let scratch = WorkerStats::default();
     let ctx = Ctx {
@@ -86,6 +79,7 @@ pub fn render(shared: &Shared) -> Vec<u8> {
     let mut text = Vec::new();
     crate::admin::stats::stats_command(b"", &mut text, &ctx);
     let registry = Registry::new();
+    let minute = shared.sla.interval().as_secs_f64();
     for line in String::from_utf8_lossy(&text).lines() {
         let mut parts = line.splitn(3, ' ');
         let (Some("STAT"), Some(name), Some(value)) = (parts.next(), parts.next(), parts.next())
@@ -95,21 +89,15 @@ pub fn render(shared: &Shared) -> Vec<u8> {
         let Ok(v) = value.trim().parse::<f64>() else {
             continue;
         };
+        let e = kinds::export(name, minute);
         let help = format!("memcached-style stat {name} (`stats`)");
-        // Prometheus names units in full, in base units: µs and the SLA
-        // view's minutes (of `sla_interval_ms`) in seconds.
-        let (metric, v) = if let Some(base) = name.strip_suffix("_us") {
-            (format!("{}_seconds", metric_name(base)), v / 1e6)
-        } else if let Some(base) = name.strip_suffix("_minutes") {
-            let minute = shared.sla.interval().as_secs_f64();
-            (format!("{}_seconds", metric_name(base)), v * minute)
-        } else {
-            (metric_name(name), v)
-        };
-        if let Ok(g) = Gauge::with_opts(Opts::new(metric, help)) {
-            g.set(v);
-            // A name seen twice keeps its first value.
-            let _ = registry.register(Box::new(g));
+        register(&registry, &e, help, v);
+        if let Some(old) = kinds::legacy_gauge(name, minute) {
+            let help = format!(
+                "deprecated: gauge copy of tiercache_{} (stat {name}), kept for dashboards of 0.1",
+                e.name
+            );
+            register(&registry, &old, help, v);
         }
     }
     if let Some(m) = &shared.metrics {
@@ -118,4 +106,21 @@ pub fn render(shared: &Shared) -> Vec<u8> {
     let mut out = Vec::new();
     let _ = TextEncoder::new().encode(&registry.gather(), &mut out);
     out
+}
+
+/// Registers one stat as the metric `e` says (a name seen twice keeps its
+/// first value).
+fn register(registry: &Registry, e: &kinds::Export, help: String, v: f64) {
+    let opts = Opts::new(format!("tiercache_{}", e.name), help);
+    let _ = if e.counter {
+        Counter::with_opts(opts).map(|c| {
+            c.inc_by((v * e.scale).max(0.0));
+            registry.register(Box::new(c))
+        })
+    } else {
+        Gauge::with_opts(opts).map(|g| {
+            g.set(v * e.scale);
+            registry.register(Box::new(g))
+        })
+    };
 }

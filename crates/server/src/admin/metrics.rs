@@ -1,11 +1,12 @@
 //! The native Prometheus endpoint (`-o metrics_port=N`, off by default):
 //! `GET /metrics` on its own small HTTP listener thread, in the Prometheus
-//! text format, with every numeric `stats` line as a gauge named
-//! `tiercache_<stat>` and server-side latency histograms per command and
+//! text format, with every numeric `stats` line as a counter
+//! (`tiercache_<stat>_total`) or a gauge (`tiercache_<stat>`), as
+//! [`crate::stats::kinds`] declares, and server-side latency histograms per command and
 //! outcome (`tiercache_request_duration_seconds{command, outcome}`: RAM
 //! hit, flash hit, miss, store, other), timed from the request's first
-//! run to its reply, flash reads and waits included. Stats in µs are
-//! exported in seconds (`_seconds`), and so are the SLA view's counts of
+//! run to its reply, flash reads and waits included. Stats in µs (and
+//! sums of µs, `_us_sum`) are exported in seconds (`_seconds`), and so are the SLA view's counts of
 //! minutes (`sla_unavailable_minutes` is `tiercache_sla_unavailable_seconds`,
 //! the seed's unavailable time).
 //!
