@@ -4,7 +4,8 @@
 #     libmemcached-tools (memccapable, memcdump),
 #     nutcracker (twemproxy, for the scale-out test),
 #     prometheus (promtool, for the metrics endpoint test),
-#     openssl (s_client and test certificates, access_test.py)
+#     openssl (s_client and test certificates, access_test.py),
+#     lintian (the Debian package's check, package_test.sh)
 #   - PyPI: pymemcache (client round-trip test)
 #   - apt: python3-pylibmc (binary protocol test, crates/server/tests/binary.rs)
 # Each piece is installed only when missing, so re-running is cheap.
@@ -30,6 +31,8 @@ command -v memccapable >/dev/null 2>&1 || need_apt+=(libmemcached-tools)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # promtool (Debian's prometheus package), for the metrics endpoint test.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# lintian, for the Debian package's check (package_test.sh).
+command -v lintian >/dev/null 2>&1 || need_apt+=(lintian)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
     echo "install.sh: apt-get install ${need_apt[*]}"
