@@ -34,7 +34,7 @@ enum Cmd {
     Synth(synth::SynthArgs),
     /// The NHC scheduler (the server's code) against two device models.
     Nhc(tiercache_sim::nhc::NhcArgs),
-    /// Replays a Zipf workload of small objects through the small-object store (issue 16).
+    /// Replays a Zipf workload of small objects through the small-object store (docs/SMALL.md).
     Small(small_replay::SmallArgs),
 }
 

@@ -83,7 +83,7 @@ pub struct NhcArgs {
     /// the unused reads as credit, up to this many seconds of its IOPS, and
     /// serves them later on top of its IOPS (at most `burst` times its IOPS
     /// more), as the kernel's blkio throttle does with a device below its
-    /// limit (bench/RESULTS.md, issue 17, "the sawtooth": the budget of a
+    /// limit (bench/RESULTS.md, "the sawtooth": the budget of a
     /// throttle slice that keeps being extended is never trimmed). 0 = none.
     #[arg(long, default_value_t = 0.0)]
     pub carry: f64,

@@ -106,10 +106,10 @@ pub struct PlanArgs {
     /// Flash write amplification (device bytes / admitted bytes).
     #[arg(long, default_value_t = 1.0)]
     pub write_amplification: f64,
-    /// DRAM price per GB.
+    /// DRAM price per GB (10^9 bytes), in any currency (the cost is in it).
     #[arg(long, default_value_t = 3.0)]
     pub dram_price: f64,
-    /// Flash price per GB.
+    /// Flash price per GB (10^9 bytes), in the DRAM price's currency.
     #[arg(long, default_value_t = 0.1)]
     pub flash_price: f64,
     /// DRAM bytes per flash item in the index.
@@ -157,11 +157,14 @@ pub struct Plan {
     pub nic_saturation_ops: f64,
     pub flash_reads_per_s_max: f64,
     pub flash_read_headroom: f64,
-    pub bottleneck: &'static str,
+    pub bottleneck: String,
     pub flash_to_dram_ratio: f64,
     pub all_ram_dram_bytes: u64,
     pub cost: f64,
     pub all_ram_cost: f64,
+    /// The prices the costs are computed at, per GB (10^9 bytes).
+    pub dram_price: f64,
+    pub flash_price: f64,
     pub hit_ratio_ram_only: Option<f64>,
     pub hit_ratio_ram_flash: Option<f64>,
 }
@@ -187,14 +190,30 @@ pub fn flash_to_dram_ratio(item_bytes: u64, dram_per_item: u64) -> f64 {
     item_bytes as f64 / dram_per_item.max(1) as f64
 }
 
-/// What limits the server at the given load: the NIC, the flash device's IOPS, or nothing.
-fn bottleneck(a: &PlanArgs, nic_ops: f64, flash_reads: f64) -> &'static str {
+/// What limits the deployment at the given load, every limit that is
+/// crossed: the NIC, the flash device's IOPS, its endurance (it wears out
+/// before its warranty ends), its size; "none" when nothing is.
+fn bottleneck(a: &PlanArgs, nic_ops: f64, flash_reads: f64, p: &Plan) -> String {
+    let mut limits = Vec::new();
     if a.gets_per_s as f64 > nic_ops {
-        "nic"
-    } else if flash_reads > a.device_iops as f64 {
-        "flash iops"
+        limits.push("nic".to_string());
+    }
+    if flash_reads > a.device_iops as f64 {
+        limits.push("flash iops".to_string());
+    }
+    if p.device_lifetime_years < a.warranty_years {
+        limits.push(format!(
+            "flash endurance ({:.2} DWPD written against {:.2} rated: the device lasts {:.1} of its {:.0} warranty years)",
+            p.dwpd_used, a.dwpd, p.device_lifetime_years, a.warranty_years
+        ));
+    }
+    if !p.flash_fits {
+        limits.push("flash size (the device is smaller than the data needs)".to_string());
+    }
+    if limits.is_empty() {
+        "none".to_string()
     } else {
-        "none"
+        limits.join("; ")
     }
 }
 
@@ -228,12 +247,11 @@ pub fn compute(a: &PlanArgs, w: Workload) -> Plan {
         flash_items as f64 / w.items as f64
     };
     let flash_reads = a.gets_per_s as f64 * flash_share;
-    let bottleneck = bottleneck(a, nic, flash_reads);
     let dram_bytes = a.ram.min(dataset_bytes) + index_dram_bytes;
     let all_ram = w.items * (w.key_size + w.value_size + ALL_RAM_OVERHEAD);
     let cost =
         dram_bytes as f64 / GB * a.dram_price + flash_device_bytes as f64 / GB * a.flash_price;
-    Plan {
+    let mut plan = Plan {
         workload: w,
         item_bytes,
         dataset_bytes,
@@ -251,14 +269,18 @@ pub fn compute(a: &PlanArgs, w: Workload) -> Plan {
         nic_saturation_ops: nic,
         flash_reads_per_s_max: flash_reads,
         flash_read_headroom: a.device_iops as f64 / flash_reads.max(1.0),
-        bottleneck,
+        bottleneck: String::new(),
         flash_to_dram_ratio: flash_to_dram_ratio(item_bytes, index_per_item),
         all_ram_dram_bytes: all_ram,
         cost,
         all_ram_cost: all_ram as f64 / GB * a.dram_price,
+        dram_price: a.dram_price,
+        flash_price: a.flash_price,
         hit_ratio_ram_only: None,
         hit_ratio_ram_flash: None,
-    }
+    };
+    plan.bottleneck = bottleneck(a, nic, flash_reads, &plan);
+    plan
 }
 
 pub fn run(a: &PlanArgs) -> Result<()> {
@@ -310,7 +332,12 @@ pub fn run(a: &PlanArgs) -> Result<()> {
         let ram_only = plan.hit_ratio_ram_only.unwrap_or(0.0);
         plan.flash_reads_per_s_max = a.gets_per_s as f64 * (both - ram_only).max(0.0);
         plan.flash_read_headroom = a.device_iops as f64 / plan.flash_reads_per_s_max.max(1.0);
-        plan.bottleneck = bottleneck(a, plan.nic_saturation_ops, plan.flash_reads_per_s_max);
+        plan.bottleneck = bottleneck(
+            a,
+            plan.nic_saturation_ops,
+            plan.flash_reads_per_s_max,
+            &plan,
+        );
     }
     if a.json {
         println!("{}", serde_json::to_string(&plan)?);
@@ -320,11 +347,14 @@ pub fn run(a: &PlanArgs) -> Result<()> {
     Ok(())
 }
 
+/// A size in binary units, as the sizes are given (`--ram 64GiB`).
 fn gb(b: u64) -> String {
+    const KIB: f64 = 1024.0;
     match b as f64 {
-        x if x >= GB => format!("{:.1} GB", x / GB),
-        x if x >= 1e6 => format!("{:.1} MB", x / 1e6),
-        x => format!("{:.1} KB", x / 1e3),
+        x if x >= KIB.powi(4) => format!("{:.1} TiB", x / KIB.powi(4)),
+        x if x >= KIB.powi(3) => format!("{:.1} GiB", x / KIB.powi(3)),
+        x if x >= KIB.powi(2) => format!("{:.1} MiB", x / KIB.powi(2)),
+        x => format!("{:.1} KiB", x / KIB),
     }
 }
 
@@ -373,8 +403,8 @@ pub fn describe(p: &Plan) -> String {
     line(
         "flash writes per day",
         format!(
-            "{:.1} GB, {:.2} DWPD of the device",
-            p.flash_writes_per_day / GB,
+            "{}, {:.2} DWPD of the device",
+            gb(p.flash_writes_per_day as u64),
             p.dwpd_used
         ),
     );
@@ -393,20 +423,28 @@ pub fn describe(p: &Plan) -> String {
             p.flash_reads_per_s_max, p.flash_read_headroom
         ),
     );
-    line("bottleneck at the given load", p.bottleneck.to_string());
+    line("bottleneck at the given load", p.bottleneck.clone());
     if let (Some(r), Some(f)) = (p.hit_ratio_ram_only, p.hit_ratio_ram_flash) {
         line("hit ratio, RAM tier only", format!("{:.4}", r));
         line("hit ratio, RAM + flash", format!("{:.4}", f));
     }
     line(
-        "cost",
+        "cost (in the prices' currency)",
         format!(
-            "{:.0} against {:.0} all-RAM ({} of DRAM), {:.1}x cheaper",
+            "{:.0} against {:.0} all-RAM ({} of DRAM), {}",
             p.cost,
             p.all_ram_cost,
             gb(p.all_ram_dram_bytes),
-            p.all_ram_cost / p.cost.max(1e-9)
+            if p.all_ram_cost >= p.cost {
+                format!("{:.1}x cheaper", p.all_ram_cost / p.cost.max(1e-9))
+            } else {
+                format!("{:.1}x dearer", p.cost / p.all_ram_cost.max(1e-9))
+            }
         ),
+    );
+    line(
+        "  at prices per GB (10^9 B)",
+        format!("DRAM {:.2}, flash {:.2}", p.dram_price, p.flash_price),
     );
     s
 }
@@ -443,6 +481,59 @@ mod tests {
             },
         );
         assert!((p.nic_saturation_ops - 400_000.0).abs() / 400_000.0 < 0.02);
+    }
+
+    #[test]
+    fn a_device_worn_out_before_its_warranty_is_the_bottleneck() {
+        // The operator's case: 10.89 DWPD on a 1 DWPD device said "none".
+        let w = Workload {
+            items: 100_000_000,
+            key_size: 32,
+            value_size: 1000,
+        };
+        let worn = compute(&args(&["--flash", "2TiB", "--sets-per-s", "100000"]), w);
+        assert!(worn.device_lifetime_years < 5.0);
+        assert!(
+            worn.bottleneck.starts_with("flash endurance"),
+            "{}",
+            worn.bottleneck
+        );
+        let fine = compute(&args(&["--flash", "2TiB", "--sets-per-s", "1000"]), w);
+        assert_eq!(fine.bottleneck, "none");
+        let small = compute(&args(&["--flash", "1GiB", "--sets-per-s", "1"]), w);
+        assert!(
+            small.bottleneck.contains("flash size"),
+            "{}",
+            small.bottleneck
+        );
+    }
+
+    #[test]
+    fn sizes_come_back_in_the_units_they_are_given_in_and_costs_say_their_unit() {
+        let p = compute(
+            &args(&["--ram", "64GiB", "--flash", "2TiB"]),
+            Workload {
+                items: 100_000_000,
+                key_size: 32,
+                value_size: 1000,
+            },
+        );
+        let text = describe(&p);
+        assert!(text.contains("64.0 GiB holds"), "{text}");
+        assert!(text.contains("(device 2.0 TiB)"), "{text}");
+        // No size printed in decimal GB ("98.3 GB").
+        let words: Vec<&str> = text.split_whitespace().collect();
+        assert!(
+            !words
+                .windows(2)
+                .any(|w| w[0].parse::<f64>().is_ok() && w[1].starts_with("GB")),
+            "{text}"
+        );
+        assert!(text.contains("at prices per GB (10^9 B)"), "{text}");
+        assert!(
+            text.contains("dearer") || text.contains("cheaper"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -222,6 +222,44 @@ pub fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// The corner of the plot with the fewest points near it, for the legend,
+/// so that it does not cover the curves (upper right unless that is where
+/// the points are, as with flat curves).
+fn legend_corner(
+    results: &[RunResult],
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    log_x: bool,
+) -> SeriesLabelPosition {
+    let fx = |x: f64| {
+        if log_x {
+            (x.ln() - x0.ln()) / (x1.ln() - x0.ln()).max(1e-9)
+        } else {
+            (x - x0) / (x1 - x0).max(1e-9)
+        }
+    };
+    let fy = |y: f64| (y - y0) / (y1 - y0).max(1e-9);
+    // (right, upper): how many points fall in the corner's third of each axis.
+    let near = |right: bool, upper: bool| {
+        results
+            .iter()
+            .filter(|r| {
+                let (x, y) = (fx(r.size.max(1) as f64), fy(r.miss_ratio));
+                (if right { x > 0.6 } else { x < 0.4 }) && (if upper { y > 0.6 } else { y < 0.4 })
+            })
+            .count()
+    };
+    [
+        (SeriesLabelPosition::UpperRight, near(true, true)),
+        (SeriesLabelPosition::LowerLeft, near(false, false)),
+        (SeriesLabelPosition::LowerRight, near(true, false)),
+        (SeriesLabelPosition::UpperLeft, near(false, true)),
+    ]
+    .into_iter()
+    .min_by_key(|(_, n)| *n)
+    .map_or(SeriesLabelPosition::UpperRight, |(p, _)| p)
+}
+
 /// Draws miss ratio against cache size, a line per policy, to an SVG file.
 /// The size axis is logarithmic when the sizes span more than a factor of 8.
 pub fn plot(results: &[RunResult], path: &Path, title: &str, unit_sizes: bool) -> Result<()> {
@@ -278,7 +316,12 @@ pub fn plot(results: &[RunResult], path: &Path, title: &str, unit_sizes: bool) -
                 .configure_series_labels()
                 .border_style(BLACK)
                 .background_style(WHITE.mix(0.8))
-                .position(SeriesLabelPosition::UpperRight)
+                .position(legend_corner(
+                    results,
+                    (min, max),
+                    (y0, y1),
+                    max / min > 8.0,
+                ))
                 .draw()?;
         }};
     }
