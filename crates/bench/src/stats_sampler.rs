@@ -141,6 +141,18 @@ pub struct Interval {
     pub rates: BTreeMap<String, f64>,
 }
 
+/// Which server and version answered: tiercache says its own version in
+/// `tiercache_version` (its `version` is the memcached protocol level it
+/// speaks, which clients parse); memcached its `version`.
+fn server_name(stats: &BTreeMap<String, String>) -> Option<String> {
+    match (stats.get("tiercache_version"), stats.get("version")) {
+        (Some(t), Some(v)) => Some(format!("tiercache {t} (memcached {v} protocol)")),
+        (Some(t), None) => Some(format!("tiercache {t}")),
+        (None, Some(v)) => Some(format!("memcached {v}")),
+        (None, None) => None,
+    }
+}
+
 /// What the server says about the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerReport {
@@ -215,7 +227,7 @@ pub fn report(snaps: &[Snapshot]) -> Option<ServerReport> {
         })
         .collect();
     Some(ServerReport {
-        version: last.stats.get("version").cloned(),
+        version: server_name(&last.stats),
         threads: last.stats.get("threads").cloned(),
         window_s,
         rates,
@@ -286,6 +298,14 @@ mod tests {
         assert!((r.cpu_utilisation.unwrap() - 0.65).abs() < 1e-9);
         assert_eq!(r.intervals.len(), 2);
         assert_eq!(r.intervals[1].rates["get_misses"], 0.0);
-        assert_eq!(r.version.as_deref(), Some("1.6.18"));
+        assert_eq!(r.version.as_deref(), Some("memcached 1.6.18"));
+        let mut t = s.clone();
+        let last = t.last_mut().unwrap();
+        last.stats
+            .insert("tiercache_version".into(), "0.1.0".into());
+        assert_eq!(
+            report(&t).unwrap().version.as_deref(),
+            Some("tiercache 0.1.0 (memcached 1.6.18 protocol)")
+        );
     }
 }
