@@ -5,8 +5,11 @@
 #     nutcracker (twemproxy, for the scale-out test),
 #     prometheus (promtool, for the metrics endpoint test),
 #     openssl (s_client and test certificates, access_test.py),
-#     lintian (the Debian package's check, package_test.sh)
-#   - PyPI: pymemcache (client round-trip test)
+#     lintian (the Debian package's check, package_test.sh),
+#     golang-go and golang-github-bradfitz-gomemcache-dev (gomemcache's own
+#     tests, with its source, peer_suites.sh)
+#   - PyPI: pymemcache (client round-trip test; its own integration tests
+#     ship inside it), pytest (to run those, peer_suites.sh)
 #   - apt: python3-pylibmc (binary protocol test, crates/server/tests/binary.rs)
 # Each piece is installed only when missing, so re-running is cheap.
 set -euo pipefail
@@ -33,6 +36,10 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 # lintian, for the Debian package's check (package_test.sh).
 command -v lintian >/dev/null 2>&1 || need_apt+=(lintian)
+# Go and gomemcache's source with its tests (peer_suites.sh), from Debian:
+# built offline with GOPATH, no module proxy needed.
+command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/bradfitz/gomemcache ] || need_apt+=(golang-github-bradfitz-gomemcache-dev)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
     echo "install.sh: apt-get install ${need_apt[*]}"
@@ -56,6 +63,14 @@ if ! python3 -c 'import pymemcache' >/dev/null 2>&1; then
     python3 -m pip install --quiet pymemcache \
         || python3 -m pip install --quiet --break-system-packages pymemcache \
         || apt_install python3-pymemcache
+fi
+
+# pytest, to run pymemcache's own integration tests (peer_suites.sh).
+if ! python3 -m pytest --version >/dev/null 2>&1; then
+    echo "install.sh: pip install pytest"
+    python3 -m pip install --quiet pytest \
+        || python3 -m pip install --quiet --break-system-packages pytest \
+        || apt_install python3-pytest
 fi
 
 # pylibmc, for the binary protocol test (Debian's build, for Debian's python3).

@@ -2,8 +2,9 @@
 # The interop suite: memccapable (ASCII), pymemcache round trips, the
 # byte-level differential test against memcached, a randomized differential
 # with the flash tier in play (flash_fuzz.py), twemproxy, TLS/auth/unix
-# socket (access_test.py), watch's kinds (watch_test.py) and the Debian
-# package.
+# socket (access_test.py), watch's kinds (watch_test.py), the Debian
+# package, and other projects' own suites (peer_suites.sh: pymemcache's
+# integration tests, gomemcache's tests).
 #
 #   bash tests/interop/run.sh [path-to-tiercache-binary]
 #
@@ -190,10 +191,18 @@ else
     record package $rc "$summary"
 fi
 
+# --- other projects' own suites: pymemcache's and gomemcache's (about 20 s) --
+say "peer_suites.sh $BIN"
+timeout 600 bash "$HERE/peer_suites.sh" "$BIN" 2>&1 | tee "$LOGDIR/peers.log"
+rc=${PIPESTATUS[0]}
+summary="$(grep -E '^peers:' "$LOGDIR/peers.log" | tail -n 1)"
+[ -n "$summary" ] || summary="peers: no summary (exit $rc)"
+record peers $rc "$summary"
+
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential flash_fuzz twemproxy access watch package; do
+for part in memccapable pymemcache differential flash_fuzz twemproxy access watch package peers; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"
