@@ -13,8 +13,9 @@ use crate::hash::hash_key;
 use crate::index::Loc;
 use crate::item::{Header, HEADER};
 use crate::pool::SegmentPool;
+use crate::shard::hold::{HoldCause, HoldStats, ShardGuard, ShardLock};
 use crate::shard::{Shard, ShardStats, Shared};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -73,13 +74,13 @@ type SnapFile = crate::persist::SnapReader<std::io::BufReader<std::fs::File>>;
 
 /// The shards, shared with the flusher thread.
 struct Shards {
-    list: Vec<Mutex<Shard>>,
+    list: Vec<ShardLock>,
     mask: u64,
 }
 
 impl Shards {
     #[inline]
-    fn of(&self, hash: u64) -> &Mutex<Shard> {
+    fn of(&self, hash: u64) -> &ShardLock {
         // High bits pick the shard; the index uses the low bits.
         &self.list[((hash >> 40) & self.mask) as usize]
     }
@@ -90,7 +91,7 @@ impl RecordOwner for Shards {
         let klen = Header::read(item).klen as usize;
         let hash = hash_key(&item[HEADER..HEADER + klen]);
         self.of(hash)
-            .lock()
+            .lock_for(HoldCause::Reclaim)
             .reclaim_flash(hash, loc, item, reinsert);
     }
 }
@@ -258,10 +259,10 @@ impl Engine {
                 ));
             }
         }
-        let mut list: Vec<Mutex<Shard>> = (0..config.shards)
+        let mut list: Vec<ShardLock> = (0..config.shards)
             .map(|_| {
                 let policy = tiercache_policy::by_name(&config.policy).expect("checked");
-                Mutex::new(Shard::new(
+                ShardLock::new(Shard::new(
                     sizing.precision,
                     sizing.buckets,
                     policy,
@@ -468,7 +469,7 @@ impl Engine {
     /// Every key command's opening: the key's hash and its shard, locked and
     /// caught up.
     #[inline]
-    pub(crate) fn lock_key(&self, key: &[u8], now: u32) -> (u64, MutexGuard<'_, Shard>) {
+    pub(crate) fn lock_key(&self, key: &[u8], now: u32) -> (u64, ShardGuard<'_>) {
         let hash = hash_key(key);
         (hash, self.lock(hash, now))
     }
@@ -476,13 +477,13 @@ impl Engine {
     /// Locks the shard that owns `hash`, applying any pending flush first.
     #[inline]
     /// Shard `i` (in 0..its count), locked and caught up; None past the last.
-    pub(crate) fn lock_nth(&self, i: usize, now: u32) -> Option<MutexGuard<'_, Shard>> {
+    pub(crate) fn lock_nth(&self, i: usize, now: u32) -> Option<ShardGuard<'_>> {
         let mut g = self.shards.list.get(i)?.lock();
         g.catch_up(now);
         Some(g)
     }
 
-    pub fn lock(&self, hash: u64, now: u32) -> MutexGuard<'_, Shard> {
+    pub fn lock(&self, hash: u64, now: u32) -> ShardGuard<'_> {
         let mut g = self.shards.of(hash).lock();
         g.catch_up(now);
         g
@@ -528,7 +529,7 @@ impl Engine {
             // In slices, the lock released between them: a walk of the
             // whole shard in one hold was a request's worst wait.
             loop {
-                let mut g = s.lock();
+                let mut g = s.lock_for(HoldCause::Sweep);
                 g.catch_up(now);
                 let (n, done) = g.sweep_slice(now, SWEEP_SLICE_ITEMS);
                 reclaimed += n;
@@ -555,7 +556,7 @@ impl Engine {
         // The shards holding the most give first, so that none is drained
         // below its share while others keep more.
         let mut held: Vec<(usize, usize)> = (self.shards.list.iter().enumerate())
-            .map(|(i, s)| (s.lock().held_segments(), i))
+            .map(|(i, s)| (s.lock_for(HoldCause::Stats).held_segments(), i))
             .collect();
         held.sort_unstable_by(|a, b| b.cmp(a));
         for (_, i) in held {
@@ -586,7 +587,7 @@ impl Engine {
     pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
         let mut t: Option<crate::small::SmallTotals> = None;
         for s in &self.shards.list {
-            if let Some(p) = s.lock().small_stats() {
+            if let Some(p) = s.lock_for(HoldCause::Stats).small_stats() {
                 t.get_or_insert_with(Default::default).add(&p);
             }
         }
@@ -598,9 +599,11 @@ impl Engine {
         let mut total = ShardStats::default();
         let (mut index_buckets, mut index_entries, mut index_slots) = (0, 0, 0);
         let mut small: Option<crate::small::SmallTotals> = None;
+        let mut holds = HoldStats::default();
         for s in &self.shards.list {
-            let mut g = s.lock();
+            let mut g = s.lock_for(HoldCause::Stats);
             g.catch_up(now);
+            holds.add(g.holds());
             let st = g.stats;
             index_buckets += g.index_buckets();
             let (entries, slots) = g.index_usage();
@@ -647,16 +650,18 @@ impl Engine {
                 .shards
                 .list
                 .iter()
-                .map(|s| s.lock().index_bytes() as u64)
+                .map(|s| s.lock_for(HoldCause::Stats).index_bytes() as u64)
                 .sum(),
             shards: self.shards.list.len() as u64,
+            holds,
         }
     }
 
     /// Resets the counters that `stats reset` clears.
     pub fn reset_stats(&self) {
         for s in &self.shards.list {
-            let mut g = s.lock();
+            let mut g = s.lock_for(HoldCause::Stats);
+            g.reset_holds();
             g.stats.total_items = 0;
             g.stats.evictions = 0;
             g.stats.evicted_unfetched = 0;
@@ -702,4 +707,6 @@ pub struct EngineStats {
     pub shards: u64,
     /// The small-object store's figures (its objects are in `curr_items`).
     pub small: Option<crate::small::SmallTotals>,
+    /// Shard-lock holds by cause, over every shard (`shard::hold`).
+    pub holds: HoldStats,
 }

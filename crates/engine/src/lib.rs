@@ -55,6 +55,8 @@ pub(crate) mod persist;
 pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
+/// Shard-lock holds by cause, for `stats` and `/metrics`.
+pub use shard::hold::{hold_bucket_bound_us, HoldCause, HoldStats, HOLD_BUCKETS, HOLD_CAUSES};
 pub mod small;
 pub(crate) mod wait;
 

@@ -29,6 +29,7 @@ mod copies;
 mod crash;
 mod dump;
 mod eviction;
+pub mod hold;
 mod indexing;
 mod small;
 mod snapshot;
@@ -192,6 +193,10 @@ pub struct Shard {
     index_floor: usize,
     /// This shard's region of the small-object store, if there is one.
     small: Option<small::SmallPart>,
+    /// Maintenance that ran in the current lock hold ([`Shard::mark_hold`]).
+    hold_mark: Option<hold::HoldCause>,
+    /// Lock holds by cause ([`hold`]).
+    holds: hold::HoldStats,
 }
 
 /// Where an expiry sweep done in slices stands: the segments it walks
@@ -244,6 +249,8 @@ impl Shard {
             flushed: crate::flushed::Flushed::default(),
             index_floor: buckets,
             small: None,
+            hold_mark: None,
+            holds: hold::HoldStats::default(),
         }
     }
 
@@ -644,6 +651,7 @@ impl Shard {
 
     /// Drops every item, returning segments to the pool.
     pub fn flush(&mut self) {
+        self.mark_hold(hold::HoldCause::Flush);
         if let Err(e) = self.flush_small() {
             tracing::error!(error = %e, "flush_all: the small-object store could not record it");
         }

@@ -4,6 +4,7 @@
 
 pub mod kinds;
 pub mod line;
+pub mod locks;
 
 pub(crate) use line::stat;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -245,6 +246,7 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         "segment_evacuations_waited",
         e.shard.evacuations_waited,
     );
+    locks::general(out, &e.holds);
     stat(out, "bytes", e.shard.bytes);
     stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
     stat(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));

@@ -200,6 +200,29 @@ fn metrics_with_a_flash_tier_pass_promtool() {
         "no flash hit counted: the test did not reach flash"
     );
     every_stat_is_exported(&mut c, &body);
+    // The shards' lock holds by cause: the sets ran evacuations.
+    let bucket = |cause: &str| {
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "tiercache_shard_lock_hold_seconds_bucket{{cause=\"{cause}\",le=\"+Inf\"}} "
+                ))
+            })
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {cause} lock holds in:\n{body}"))
+    };
+    assert!(bucket("command") + bucket("evacuation") > 16_000);
+    assert!(bucket("evacuation") > 0);
+    let locks = c.tx_str(b"stats locks\r\n");
+    let n = |k: &str| common::stat_of(&locks, k).unwrap_or_else(|| panic!("{k} in {locks}"));
+    assert_eq!(n("shard_lock_holds_flush"), "0");
+    assert!(n("shard_lock_holds_evacuation").parse::<u64>().unwrap() > 0);
+    let stats = c.tx_str(b"stats\r\n");
+    assert!(
+        common::stat_of(&stats, "shard_lock_hold_max_us").is_some(),
+        "{stats}"
+    );
+    assert!(common::stat_of(&stats, "shard_lock_hold_evacuation_max_us").is_some());
     promtool_accepts(&body);
 }
 

@@ -224,12 +224,13 @@ const ONLY_TIERCACHE: &[(&str, &[&str], &str)] = &[
             "index_*",
             "sla_*",
             "segment_evacuat*",
+            "shard_lock_*",
             "malloc_trim*",
         ],
         "tiercache's own figures (README): `version` is the memcached protocol level, \
          `tiercache_version` the server's; index_* describe the compact index; sla_* the \
          SLA view (docs/SLA.md); segment_evacuat* the lock held while a RAM segment \
-         leaves; malloc_trim* the heap given back to the OS (docs/ARCHITECTURE.md)",
+         leaves; shard_lock_* the shards' lock holds by cause; malloc_trim* the heap given back to the OS (docs/ARCHITECTURE.md)",
     ),
     (
         "stats+flash",

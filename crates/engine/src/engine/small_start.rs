@@ -4,8 +4,7 @@
 use super::{EngineConfig, FlashConfig, Shards};
 use crate::error::ConfigError;
 use crate::flash::BlockDevice;
-use crate::shard::Shard;
-use parking_lot::Mutex;
+use crate::shard::hold::ShardLock;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -129,7 +128,7 @@ fn small_flusher(rx: &crossbeam_channel::Receiver<u32>, shards: &Shards) {
 /// Opens (recovers, or formats) each shard's part of the small-object store.
 pub(super) fn attach_small(
     region: &SmallRegion,
-    shards: &mut [Mutex<Shard>],
+    shards: &mut [ShardLock],
     fc: &FlashConfig,
 ) -> Result<(), ConfigError> {
     use crate::small::{SmallConfig, SmallStore};

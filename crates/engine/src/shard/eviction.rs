@@ -160,6 +160,7 @@ impl Shard {
     /// Frees one segment's worth of space by evacuating the oldest segment
     /// of the queue the policy names; returns the freed buffer.
     pub(super) fn reclaim(&mut self) -> Result<Box<[u8]>, InsertError> {
+        self.mark_hold(super::hold::HoldCause::Evacuation);
         // An evacuation begun ahead is finished first: its segment is the
         // oldest of its queue, and its items are half moved.
         if self.ahead.is_some() {
@@ -439,6 +440,7 @@ impl Shard {
         let Some(mut a) = self.ahead.take() else {
             return Ok(());
         };
+        self.mark_hold(super::hold::HoldCause::Evacuation);
         // Write buffer room for the slice's demotions, held for the slice
         // only: a reservation held between requests could keep other
         // shards' evacuations waiting on a shard that gets no requests.

@@ -56,6 +56,7 @@ impl Shard {
             let Some((t, want)) = self.index.next_due(&mut look) else {
                 break;
             };
+            self.mark_hold(super::hold::HoldCause::Resize);
             // A table its floor or the budget keeps as it is costs nothing.
             rebuilt += self.resize_table(t, want).max(1);
         }

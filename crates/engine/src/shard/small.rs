@@ -100,6 +100,7 @@ impl Shard {
     /// Runs `f` on the shard's store (a flusher thread's short phases),
     /// then counts the store's DRAM in the pool again.
     pub(crate) fn with_small_store(&mut self, f: &mut dyn FnMut(&mut SmallStore)) {
+        self.mark_hold(super::hold::HoldCause::Small);
         if let Some(p) = self.small.as_mut() {
             f(&mut p.store);
         }

@@ -63,6 +63,7 @@ pub const COUNTERS: &[&str] = &[
     "segment_evacuations",
     "segment_evacuations_waited",
     "segment_evacuate_us",
+    "shard_lock_holds",
     // extstore's names for the flash tier.
     "extstore_objects_written",
     "extstore_bytes_written",

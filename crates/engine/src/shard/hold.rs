@@ -1,0 +1,249 @@
+//! How long each shard's lock is held, and for what: the lock
+//! ([`ShardLock`]) hands out a guard that times the hold and, when it is
+//! released, counts it in the shard's histogram under its cause. The cause
+//! is the one the taker names ([`ShardLock::lock_for`]; a plain
+//! [`ShardLock::lock`] is a command), unless maintenance ran inside the
+//! hold ([`Shard::mark_hold`]: an evacuation slice run by a set, an index
+//! resize, a flush applied on the way in): then the hold is that
+//! maintenance's, the weightiest one when several ran. Requests wait behind
+//! these holds, so their longest is the bound on what maintenance adds to a
+//! request's latency (`stats`: `shard_lock_hold_*`, `/metrics`:
+//! `tiercache_shard_lock_hold_seconds{cause}`).
+//!
+//! Recording happens under the lock, into the shard's own counters: no
+//! atomics, two clock reads per hold.
+
+use super::Shard;
+use parking_lot::{Mutex, MutexGuard};
+use std::ops::{Deref, DerefMut};
+use std::time::Instant;
+
+/// What a shard-lock hold was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HoldCause {
+    /// Reading `stats` (the lowest: any work inside makes the hold that
+    /// work's).
+    Stats,
+    /// A request: get, set, delete, ...
+    Command,
+    /// A slice of the background expiry sweep.
+    Sweep,
+    /// The flash tier's reclaim of a segment: its live items reinserted or
+    /// dropped from the index.
+    Reclaim,
+    /// The small-object store's buffer written or its flush recorded.
+    Small,
+    /// A RAM segment's items evicted, reinserted or demoted to flash
+    /// (whole, or a slice ahead of need), or given back to the pool.
+    Evacuation,
+    /// An index table rebuilt larger or smaller.
+    Resize,
+    /// flush_all applied to the shard.
+    Flush,
+}
+
+/// Every cause, in [`HoldCause`]'s order.
+pub const HOLD_CAUSES: [HoldCause; 8] = [
+    HoldCause::Stats,
+    HoldCause::Command,
+    HoldCause::Sweep,
+    HoldCause::Reclaim,
+    HoldCause::Small,
+    HoldCause::Evacuation,
+    HoldCause::Resize,
+    HoldCause::Flush,
+];
+
+impl HoldCause {
+    /// Its name in `stats` and `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldCause::Stats => "stats",
+            HoldCause::Command => "command",
+            HoldCause::Sweep => "sweep",
+            HoldCause::Reclaim => "reclaim",
+            HoldCause::Small => "small",
+            HoldCause::Evacuation => "evacuation",
+            HoldCause::Resize => "resize",
+            HoldCause::Flush => "flush",
+        }
+    }
+}
+
+/// Histogram buckets: a hold of `us` microseconds falls in the first
+/// bucket whose bound is at least `us`; bounds 1, 2, 4, ... 2^18 µs
+/// (262 ms), then one over all.
+pub const HOLD_BUCKETS: usize = 20;
+
+/// The upper bound of bucket `i` in microseconds; `None` for the last.
+pub fn hold_bucket_bound_us(i: usize) -> Option<u64> {
+    (i + 1 < HOLD_BUCKETS).then(|| 1u64 << i)
+}
+
+/// Lock holds by cause: a histogram, the count, the sum and the longest.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HoldStats {
+    pub buckets: [[u64; HOLD_BUCKETS]; HOLD_CAUSES.len()],
+    pub sum_ns: [u64; HOLD_CAUSES.len()],
+    pub max_ns: [u64; HOLD_CAUSES.len()],
+}
+
+impl HoldStats {
+    /// Counts one hold of `ns` nanoseconds.
+    pub fn record(&mut self, cause: HoldCause, ns: u64) {
+        let c = cause as usize;
+        let us = ns.div_ceil(1000);
+        let b = if us <= 1 {
+            0
+        } else {
+            ((64 - (us - 1).leading_zeros()) as usize).min(HOLD_BUCKETS - 1)
+        };
+        self.buckets[c][b] += 1;
+        self.sum_ns[c] += ns;
+        self.max_ns[c] = self.max_ns[c].max(ns);
+    }
+
+    /// Adds another shard's.
+    pub fn add(&mut self, o: &HoldStats) {
+        for c in 0..HOLD_CAUSES.len() {
+            for b in 0..HOLD_BUCKETS {
+                self.buckets[c][b] += o.buckets[c][b];
+            }
+            self.sum_ns[c] += o.sum_ns[c];
+            self.max_ns[c] = self.max_ns[c].max(o.max_ns[c]);
+        }
+    }
+
+    /// Holds of `cause`.
+    pub fn count(&self, cause: HoldCause) -> u64 {
+        self.buckets[cause as usize].iter().sum()
+    }
+
+    /// Holds of `cause` longer than `us` microseconds, counted by whole
+    /// buckets (exact when `us` is a power of two).
+    pub fn over_us(&self, cause: HoldCause, us: u64) -> u64 {
+        (0..HOLD_BUCKETS)
+            .filter(|&b| hold_bucket_bound_us(b).is_none_or(|bound| bound > us))
+            .map(|b| self.buckets[cause as usize][b])
+            .sum()
+    }
+}
+
+/// A shard behind its lock.
+pub struct ShardLock(Mutex<Shard>);
+
+impl ShardLock {
+    pub fn new(s: Shard) -> ShardLock {
+        ShardLock(Mutex::new(s))
+    }
+
+    /// Locks it for a request.
+    #[inline]
+    pub fn lock(&self) -> ShardGuard<'_> {
+        self.lock_for(HoldCause::Command)
+    }
+
+    /// Locks it for `cause`.
+    #[inline]
+    pub fn lock_for(&self, cause: HoldCause) -> ShardGuard<'_> {
+        let g = self.0.lock();
+        ShardGuard {
+            g,
+            cause,
+            start: Instant::now(),
+        }
+    }
+
+    /// The shard, without locking (the caller has it alone).
+    pub fn get_mut(&mut self) -> &mut Shard {
+        self.0.get_mut()
+    }
+}
+
+/// A held shard lock; counts the hold when dropped.
+pub struct ShardGuard<'a> {
+    g: MutexGuard<'a, Shard>,
+    cause: HoldCause,
+    start: Instant,
+}
+
+impl Deref for ShardGuard<'_> {
+    type Target = Shard;
+    #[inline]
+    fn deref(&self) -> &Shard {
+        &self.g
+    }
+}
+
+impl DerefMut for ShardGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Shard {
+        &mut self.g
+    }
+}
+
+impl Drop for ShardGuard<'_> {
+    fn drop(&mut self) {
+        let ns = self.start.elapsed().as_nanos() as u64;
+        let cause = self
+            .g
+            .hold_mark
+            .take()
+            .map_or(self.cause, |m| m.max(self.cause));
+        self.g.holds.record(cause, ns);
+    }
+}
+
+impl Shard {
+    /// Maintenance of `cause` runs inside the current hold: the hold is
+    /// counted as the weightiest maintenance that ran in it.
+    #[inline]
+    pub(crate) fn mark_hold(&mut self, cause: HoldCause) {
+        self.hold_mark = Some(self.hold_mark.map_or(cause, |m| m.max(cause)));
+    }
+
+    /// The lock holds counted so far.
+    pub fn holds(&self) -> &HoldStats {
+        &self.holds
+    }
+
+    /// Forgets them (`stats reset`).
+    pub fn reset_holds(&mut self) {
+        self.holds = HoldStats::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_powers_of_two_microseconds() {
+        let mut h = HoldStats::default();
+        for ns in [0, 999, 1000, 1001, 2000, 3000, 200_000, 10_000_000_000] {
+            h.record(HoldCause::Command, ns);
+        }
+        let b = &h.buckets[HoldCause::Command as usize];
+        assert_eq!(b[0], 3, "0, 0.999 and 1 µs are within 1 µs");
+        assert_eq!(b[1], 2, "1.001 and 2 µs within 2 µs");
+        assert_eq!(b[2], 1, "3 µs within 4");
+        assert_eq!(b[8], 1, "200 µs within 256");
+        assert_eq!(b[HOLD_BUCKETS - 1], 1, "10 s in the last");
+        assert_eq!(h.count(HoldCause::Command), 8);
+        assert_eq!(h.max_ns[HoldCause::Command as usize], 10_000_000_000);
+        assert_eq!(h.over_us(HoldCause::Command, 256), 1);
+        assert_eq!(h.over_us(HoldCause::Command, 128), 2);
+        assert_eq!(h.count(HoldCause::Flush), 0);
+    }
+
+    #[test]
+    fn the_weightiest_maintenance_names_the_hold() {
+        assert!(HoldCause::Flush > HoldCause::Resize);
+        assert!(HoldCause::Resize > HoldCause::Evacuation);
+        assert!(HoldCause::Evacuation > HoldCause::Command);
+        assert!(HoldCause::Command > HoldCause::Stats);
+        for (i, c) in HOLD_CAUSES.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The shard-lock holds by cause (the engine's `shard::hold`): in `stats`,
+//! the longest hold overall and per cause and the count; in `stats locks`,
+//! the histogram per cause; in `/metrics`, the histogram
+//! `tiercache_shard_lock_hold_seconds{cause}`. A request waits behind at
+//! most the longest hold, so these bound what maintenance adds to it.
+
+use super::line::stat;
+use std::fmt::Write;
+use tiercache_engine::{hold_bucket_bound_us, HoldStats, HOLD_BUCKETS, HOLD_CAUSES};
+
+/// The general `stats` lines: `shard_lock_holds` (every hold),
+/// `shard_lock_hold_max_us` (the longest of any cause but `stats` reading
+/// the shards) and `shard_lock_hold_<cause>_max_us`.
+pub fn general(out: &mut Vec<u8>, h: &HoldStats) {
+    let holds: u64 = HOLD_CAUSES.iter().map(|&c| h.count(c)).sum();
+    stat(out, "shard_lock_holds", holds);
+    let max = HOLD_CAUSES
+        .iter()
+        .filter(|c| c.name() != "stats")
+        .map(|&c| h.max_ns[c as usize])
+        .max()
+        .unwrap_or(0);
+    stat(out, "shard_lock_hold_max_us", max / 1000);
+    for c in HOLD_CAUSES {
+        let name = format!("shard_lock_hold_{}_max_us", c.name());
+        stat(out, &name, h.max_ns[c as usize] / 1000);
+    }
+}
+
+/// `stats locks`: per cause its count, the sum and the longest, and the
+/// holds in each bucket (`shard_lock_hold_<cause>_le_<µs>`; `_le_inf` the
+/// rest), not cumulative.
+pub fn group(out: &mut Vec<u8>, h: &HoldStats) {
+    for c in HOLD_CAUSES {
+        let i = c as usize;
+        let n = c.name();
+        stat(out, &format!("shard_lock_holds_{n}"), h.count(c));
+        stat(out, &format!("shard_lock_hold_{n}_us"), h.sum_ns[i] / 1000);
+        stat(
+            out,
+            &format!("shard_lock_hold_{n}_max_us"),
+            h.max_ns[i] / 1000,
+        );
+        for b in 0..HOLD_BUCKETS {
+            let le = hold_bucket_bound_us(b).map_or("inf".to_string(), |u| u.to_string());
+            stat(
+                out,
+                &format!("shard_lock_hold_{n}_le_{le}"),
+                h.buckets[i][b],
+            );
+        }
+    }
+}
+
+/// The Prometheus histogram, in the text format, cumulative as it wants.
+pub fn metrics_text(h: &HoldStats) -> String {
+    let mut s = String::new();
+    let name = "tiercache_shard_lock_hold_seconds";
+    let _ = writeln!(
+        s,
+        "# HELP {name} How long a shard's lock was held, by what it was held for."
+    );
+    let _ = writeln!(s, "# TYPE {name} histogram");
+    for c in HOLD_CAUSES {
+        let i = c as usize;
+        let mut acc = 0;
+        for b in 0..HOLD_BUCKETS {
+            acc += h.buckets[i][b];
+            let le = hold_bucket_bound_us(b)
+                .map_or("+Inf".to_string(), |u| format!("{}", u as f64 / 1e6));
+            let _ = writeln!(
+                s,
+                "{name}_bucket{{cause=\"{}\",le=\"{le}\"}} {acc}",
+                c.name()
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{name}_sum{{cause=\"{}\"}} {}",
+            c.name(),
+            h.sum_ns[i] as f64 / 1e9
+        );
+        let _ = writeln!(s, "{name}_count{{cause=\"{}\"}} {acc}", c.name());
+    }
+    s
+}
