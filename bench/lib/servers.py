@@ -127,6 +127,19 @@ class Server:
                     out[p[1]] = p[2]
         return out
 
+    def reset_stats(self):
+        """`stats reset`: counters and the longest lock holds start again."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.sendall(b"stats reset\r\n")
+            buf = b""
+            while not buf.endswith(b"\r\n"):
+                c = s.recv(4096)
+                if not c:
+                    break
+                buf += c
+        if buf != b"RESET\r\n":
+            raise RuntimeError(f"stats reset answered {buf!r}")
+
     def rss(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
