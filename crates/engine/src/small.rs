@@ -4,14 +4,17 @@
 //! set-associative store of 4 KiB sets ([`format`]); objects move from the
 //! log to their set several at a time, and the sets need no per-object
 //! DRAM pointer: a per-set Bloom filter, hit bits and a write generation
-//! ([`filter`]). [`store`] holds the read, write and move paths, [`recover`]
+//! ([`filter`]). [`store`] holds the write and move paths, [`lookup`] the
+//! reads, [`invalidate`] the changes of keys it holds, [`recover`]
 //! the start from what the device holds, [`flush`] the segment flushes,
 //! whose device I/O can run off the shard's lock.
 
 pub mod filter;
 pub mod flush;
 pub mod format;
+pub mod invalidate;
 pub mod log;
+pub mod lookup;
 pub mod recover;
 mod sets;
 pub mod store;
@@ -19,8 +22,10 @@ pub mod store;
 mod tests;
 
 pub use format::Obj;
+pub use invalidate::Gate;
+pub use lookup::{Found, Step};
 pub use recover::Recovered;
-pub use store::{Found, Gate, SmallConfig, SmallStore, Step};
+pub use store::{SmallConfig, SmallStore};
 
 /// The store's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

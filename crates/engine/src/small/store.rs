@@ -8,6 +8,7 @@
 use super::filter::SetFilters;
 use super::flush::Job;
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
+use super::invalidate::Inval;
 use super::log::{tag_of, LogIndex, MAX_PAGES};
 use super::sets::{page_offset, set_offset, verify_block};
 use super::SmallStats;
@@ -157,22 +158,6 @@ impl Hasher for MixHasher {
     }
 }
 
-/// A get's answer and where it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Found {
-    Buffer(Obj),
-    Log(Obj),
-    Set(Obj),
-}
-
-impl Found {
-    pub fn obj(&self) -> &Obj {
-        match self {
-            Found::Buffer(o) | Found::Log(o) | Found::Set(o) => o,
-        }
-    }
-}
-
 /// The small-object store.
 pub struct SmallStore {
     pub(super) dev: Arc<dyn BlockDevice>,
@@ -213,7 +198,7 @@ pub struct SmallStore {
     pub(super) jobs: std::collections::VecDeque<Arc<Job>>,
     /// Where to say that a job was sealed (the background flusher, told
     /// this region's part number); None: flushes run on the inserting thread.
-    notify: Option<crossbeam_channel::Sender<u32>>,
+    pub(super) notify: Option<crossbeam_channel::Sender<u32>>,
     /// The last job number handed out.
     pub(super) job_ids: u64,
     /// Keys whose changes wait for an invalidation job, or may go ahead
@@ -221,36 +206,6 @@ pub struct SmallStore {
     pub(super) invals: HashMap<u64, Inval>,
     pub stats: SmallStats,
 }
-
-/// Where a key's invalidation stands ([`SmallStore::gate`]).
-pub(super) struct Inval {
-    pub(super) key: Vec<u8>,
-    pub(super) state: InvalState,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum InvalState {
-    /// The invalidation job of this number will rewrite the key's set.
-    Queued(u64),
-    /// No copy of the key is left on flash (none was admitted since the
-    /// job); `found`: the job's set held it, unexpired (until a change
-    /// takes that answer).
-    Done { found: bool },
-}
-
-/// What a change of a key must do first ([`SmallStore::gate`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    /// Go ahead: no copy of the key is left (true: the store held it).
-    Clear(bool),
-    /// Ask again once the flusher has run the key's invalidation.
-    Wait,
-}
-
-/// Keys answered [`Gate::Clear`] kept per region (each spares a change of
-/// its key a wait while its set's filter still says maybe); past it they are
-/// forgotten, and a change of one waits for an invalidation again.
-const DONE_KEPT: usize = 4096;
 
 /// The key's hash, the set and the tag it implies.
 pub(super) fn place(key: &[u8], sets: usize) -> (u64, u32, u16) {
@@ -457,7 +412,7 @@ impl SmallStore {
     }
 
     /// The objects of the buffer and of the sealed segment under way, newest first.
-    fn unwritten(&self) -> impl Iterator<Item = &(u64, Obj)> {
+    pub(super) fn unwritten(&self) -> impl Iterator<Item = &(u64, Obj)> {
         let sealed = self.jobs.iter().rev().flat_map(|j| j.sealed.iter().rev());
         self.buffer
             .iter()
@@ -468,7 +423,7 @@ impl SmallStore {
 
     /// A 4 KiB block as DRAM describes it: from the view of the flush
     /// under way if it replaces the block, else from the device.
-    fn read_viewed(&self, off: u64) -> io::Result<AlignedBuf> {
+    pub(super) fn read_viewed(&self, off: u64) -> io::Result<AlignedBuf> {
         if let Some(job) = self.jobs.front() {
             let held = job.with_view(|v| {
                 v.get(&off).map(|b| {
@@ -484,7 +439,7 @@ impl SmallStore {
         self.read_block(off, BLOCK)
     }
 
-    fn read_block(&self, off: u64, len: usize) -> io::Result<AlignedBuf> {
+    pub(super) fn read_block(&self, off: u64, len: usize) -> io::Result<AlignedBuf> {
         let mut b = AlignedBuf::new(len);
         let n = self.dev.read_at(b.as_mut_slice(), off)?;
         if n < len {
@@ -608,7 +563,7 @@ impl SmallStore {
             && self.buffer.len() == self.cfg.seg_pages
     }
 
-    fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
+    pub(super) fn drop_buffered(&mut self, key: &[u8], h: u64) -> bool {
         if !self.buffered.has(h) {
             return false;
         }
@@ -689,371 +644,6 @@ impl SmallStore {
         tracing::error!(error = %e, "small-object store write failed; the store stops");
         self.failed = true;
     }
-
-    /// Whether the store may hold a copy of the key (a change to the key
-    /// must [`SmallStore::invalidate`] it first).
-    pub fn may_contain(&self, key: &[u8]) -> bool {
-        if self.emptied {
-            return false;
-        }
-        if self.failed {
-            return true;
-        }
-        let (h, set, tag) = place(key, self.cfg.sets);
-        (self.maybe_unwritten(h) && self.unwritten().any(|(ph, o)| *ph == h && o.key == key))
-            || self.log.of_set(set).any(|r| r.tag == tag)
-            || self.filters.may_contain(set as usize, h)
-    }
-
-    /// Before a change of `key` (delete, overwrite, touch...), with a
-    /// background flusher: [`Gate::Clear`] when no copy of the key is left
-    /// on flash, else [`Gate::Wait`] with the key queued for an
-    /// invalidation job, which the flusher runs in a batch with the other
-    /// changed keys (their sets rewritten without them, one device sync);
-    /// the change asks again when it is committed. Nothing is read or
-    /// written on the caller's thread, and the store is unchanged until the
-    /// job commits: a get meanwhile still finds the old value, as the
-    /// change has not happened. Without a flusher, or after a failure:
-    /// [`invalidate`](Self::invalidate), here (Err: the store failed).
-    pub fn gate(&mut self, key: &[u8]) -> io::Result<Gate> {
-        if self.notify.is_none() || self.failed {
-            if !self.may_contain(key) {
-                return Ok(Gate::Clear(false));
-            }
-            return self.invalidate(key).map(Gate::Clear);
-        }
-        if self.must_wait(key) {
-            return Ok(Gate::Wait);
-        }
-        let (h, now) = (xxh3_64(key), self.now);
-        let found = match self.invals.get_mut(&h).filter(|e| e.key == key) {
-            // Flash holds no copy; one admitted since is in the buffer (a
-            // sealed one took the entry away). The answer is taken.
-            Some(e) => {
-                std::mem::replace(&mut e.state, InvalState::Done { found: false })
-                    == InvalState::Done { found: true }
-            }
-            None => false,
-        };
-        let buffered = self.buffered_unexpired(key, h, now);
-        self.drop_buffered(key, h);
-        Ok(Gate::Clear(found || buffered))
-    }
-
-    /// Whether a change of `key` must wait for an invalidation job (with a
-    /// background flusher): its job is queued, or a copy of the key may be
-    /// on flash (its set's filter, a log entry with its tag, a sealed
-    /// segment) and no job has answered for it since its last admission;
-    /// the key is queued then. Takes no answer: for a change that asks
-    /// before it takes RAM (a retry must not take a new slot each time).
-    pub fn must_wait(&mut self, key: &[u8]) -> bool {
-        if self.notify.is_none() || self.failed {
-            return false;
-        }
-        let wait = self.ask(key);
-        self.stats.invalidate_waits += u64::from(wait);
-        wait
-    }
-
-    /// [`must_wait`](Self::must_wait) with a flusher: true when the key's
-    /// job is queued, or is queued now.
-    fn ask(&mut self, key: &[u8]) -> bool {
-        let (h, set, tag) = place(key, self.cfg.sets);
-        // (The answer of a job is looked for first: the job's set rewrite
-        // took the key out of its filter.)
-        if let Some(e) = self.invals.get(&h).filter(|e| e.key == key) {
-            return matches!(e.state, InvalState::Queued(_));
-        }
-        let on_flash = self.jobs.iter().any(|j| j.seals(h, key))
-            || self.log.of_set(set).any(|r| r.tag == tag)
-            || self.filters.may_contain(set as usize, h);
-        if on_flash {
-            self.queue_key(h, key);
-        }
-        on_flash
-    }
-
-    /// Queues the invalidation a change of `key` will wait for, ahead of
-    /// the change (with a background flusher; nothing otherwise, or when
-    /// it is queued or answered already, or when no copy of the key can be
-    /// on flash). Only for a change that replaces or deletes the key
-    /// whatever it holds: the key's copy is dropped when the job commits.
-    pub fn prepare(&mut self, key: &[u8]) {
-        // (Past the bound of kept answers, changes ask for themselves.)
-        if self.notify.is_some() && !self.failed && self.invals.len() < DONE_KEPT {
-            self.ask(key);
-        }
-    }
-
-    /// Queues `key` for an invalidation job and notes that its change waits.
-    fn queue_key(&mut self, h: u64, key: &[u8]) {
-        if self.invals.len() >= DONE_KEPT {
-            // Answers a change has taken first: an answer still to be taken
-            // ("the store held it") is kept for its change, which asks again
-            // within milliseconds, unless its connection went away; those
-            // go past four times the bound.
-            self.invals
-                .retain(|_, e| e.state != InvalState::Done { found: false });
-            if self.invals.len() >= DONE_KEPT * 4 {
-                self.invals
-                    .retain(|_, e| matches!(e.state, InvalState::Queued(_)));
-            }
-        }
-        let (id, new) = self.queue_invalidation(h, key);
-        self.invals.insert(
-            h,
-            Inval {
-                key: key.to_vec(),
-                state: InvalState::Queued(id),
-            },
-        );
-        if new && self.jobs.len() == 1 && !self.tell_flusher() {
-            // No flusher (it stopped): the job runs here, now; the change
-            // finds its answer when it asks again.
-            let _ = self.finish_jobs();
-        }
-    }
-
-    /// Whether the open buffer holds an unexpired copy of the key.
-    fn buffered_unexpired(&self, key: &[u8], h: u64, now: u32) -> bool {
-        self.buffered.has(h)
-            && self
-                .buffer
-                .iter()
-                .flatten()
-                .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now))
-    }
-
-    /// Makes sure no copy of the key survives, durably, before a delete or
-    /// an overwrite is answered: the key's set is rewritten without it (its
-    /// generation then kills the older log copies too). Returns whether the
-    /// key was held (unexpired).
-    pub fn invalidate(&mut self, key: &[u8]) -> io::Result<bool> {
-        if self.failed {
-            return Err(io::Error::other("small-object store failed"));
-        }
-        let (h, set, tag) = place(key, self.cfg.sets);
-        // The key's set is rewritten: a flush under way that rewrites it,
-        // or writes the key to the log, ends first (never two hands on one
-        // set). A key the store does not hold waits for nothing. (A commit
-        // never seals a new job, so this ends; the loop is a safeguard.)
-        let held = loop {
-            let held = self.holds_on_flash(key, h, set, tag)?;
-            let sealed = self.jobs.iter().any(|j| j.seals(h, key));
-            match self.jobs.iter().rposition(|j| j.touches(set)) {
-                Some(last) if held || sealed => self.finish_jobs_to(last + 1)?,
-                _ => break held,
-            }
-            if self.failed {
-                return Err(io::Error::other("small-object store failed"));
-            }
-        };
-        let buffered = self.buffered_unexpired(key, h, self.now);
-        self.drop_buffered(key, h);
-        if held {
-            self.stats.invalidations += 1;
-            let on_flash = self.rewrite_sets(&[set], &[key.to_vec()], &HashMap::new(), true)?;
-            return Ok(buffered || on_flash);
-        }
-        Ok(buffered)
-    }
-
-    /// Whether a block the key's copies could be in (its log pages, its
-    /// set) holds it, expired or not, read from the device: a filter's
-    /// false positive or a tag shared with another key costs a read, not a
-    /// durable set rewrite. A block that does not verify, or changed since
-    /// DRAM saw it, counts as holding it.
-    fn holds_on_flash(&mut self, key: &[u8], h: u64, set: u32, tag: u16) -> io::Result<bool> {
-        if !self.log.of_set(set).any(|r| r.tag == tag) && !self.filters.may_contain(set as usize, h)
-        {
-            return Ok(false);
-        }
-        let pages: Vec<u32> = self
-            .log
-            .of_set(set)
-            .filter(|r| r.tag == tag)
-            .map(|r| r.page)
-            .collect();
-        for page in pages {
-            let b = self.read_viewed(self.page_offset(page))?;
-            let seg = page as usize / self.cfg.seg_pages;
-            match self.verify(b.as_slice(), Kind::Log, page) {
-                Ok(hd) if hd.generation == self.seg_gen[seg] => {
-                    if format::objects(b.as_slice(), &hd).any(|o| o.key == key) {
-                        return Ok(true);
-                    }
-                }
-                _ => return Ok(true),
-            }
-        }
-        if !self.filters.may_contain(set as usize, h) {
-            return Ok(false);
-        }
-        let b = self.read_viewed(self.set_offset(set))?;
-        Ok(match self.verify(b.as_slice(), Kind::Set, set) {
-            Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
-                format::find(b.as_slice(), &hd, key).is_some()
-            }
-            Err(BlockError::Empty) => false,
-            _ => true,
-        })
-    }
-
-    /// Looks a key up, reading the device on this thread (the simulator,
-    /// tests): [`lookup_with`](Self::lookup_with) with blocking reads.
-    pub fn get(&mut self, key: &[u8], now: u32) -> Option<Found> {
-        let mut have: HashMap<u64, AlignedBuf> = HashMap::new();
-        for _ in 0..4 {
-            let step = self.lookup_with(key, now, &|off| have.get(&off).map(|b| b.as_slice()));
-            match step {
-                Step::Hit(f) => return Some(f),
-                Step::Miss => return None,
-                Step::Read(offs) => {
-                    for off in offs {
-                        have.insert(off, self.read_block(off, BLOCK).ok()?);
-                    }
-                }
-            }
-        }
-        None
-    }
-
-    /// Which device (of the engine's) and where the region is.
-    pub fn base(&self) -> u64 {
-        self.base
-    }
-
-    /// Looks a key up in DRAM and in the blocks `have` holds (by device
-    /// offset, as read): the buffer, then the key's log copies newest
-    /// first, then its set. Every object read is verified (block checksum,
-    /// number, nonce, generation, full key). [`Step::Read`] lists the blocks
-    /// to read first (again, for a block that changed since it was read).
-    pub fn lookup_with<'a>(
-        &mut self,
-        key: &[u8],
-        now: u32,
-        have: &dyn Fn(u64) -> Option<&'a [u8]>,
-    ) -> Step {
-        if self.failed {
-            return Step::Miss;
-        }
-        self.now = self.now.max(now);
-        // While a flush writes, the blocks it replaces are read from its
-        // view: they are what DRAM describes until it commits.
-        match self.jobs.front().cloned() {
-            None => self.lookup_in(key, now, have),
-            Some(job) => job.with_view(|view| {
-                self.lookup_in(key, now, &|off| {
-                    view.get(&off).map(|b| b.as_slice()).or_else(|| have(off))
-                })
-            }),
-        }
-    }
-
-    fn lookup_in<'b>(
-        &mut self,
-        key: &[u8],
-        now: u32,
-        have: &dyn Fn(u64) -> Option<&'b [u8]>,
-    ) -> Step {
-        let (h, set, tag) = place(key, self.cfg.sets);
-        let unwritten = if self.maybe_unwritten(h) {
-            self.unwritten()
-                .find(|(ph, o)| *ph == h && o.key == key)
-                .map(|(_, o)| o.clone())
-        } else {
-            None
-        };
-        if let Some(o) = unwritten {
-            if o.expired(now) {
-                return Step::Miss;
-            }
-            self.stats.hits_buffer += 1;
-            return Step::Hit(Found::Buffer(o));
-        }
-        let mut pages: Vec<u32> = Vec::new();
-        for r in self.log.of_set(set).rev().filter(|r| r.tag == tag) {
-            if !pages.contains(&r.page) {
-                pages.push(r.page);
-            }
-        }
-        let mut missing = Vec::new();
-        for page in pages {
-            let off = self.page_offset(page);
-            let Some(b) = have(off) else {
-                missing.push(off);
-                continue;
-            };
-            let seg = page as usize / self.cfg.seg_pages;
-            match self.verify(b, Kind::Log, page) {
-                Ok(hd) if hd.generation == self.seg_gen[seg] => {
-                    // The newest copy in the page is the last one.
-                    let found = format::objects(b, &hd).filter(|o| o.key == key).last();
-                    if let Some(o) = found {
-                        if !missing.is_empty() {
-                            return Step::Read(missing);
-                        }
-                        self.stats.reads += 1;
-                        self.log.mark_hit(set, page, tag);
-                        if o.expired(now) {
-                            return Step::Miss;
-                        }
-                        self.stats.hits_log += 1;
-                        return Step::Hit(Found::Log(o));
-                    }
-                    self.stats.reads += 1;
-                }
-                Ok(_) => missing.push(off),
-                Err(_) => self.stats.verify_failures += 1,
-            }
-        }
-        if !self.filters.may_contain(set as usize, h) {
-            return if missing.is_empty() {
-                Step::Miss
-            } else {
-                Step::Read(missing)
-            };
-        }
-        let off = self.set_offset(set);
-        let Some(b) = have(off) else {
-            missing.push(off);
-            return Step::Read(missing);
-        };
-        if !missing.is_empty() {
-            return Step::Read(missing);
-        }
-        match self.verify(b, Kind::Set, set) {
-            Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
-                self.stats.reads += 1;
-                match format::find(b, &hd, key) {
-                    Some((place, o)) if !o.expired(now) => {
-                        self.filters.hit(set as usize, place);
-                        self.stats.hits_set += 1;
-                        Step::Hit(Found::Set(o))
-                    }
-                    Some(_) => Step::Miss,
-                    None => {
-                        self.stats.false_positive_reads += 1;
-                        Step::Miss
-                    }
-                }
-            }
-            Ok(_) => Step::Read(vec![off]),
-            Err(_) => {
-                self.stats.verify_failures += 1;
-                Step::Miss
-            }
-        }
-    }
-}
-
-/// What [`SmallStore::lookup_with`] needs next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    Hit(Found),
-    Miss,
-    /// Read these blocks (device offsets, 4 KiB each), then ask again.
-    Read(Vec<u64>),
 }
 
 /// A nonce for a region formatted now: blocks of earlier regions on the

@@ -1,0 +1,252 @@
+//! Changes of keys the store may hold: the gate a change passes
+//! ([`SmallStore::gate`]), the invalidation jobs it queues for the flusher
+//! (their set rewrites batched, one device sync), and the durable set
+//! rewrite on the caller's thread without a flusher
+//! ([`SmallStore::invalidate`]). docs/SMALL.md has the crash rules.
+
+use super::format::{self, BlockError, Kind};
+use super::store::{place, SmallStore};
+use std::collections::HashMap;
+use std::io;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Where a key's invalidation stands ([`SmallStore::gate`]).
+pub(super) struct Inval {
+    pub(super) key: Vec<u8>,
+    pub(super) state: InvalState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InvalState {
+    /// The invalidation job of this number will rewrite the key's set.
+    Queued(u64),
+    /// No copy of the key is left on flash (none was admitted since the
+    /// job); `found`: the job's set held it, unexpired (until a change
+    /// takes that answer).
+    Done { found: bool },
+}
+
+/// What a change of a key must do first ([`SmallStore::gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Go ahead: no copy of the key is left (true: the store held it).
+    Clear(bool),
+    /// Ask again once the flusher has run the key's invalidation.
+    Wait,
+}
+
+/// Keys answered [`Gate::Clear`] kept per region (each spares a change of
+/// its key a wait while its set's filter still says maybe); past it they are
+/// forgotten, and a change of one waits for an invalidation again.
+const DONE_KEPT: usize = 4096;
+
+impl SmallStore {
+    /// Whether the store may hold a copy of the key (a change to the key
+    /// must [`SmallStore::invalidate`] it first).
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        if self.emptied {
+            return false;
+        }
+        if self.failed {
+            return true;
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        (self.maybe_unwritten(h) && self.unwritten().any(|(ph, o)| *ph == h && o.key == key))
+            || self.log.of_set(set).any(|r| r.tag == tag)
+            || self.filters.may_contain(set as usize, h)
+    }
+
+    /// Before a change of `key` (delete, overwrite, touch...), with a
+    /// background flusher: [`Gate::Clear`] when no copy of the key is left
+    /// on flash, else [`Gate::Wait`] with the key queued for an
+    /// invalidation job, which the flusher runs in a batch with the other
+    /// changed keys (their sets rewritten without them, one device sync);
+    /// the change asks again when it is committed. Nothing is read or
+    /// written on the caller's thread, and the store is unchanged until the
+    /// job commits: a get meanwhile still finds the old value, as the
+    /// change has not happened. Without a flusher, or after a failure:
+    /// [`invalidate`](Self::invalidate), here (Err: the store failed).
+    pub fn gate(&mut self, key: &[u8]) -> io::Result<Gate> {
+        if self.notify.is_none() || self.failed {
+            if !self.may_contain(key) {
+                return Ok(Gate::Clear(false));
+            }
+            return self.invalidate(key).map(Gate::Clear);
+        }
+        if self.must_wait(key) {
+            return Ok(Gate::Wait);
+        }
+        let (h, now) = (xxh3_64(key), self.now);
+        let found = match self.invals.get_mut(&h).filter(|e| e.key == key) {
+            // Flash holds no copy; one admitted since is in the buffer (a
+            // sealed one took the entry away). The answer is taken.
+            Some(e) => {
+                std::mem::replace(&mut e.state, InvalState::Done { found: false })
+                    == InvalState::Done { found: true }
+            }
+            None => false,
+        };
+        let buffered = self.buffered_unexpired(key, h, now);
+        self.drop_buffered(key, h);
+        Ok(Gate::Clear(found || buffered))
+    }
+
+    /// Whether a change of `key` must wait for an invalidation job (with a
+    /// background flusher): its job is queued, or a copy of the key may be
+    /// on flash (its set's filter, a log entry with its tag, a sealed
+    /// segment) and no job has answered for it since its last admission;
+    /// the key is queued then. Takes no answer: for a change that asks
+    /// before it takes RAM (a retry must not take a new slot each time).
+    pub fn must_wait(&mut self, key: &[u8]) -> bool {
+        if self.notify.is_none() || self.failed {
+            return false;
+        }
+        let wait = self.ask(key);
+        self.stats.invalidate_waits += u64::from(wait);
+        wait
+    }
+
+    /// [`must_wait`](Self::must_wait) with a flusher: true when the key's
+    /// job is queued, or is queued now.
+    fn ask(&mut self, key: &[u8]) -> bool {
+        let (h, set, tag) = place(key, self.cfg.sets);
+        // (The answer of a job is looked for first: the job's set rewrite
+        // took the key out of its filter.)
+        if let Some(e) = self.invals.get(&h).filter(|e| e.key == key) {
+            return matches!(e.state, InvalState::Queued(_));
+        }
+        let on_flash = self.jobs.iter().any(|j| j.seals(h, key))
+            || self.log.of_set(set).any(|r| r.tag == tag)
+            || self.filters.may_contain(set as usize, h);
+        if on_flash {
+            self.queue_key(h, key);
+        }
+        on_flash
+    }
+
+    /// Queues the invalidation a change of `key` will wait for, ahead of
+    /// the change (with a background flusher; nothing otherwise, or when
+    /// it is queued or answered already, or when no copy of the key can be
+    /// on flash). Only for a change that replaces or deletes the key
+    /// whatever it holds: the key's copy is dropped when the job commits.
+    pub fn prepare(&mut self, key: &[u8]) {
+        // (Past the bound of kept answers, changes ask for themselves.)
+        if self.notify.is_some() && !self.failed && self.invals.len() < DONE_KEPT {
+            self.ask(key);
+        }
+    }
+
+    /// Queues `key` for an invalidation job and notes that its change waits.
+    fn queue_key(&mut self, h: u64, key: &[u8]) {
+        if self.invals.len() >= DONE_KEPT {
+            // Answers a change has taken first: an answer still to be taken
+            // ("the store held it") is kept for its change, which asks again
+            // within milliseconds, unless its connection went away; those
+            // go past four times the bound.
+            self.invals
+                .retain(|_, e| e.state != InvalState::Done { found: false });
+            if self.invals.len() >= DONE_KEPT * 4 {
+                self.invals
+                    .retain(|_, e| matches!(e.state, InvalState::Queued(_)));
+            }
+        }
+        let (id, new) = self.queue_invalidation(h, key);
+        self.invals.insert(
+            h,
+            Inval {
+                key: key.to_vec(),
+                state: InvalState::Queued(id),
+            },
+        );
+        if new && self.jobs.len() == 1 && !self.tell_flusher() {
+            // No flusher (it stopped): the job runs here, now; the change
+            // finds its answer when it asks again.
+            let _ = self.finish_jobs();
+        }
+    }
+
+    /// Whether the open buffer holds an unexpired copy of the key.
+    fn buffered_unexpired(&self, key: &[u8], h: u64, now: u32) -> bool {
+        self.buffered.has(h)
+            && self
+                .buffer
+                .iter()
+                .flatten()
+                .any(|(ph, o)| *ph == h && o.key == key && !o.expired(now))
+    }
+
+    /// Makes sure no copy of the key survives, durably, before a delete or
+    /// an overwrite is answered: the key's set is rewritten without it (its
+    /// generation then kills the older log copies too). Returns whether the
+    /// key was held (unexpired).
+    pub fn invalidate(&mut self, key: &[u8]) -> io::Result<bool> {
+        if self.failed {
+            return Err(io::Error::other("small-object store failed"));
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        // The key's set is rewritten: a flush under way that rewrites it,
+        // or writes the key to the log, ends first (never two hands on one
+        // set). A key the store does not hold waits for nothing. (A commit
+        // never seals a new job, so this ends; the loop is a safeguard.)
+        let held = loop {
+            let held = self.holds_on_flash(key, h, set, tag)?;
+            let sealed = self.jobs.iter().any(|j| j.seals(h, key));
+            match self.jobs.iter().rposition(|j| j.touches(set)) {
+                Some(last) if held || sealed => self.finish_jobs_to(last + 1)?,
+                _ => break held,
+            }
+            if self.failed {
+                return Err(io::Error::other("small-object store failed"));
+            }
+        };
+        let buffered = self.buffered_unexpired(key, h, self.now);
+        self.drop_buffered(key, h);
+        if held {
+            self.stats.invalidations += 1;
+            let on_flash = self.rewrite_sets(&[set], &[key.to_vec()], &HashMap::new(), true)?;
+            return Ok(buffered || on_flash);
+        }
+        Ok(buffered)
+    }
+
+    /// Whether a block the key's copies could be in (its log pages, its
+    /// set) holds it, expired or not, read from the device: a filter's
+    /// false positive or a tag shared with another key costs a read, not a
+    /// durable set rewrite. A block that does not verify, or changed since
+    /// DRAM saw it, counts as holding it.
+    fn holds_on_flash(&mut self, key: &[u8], h: u64, set: u32, tag: u16) -> io::Result<bool> {
+        if !self.log.of_set(set).any(|r| r.tag == tag) && !self.filters.may_contain(set as usize, h)
+        {
+            return Ok(false);
+        }
+        let pages: Vec<u32> = self
+            .log
+            .of_set(set)
+            .filter(|r| r.tag == tag)
+            .map(|r| r.page)
+            .collect();
+        for page in pages {
+            let b = self.read_viewed(self.page_offset(page))?;
+            let seg = page as usize / self.cfg.seg_pages;
+            match self.verify(b.as_slice(), Kind::Log, page) {
+                Ok(hd) if hd.generation == self.seg_gen[seg] => {
+                    if format::objects(b.as_slice(), &hd).any(|o| o.key == key) {
+                        return Ok(true);
+                    }
+                }
+                _ => return Ok(true),
+            }
+        }
+        if !self.filters.may_contain(set as usize, h) {
+            return Ok(false);
+        }
+        let b = self.read_viewed(self.set_offset(set))?;
+        Ok(match self.verify(b.as_slice(), Kind::Set, set) {
+            Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
+                format::find(b.as_slice(), &hd, key).is_some()
+            }
+            Err(BlockError::Empty) => false,
+            _ => true,
+        })
+    }
+}
