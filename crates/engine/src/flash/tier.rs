@@ -15,7 +15,8 @@
 //! append is refused with [`Busy`]: the caller applies back-pressure rather
 //! than dropping data the device has room for.
 //!
-//! This file holds the slots, the write buffers and appends; `params` the
+//! This file holds the slots, the write buffers and appends; `start` opens
+//! the tier over its devices; `budget` the write budget; `params` the
 //! settings; `read` locates and fetches records; `flusher` writes and
 //! reclaims, `recovery` rebuilds after a crash, `snapshot` drains and saves
 //! for a graceful restart, `superblock` checks and stamps the devices.
@@ -231,161 +232,12 @@ pub struct FlashTier {
     wakers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
-/// Segments crash recovery reads at once.
-const RECOVERY_THREADS: usize = 4;
 /// Reclaims keep this many slots free ahead of need.
 const FREE_SLOTS_LOW: usize = 2;
 /// After this many write errors in a row the tier stops admitting.
 const DEGRADE_AFTER_ERRORS: u32 = 3;
 
 impl FlashTier {
-    /// Lays the slots out over the devices (round robin, so consecutive
-    /// segments go to different devices) after checking what they hold.
-    pub fn new(
-        devices: Vec<Arc<dyn BlockDevice>>,
-        params: TierParams,
-    ) -> Result<FlashTier, ConfigError> {
-        let seg = params.segment_size;
-        if !seg.is_multiple_of(BLOCK) || !(64 << 10..=8 << 20).contains(&seg) {
-            return Err(ConfigError::FlashSegmentSize { size: seg });
-        }
-        if devices.is_empty() {
-            return Err(ConfigError::NoFlashDevice);
-        }
-        let mut per_dev = Vec::new();
-        let mut kept = true;
-        let mut prev_journal_off = false;
-        let mut superblocks = Vec::new();
-        let mut starts = Vec::new();
-        for (no, d) in devices.iter().enumerate() {
-            let journal = format::journal_bytes_for(d.size());
-            let (sb, layout_kept, was_off) =
-                check_and_stamp(d.as_ref(), no as u32, seg, journal, &params)?;
-            kept &= layout_kept;
-            prev_journal_off |= was_off;
-            superblocks.push(sb);
-            let start = format::segments_start(journal);
-            starts.push(start);
-            let n = d.size().saturating_sub(start) / seg as u64;
-            if n == 0 {
-                return Err(DeviceError::TooSmall {
-                    name: d.name().to_string(),
-                    size: d.size(),
-                    segment_kib: seg >> 10,
-                }
-                .into());
-            }
-            per_dev.push(n);
-        }
-        let mut slots = Vec::new();
-        let mut next = vec![0u64; devices.len()];
-        loop {
-            let before = slots.len();
-            for (dev, n) in per_dev.iter().enumerate() {
-                if next[dev] < *n {
-                    slots.push(Slot {
-                        dev,
-                        class: params.class_of_device(dev).index() as u8,
-                        dev_off: starts[dev] + next[dev] * seg as u64,
-                        seq: 0,
-                        data_len: 0,
-                        items: 0,
-                        max_exptime: 0,
-                        copies: false,
-                        state: SlotState::Free,
-                    });
-                    next[dev] += 1;
-                }
-            }
-            if slots.len() == before || slots.len() >= MAX_SLOTS {
-                break;
-            }
-        }
-        slots.truncate(MAX_SLOTS);
-        if params.low_ttl > 0 && params.write_buffers < 3 {
-            return Err(ConfigError::TtlGroupsNeedBuffers {
-                write_buffers: params.write_buffers,
-            });
-        }
-        if slots.len() < FREE_SLOTS_LOW + params.write_buffers {
-            return Err(ConfigError::TooFewFlashSegments {
-                segments: slots.len(),
-                segment_kib: seg >> 10,
-                needed: FREE_SLOTS_LOW + params.write_buffers,
-            });
-        }
-        let jbytes = format::journal_bytes_for(devices[0].size());
-        if !kept {
-            // A new, wiped or re-laid-out device: nothing on it may be
-            // recovered, so no old journal block or segment header may remain.
-            Self::clear_old_contents(&devices, &slots, jbytes)?;
-        }
-        let journal = Journal::open(devices[0].clone(), format::JOURNAL_START, jbytes)
-            .map_err(|e| DeviceError::io(devices[0].name(), "read the journal", e))?;
-        let mut present = [false; 2];
-        let mut free: [VecDeque<u32>; 2] = Default::default();
-        for (i, s) in slots.iter().enumerate() {
-            present[s.class as usize] = true;
-            free[s.class as usize].push_back(i as u32);
-        }
-        let new_class = if present[0] { 0 } else { 1 };
-        let two = present[0] && present[1];
-        for c in 0..2 {
-            if present[c] && free[c].len() < FREE_SLOTS_LOW + 1 {
-                return Err(ConfigError::TooFewFlashSegments {
-                    segments: free[c].len(),
-                    segment_kib: seg >> 10,
-                    needed: FREE_SLOTS_LOW + 1,
-                });
-            }
-        }
-        let spare = (0..params.write_buffers.max(2) + usize::from(two))
-            .map(|_| AlignedBuf::new(seg))
-            .collect();
-        let first_seq = {
-            let rec = journal.take_recovered().unwrap_or_default();
-            let floor_and_horizon = rec.floors[0].max(rec.floors[1]).max(rec.max_horizon);
-            *journal.recovered_slot() = Some(rec);
-            floor_and_horizon + 1
-        };
-        let ndev = devices.len();
-        Ok(FlashTier {
-            devices,
-            journal: Arc::new(journal),
-            kept,
-            prev_journal_off,
-            superblocks: Mutex::new(superblocks),
-            distrust: Default::default(),
-            max_seq: AtomicU64::new(first_seq - 1),
-            state: Mutex::new(State {
-                slots,
-                free,
-                sealed: Default::default(),
-                queued: VecDeque::new(),
-                open: [None, None, None],
-                spare,
-                reserved: 0,
-                next_seq: first_seq,
-                budget_tokens: 0.0,
-                budget_at: Instant::now(),
-                consecutive_write_errors: 0,
-            }),
-            stats: TierStats {
-                devs: (0..ndev).map(|_| DevStats::default()).collect(),
-                ..TierStats::default()
-            },
-            present,
-            new_class,
-            nhc: (two && params.nhc).then(|| classes::NhcCtl::new(params.nhc_feedback)),
-            params,
-            work: Condvar::new(),
-            degraded: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            clock: AtomicU32::new(0),
-            wakers: Mutex::new(Vec::new()),
-        })
-    }
-
     pub fn params(&self) -> &TierParams {
         &self.params
     }
@@ -399,27 +251,6 @@ impl FlashTier {
     /// with this horizon covers every record appended until now.
     pub fn max_seq(&self) -> u64 {
         self.max_seq.load(Ordering::Acquire)
-    }
-
-    /// Zeroes the journal and every slot's header block.
-    fn clear_old_contents(
-        devices: &[Arc<dyn BlockDevice>],
-        slots: &[Slot],
-        jbytes: u64,
-    ) -> Result<(), DeviceError> {
-        let err = |d: &dyn BlockDevice, e: std::io::Error| DeviceError::io(d.name(), "write", e);
-        Journal::wipe(devices[0].as_ref(), format::JOURNAL_START, jbytes)
-            .map_err(|e| err(devices[0].as_ref(), e))?;
-        let zero = AlignedBuf::new(BLOCK);
-        for s in slots {
-            let d = devices[s.dev].as_ref();
-            d.write_at(zero.as_slice(), s.dev_off)
-                .map_err(|e| err(d, e))?;
-        }
-        for d in devices {
-            d.sync().map_err(|e| err(d.as_ref(), e))?;
-        }
-        Ok(())
     }
 
     pub fn devices(&self) -> &[Arc<dyn BlockDevice>] {
@@ -726,51 +557,6 @@ impl FlashTier {
         })
     }
 
-    /// Whether `bytes` of device writes fit the write budget
-    /// (`ext_write_budget`) now; they are taken from it if so. Always with
-    /// no budget. The small-object store asks before it admits an item.
-    pub fn take_write_budget(&self, bytes: usize) -> bool {
-        if self.params.write_budget == 0 {
-            return true;
-        }
-        let mut st = self.state.lock();
-        if self.take_budget(&mut st, bytes) {
-            return true;
-        }
-        self.stats.admission_refused.fetch_add(1, Ordering::Relaxed);
-        false
-    }
-
-    /// Takes `bytes` of device writes that were made whatever the budget
-    /// (the small-object store's set rewrites for changes, which cannot
-    /// be refused) from the write budget: admissions wait until it is paid
-    /// back (a debt of one second of budget at most). Nothing with no budget.
-    pub fn charge_write_budget(&self, bytes: usize) {
-        if self.params.write_budget == 0 || bytes == 0 {
-            return;
-        }
-        let mut st = self.state.lock();
-        if !self.take_budget(&mut st, bytes) {
-            let rate = self.params.write_budget as f64;
-            st.budget_tokens = (st.budget_tokens - bytes as f64).max(-rate);
-        }
-    }
-
-    fn take_budget(&self, st: &mut State, size: usize) -> bool {
-        let rate = self.params.write_budget as f64;
-        let now = Instant::now();
-        let dt = now.duration_since(st.budget_at).as_secs_f64();
-        st.budget_at = now;
-        // Bursts of up to one second of budget.
-        st.budget_tokens = (st.budget_tokens + dt * rate).min(rate);
-        if st.budget_tokens >= size as f64 {
-            st.budget_tokens -= size as f64;
-            true
-        } else {
-            false
-        }
-    }
-
     /// An index entry now points into `loc`'s slot (an item's copy became its entry).
     pub fn acquire(&self, loc: Loc) {
         let mut st = self.state.lock();
@@ -836,6 +622,7 @@ pub struct Usage {
     pub failed: u64,
 }
 
+mod budget;
 mod classes;
 mod figures;
 mod flusher;
@@ -843,6 +630,7 @@ mod params;
 mod read;
 mod recovery;
 mod snapshot;
+mod start;
 mod superblock;
 
 pub use params::{DeviceClass, Objective, Promote, TierParams};

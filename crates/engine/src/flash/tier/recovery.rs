@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Segments crash recovery reads at once.
+const RECOVERY_THREADS: usize = 4;
+
 impl FlashTier {
     /// The crash journal failed: marks the devices untrusted for the next
     /// start (see [`super::distrust`]), retried by the flusher until it is
