@@ -108,15 +108,20 @@ class Server:
             time.sleep(0.1)
         raise RuntimeError(f"{name} does not listen on {port}")
 
-    def stats(self, what=""):
+    def _ask(self, line, until):
+        """Sends one command line; the reply up to `until`."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-            s.sendall(f"stats {what}\r\n".encode() if what else b"stats\r\n")
+            s.sendall(line.encode() + b"\r\n")
             buf = b""
-            while not buf.endswith(b"END\r\n"):
+            while not buf.endswith(until):
                 c = s.recv(65536)
                 if not c:
                     break
                 buf += c
+        return buf
+
+    def stats(self, what=""):
+        buf = self._ask(f"stats {what}" if what else "stats", b"END\r\n")
         out = {}
         for line in buf.decode(errors="replace").split("\r\n"):
             p = line.split(" ", 2)
@@ -129,14 +134,7 @@ class Server:
 
     def reset_stats(self):
         """`stats reset`: counters and the longest lock holds start again."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-            s.sendall(b"stats reset\r\n")
-            buf = b""
-            while not buf.endswith(b"\r\n"):
-                c = s.recv(4096)
-                if not c:
-                    break
-                buf += c
+        buf = self._ask("stats reset", b"\r\n")
         if buf != b"RESET\r\n":
             raise RuntimeError(f"stats reset answered {buf!r}")
 

@@ -99,17 +99,22 @@ record() {  # record NAME STATUS(0=pass) SUMMARY
         RESULT[$1]="FAIL  $3"; FAILED=$((FAILED + 1))
     fi
 }
-# py_part NAME SECONDS SCRIPT: a python part that starts its own servers,
-# given the binary; its summary is its last line starting "NAME:".
-py_part() {
-    local name="$1" secs="$2" script="$3" rc summary
-    say "$script --tiercache $BIN"
-    timeout "$secs" python3 "$HERE/$script" --tiercache "$BIN" 2>&1 | tee "$LOGDIR/$name.log"
+# part NAME SECONDS COMMAND...: runs a part of the suite that starts its own
+# servers; its summary is its last line starting "NAME:".
+part() {
+    local name="$1" secs="$2" rc summary
+    shift 2
+    say "$*"
+    timeout "$secs" "$@" 2>&1 | tee "$LOGDIR/$name.log"
     rc=${PIPESTATUS[0]}
     summary="$(grep -E "^$name:" "$LOGDIR/$name.log" | tail -n 1)"
     [ -n "$summary" ] || summary="$name: no summary (exit $rc)"
     record "$name" "$rc" "$summary"
 }
+# py_part NAME SECONDS SCRIPT: a python part, given the binary.
+py_part() { part "$1" "$2" python3 "$HERE/$3" --tiercache "$BIN"; }
+# sh_part NAME SECONDS SCRIPT: a shell part, given the binary.
+sh_part() { part "$1" "$2" bash "$HERE/$3" "$BIN"; }
 
 # --- memccapable and pymemcache against one server -------------------------
 PORT="$(free_port)"
@@ -183,21 +188,11 @@ py_part watch 60 watch_test.py
 if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
     record package 0 "package: skipped for memcached"
 else
-    say "package_test.sh $BIN"
-    timeout 300 bash "$HERE/package_test.sh" "$BIN" 2>&1 | tee "$LOGDIR/package.log"
-    rc=${PIPESTATUS[0]}
-    summary="$(grep -E '^package:' "$LOGDIR/package.log" | tail -n 1)"
-    [ -n "$summary" ] || summary="package: no summary (exit $rc)"
-    record package $rc "$summary"
+    sh_part package 300 package_test.sh
 fi
 
 # --- other projects' own suites: pymemcache's and gomemcache's (about 20 s) --
-say "peer_suites.sh $BIN"
-timeout 600 bash "$HERE/peer_suites.sh" "$BIN" 2>&1 | tee "$LOGDIR/peers.log"
-rc=${PIPESTATUS[0]}
-summary="$(grep -E '^peers:' "$LOGDIR/peers.log" | tail -n 1)"
-[ -n "$summary" ] || summary="peers: no summary (exit $rc)"
-record peers $rc "$summary"
+sh_part peers 600 peer_suites.sh
 
 # --- summary ----------------------------------------------------------------
 echo

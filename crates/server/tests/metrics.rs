@@ -12,6 +12,7 @@ use common::{free_port, Client};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
+use tiercache_server::server::ServerHandle;
 use tiercache_server::stats::kinds;
 
 fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
@@ -23,11 +24,11 @@ fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
     (head.to_string(), body.to_string())
 }
 
-#[test]
-fn metrics_endpoint_serves_stats_and_latency_histograms() {
-    // A free port may be taken by another process before the server binds
-    // it: try another then.
-    let (h, port) = (0..10)
+/// A server (2 threads, -m 32, as `f` changes it) with the endpoint on a
+/// free port, and that port. A free port may be taken by another process
+/// before the server binds it: another is tried then.
+fn with_metrics(f: impl Fn(&mut tiercache_server::config::Config)) -> (ServerHandle, u16) {
+    (0..10)
         .find_map(|_| {
             let port = free_port();
             let mut cfg = tiercache_server::config::Config::default();
@@ -35,14 +36,19 @@ fn metrics_endpoint_serves_stats_and_latency_histograms() {
             cfg.server.threads = 2;
             cfg.cache.memory_mb = 32;
             cfg.server.metrics_port = port;
-            cfg.flash.paths.clear();
+            f(&mut cfg);
             match tiercache_server::server::start(cfg) {
                 Ok(h) => Some((h, port)),
                 Err(e) if format!("{e:#}").contains("in use") => None,
                 Err(e) => panic!("server starts: {e:#}"),
             }
         })
-        .expect("a free metrics port in 10 tries");
+        .expect("a free metrics port in 10 tries")
+}
+
+#[test]
+fn metrics_endpoint_serves_stats_and_latency_histograms() {
+    let (h, port) = with_metrics(|cfg| cfg.flash.paths.clear());
     let addr = h.metrics_addr.expect("endpoint on");
     assert_eq!(addr.port(), port);
     let mut c = Client::new(&h);
@@ -145,22 +151,9 @@ fn promtool_accepts(body: &str) {
 #[test]
 fn metrics_with_a_flash_tier_pass_promtool() {
     let dir = common::tempdir("metrics-flash");
-    let (h, _) = (0..10)
-        .find_map(|_| {
-            let port = free_port();
-            let mut cfg = tiercache_server::config::Config::default();
-            cfg.server.port = 0;
-            cfg.server.threads = 2;
-            cfg.cache.memory_mb = 32;
-            cfg.server.metrics_port = port;
-            cfg.flash.paths = vec![format!("{}:256M", dir.join("f").display())];
-            match tiercache_server::server::start(cfg) {
-                Ok(h) => Some((h, port)),
-                Err(e) if format!("{e:#}").contains("in use") => None,
-                Err(e) => panic!("server starts: {e:#}"),
-            }
-        })
-        .expect("a free metrics port in 10 tries");
+    let (h, _) = with_metrics(|cfg| {
+        cfg.flash.paths = vec![format!("{}:256M", dir.join("f").display())]
+    });
     let addr = h.metrics_addr.expect("endpoint on");
     let mut c = Client::new(&h);
     // Enough to push items to flash and read them back.
