@@ -151,9 +151,8 @@ fn promtool_accepts(body: &str) {
 #[test]
 fn metrics_with_a_flash_tier_pass_promtool() {
     let dir = common::tempdir("metrics-flash");
-    let (h, _) = with_metrics(|cfg| {
-        cfg.flash.paths = vec![format!("{}:256M", dir.join("f").display())]
-    });
+    let (h, _) =
+        with_metrics(|cfg| cfg.flash.paths = vec![format!("{}:256M", dir.join("f").display())]);
     let addr = h.metrics_addr.expect("endpoint on");
     let mut c = Client::new(&h);
     // Enough to push items to flash and read them back.
