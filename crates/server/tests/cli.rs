@@ -176,3 +176,94 @@ fn named_minimum_is_real(dir: &std::path::Path, opts: &str) {
     std::fs::remove_file(dir.join("tiercache.flash")).unwrap();
     let _ = std::fs::remove_file(dir.join("tiercache.flash.snapshot"));
 }
+
+/// Runs the binary with `args` (as root, with `-u root`); its exit code,
+/// stdout and stderr.
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(common::as_root())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tiercache");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_flags_exit_64_naming_the_flag_and_why() {
+    for (args, says) in [
+        (&["-m", "abc"][..], "-m abc: not a number"),
+        (&["-p", "99999"], "-p 99999: not a port number"),
+        (&["-t", "x"], "-t x: not a number"),
+        (&["-p"], "-p needs a value"),
+        (&["-x"], "unknown flag '-x'"),
+        (&["--no-such-flag"], "unknown flag '--no-such-flag'"),
+        (&["-B", "foo"], "should be one of auto, binary, or ascii"),
+        (
+            &["-e", "/tmp/mem"],
+            "-e /tmp/mem (memcached's restartable memory file) is not supported",
+        ),
+        (
+            &["-M"],
+            "-M (return errors instead of evicting) is not supported",
+        ),
+        (
+            &["-N", "0"],
+            "-N 0: the number of NAPI ids must be a number above 0",
+        ),
+        (&["-o", "ext_path=/tmp/x:1Z"], "'1Z' is not a size"),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, Some(64), "{args:?}: {err}");
+        assert!(
+            err.starts_with("tiercache: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("unexpected argument") && !err.contains("Usage:"),
+            "{args:?}: clap's bare error: {err}"
+        );
+    }
+    let (_, _, err) = run(&["-o", "ext_path=/tmp/x:1Z"]);
+    assert!(!err.contains("device class"), "{err}");
+}
+
+/// The effective configuration for `args` (`--print-config`).
+fn print_config(args: &[&str]) -> String {
+    let (code, out, err) = run(&[args, &["--print-config"][..]].concat());
+    assert_eq!(code, Some(0), "{args:?}: {err}");
+    out
+}
+
+#[test]
+fn memcached_flags_are_taken_as_memcached_takes_them() {
+    // -p given twice: the last counts; -l given twice: both.
+    let c = print_config(&["-p", "1", "-p", "2", "-l", "127.0.0.1", "-l", "::1"]);
+    assert!(c.contains("port = 2\n"), "{c}");
+    assert!(c.contains("listen = \"127.0.0.1,::1\"\n"), "{c}");
+    let c = print_config(&["-F", "-X", "-W", "--protocol=ascii", "--verbose", "-vv"]);
+    for line in [
+        "disable_flush_all = true\n",
+        "disable_dumping = true\n",
+        "disable_watch = true\n",
+        "protocol = \"ascii\"\n",
+        "verbosity = 3\n",
+    ] {
+        assert!(c.contains(line), "{line}: {c}");
+    }
+    let c = print_config(&["--disable-flush-all", "--disable-dumping", "-B", "binary"]);
+    assert!(c.contains("disable_flush_all = true\n") && c.contains("protocol = \"binary\"\n"));
+    // -N and the no-effect flags start, each named in the log with why
+    // (checked in docs/COMPATIBILITY.md's test); -i prints the license.
+    print_config(&["-N", "4", "-R", "20", "-f", "1.25", "-n", "48", "-L"]);
+    let (code, out, _) = run(&["-i"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("Apache License"), "{out}");
+    let (code, out, _) = run(&["-V"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("tiercache "), "{out}");
+}
