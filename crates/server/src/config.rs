@@ -10,6 +10,7 @@ use tiercache_engine::flash::tier::{DeviceClass, Promote};
 mod access;
 mod extended;
 mod memcached;
+mod toml_forms;
 mod usage;
 pub use access::{strip_notls, tls_version_name, TlsSection};
 pub use extended::{parse_ext_path, parse_ext_spec, parse_size, OPTION_GROUPS};
@@ -304,6 +305,7 @@ pub struct ServerConfig {
     /// `stats detail` counts per key prefix from the start (`-D`).
     pub detail_enabled: bool,
     /// What ends a key's prefix for `stats detail` (`-D`, default `:`).
+    #[serde(with = "toml_forms::delimiter")]
     pub detail_delimiter: u8,
     /// Close connections that sent nothing for this many seconds (0 = never;
     /// `-o idle_timeout`).
@@ -321,7 +323,8 @@ pub struct ServerConfig {
     pub metrics_addr: String,
     /// Unix socket path (`-s`; empty: none). With one, no TCP listener.
     pub unix_socket: String,
-    /// The unix socket's permission bits (`-a`, octal on the command line).
+    /// The unix socket's permission bits (`-a`; octal, `"0700"`, as chmod).
+    #[serde(with = "toml_forms::octal_mask")]
     pub unix_mask: u32,
     /// ASCII authentication file of `user:password` lines (`-Y`; empty: off).
     pub auth_file: String,

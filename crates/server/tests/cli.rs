@@ -267,3 +267,37 @@ fn memcached_flags_are_taken_as_memcached_takes_them() {
     assert_eq!(code, Some(0));
     assert!(out.starts_with("tiercache "), "{out}");
 }
+
+#[test]
+fn print_config_writes_the_mask_in_octal_and_the_delimiter_as_a_character_and_reads_back() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-print-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = print_config(&["-a", "660", "-D", "/", "-F", "-B", "ascii", "-p", "22199"]);
+    assert!(first.contains("unix_mask = \"0660\"\n"), "{first}");
+    assert!(first.contains("detail_delimiter = \"/\"\n"), "{first}");
+    let defaults = print_config(&[]);
+    assert!(defaults.contains("unix_mask = \"0700\"\n"), "{defaults}");
+    assert!(
+        defaults.contains("detail_delimiter = \":\"\n"),
+        "{defaults}"
+    );
+    // What it prints is a config file that gives the same configuration.
+    for (name, text) in [("first.toml", &first), ("defaults.toml", &defaults)] {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        let again = print_config(&["--config", f.to_str().unwrap()]);
+        assert_eq!(&again, text, "{name} read back");
+    }
+    // Files written before, with numbers, still load.
+    let old = dir.join("old.toml");
+    std::fs::write(&old, "[server]\nunix_mask = 448\ndetail_delimiter = 47\n").unwrap();
+    let c = print_config(&["--config", old.to_str().unwrap()]);
+    assert!(c.contains("unix_mask = \"0700\"\n") && c.contains("detail_delimiter = \"/\"\n"));
+    // A mask that is not octal is refused.
+    std::fs::write(&old, "[server]\nunix_mask = \"0800\"\n").unwrap();
+    let (code, _, err) = run(&["--config", old.to_str().unwrap(), "--print-config"]);
+    assert_eq!(code, Some(64));
+    assert!(err.contains("an octal access mask"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
