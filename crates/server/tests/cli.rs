@@ -301,3 +301,95 @@ fn print_config_writes_the_mask_in_octal_and_the_delimiter_as_a_character_and_re
     assert!(err.contains("an octal access mask"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The README's quick-start server command: what follows `--` on the
+/// `cargo run` line of its first `sh` block.
+fn readme_server_args() -> String {
+    let readme = include_str!("../../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run ") && l.contains("--bin tiercache --"))
+        .expect("README: no `cargo run ... --bin tiercache --` line");
+    let args = line.split(" -- ").nth(1).unwrap();
+    args.split('#').next().unwrap().trim().to_string()
+}
+
+/// Runs `tiercache <args>` through `sh` (so `$(id -un)` expands) in `dir`,
+/// as `uid` when given; Ok once it listens (then it is killed), or Err
+/// with its exit code and stderr.
+fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<(), String> {
+    use std::io::{BufRead, BufReader};
+    let script = format!("exec {} {args}", env!("CARGO_BIN_EXE_tiercache"));
+    let mut cmd = match uid {
+        None => Command::new("sh"),
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={u}"),
+                &format!("--regid={u}"),
+                "--clear-groups",
+                "--",
+                "sh",
+            ]);
+            c
+        }
+    };
+    let mut child = cmd
+        .args(["-c", &script])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sh");
+    let mut err = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap_or_default();
+        err.push_str(&line);
+        err.push('\n');
+        if line.contains("listening") {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return Ok(());
+        }
+    }
+    let status = child.wait().unwrap();
+    Err(format!("{status}: {err}"))
+}
+
+/// The quick start works as written, as root and as a normal user (the
+/// port is swapped for a free one: 11211 may be taken on this machine).
+#[test]
+fn the_readme_quick_start_runs_as_root_and_as_a_user() {
+    let args = readme_server_args();
+    assert!(args.contains("-p 11211 "), "{args}");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let args = args.replace("-p 11211 ", &format!("-p {port} "));
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-quick-start-{}", std::process::id()));
+    let me = base.join("me");
+    std::fs::create_dir_all(&me).unwrap();
+    starts_sh(&me, &args, None).unwrap_or_else(|e| panic!("as myself: {args}: {e}"));
+    assert!(me.join("tiercache.flash").exists());
+    if common::is_root() {
+        // As root without -u it is refused, as memcached: the README's -u
+        // is what makes it run.
+        let bare = args.split(" -u ").next().unwrap();
+        let e = starts_sh(&me, bare, None).unwrap_err();
+        assert!(e.contains("can't run as root without the -u switch"), "{e}");
+        // As nobody, in a directory nobody may write.
+        let them = base.join("nobody");
+        std::fs::create_dir_all(&them).unwrap();
+        std::os::unix::fs::chown(&them, Some(65534), Some(65534)).unwrap();
+        starts_sh(&them, &args, Some(65534)).unwrap_or_else(|e| panic!("as nobody: {args}: {e}"));
+        use std::os::unix::fs::MetadataExt;
+        let made = std::fs::metadata(them.join("tiercache.flash")).unwrap();
+        assert_eq!(made.uid(), 65534, "the flash file is nobody's");
+    } else {
+        eprintln!("not root: ran the quick start as this user only");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
