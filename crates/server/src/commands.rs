@@ -77,6 +77,13 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
                 reply(out, noreply, Reply::NotFound);
             }
         }
+        Request::FlushAll { noreply, .. } if ctx.shared.config.server.disable_flush_all => {
+            // -F: counted, refused, as memcached (noreply keeps it back).
+            bump(&ctx.stats.cmd_flush);
+            if !noreply {
+                out.extend_from_slice(b"CLIENT_ERROR flush_all not allowed\r\n");
+            }
+        }
         Request::FlushAll { delay, noreply } => {
             if let Err(w) = ctx.engine().flush(i64::from(delay), ctx.now) {
                 return Outcome::Wait(w);

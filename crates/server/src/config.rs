@@ -9,8 +9,13 @@ use tiercache_engine::flash::tier::{DeviceClass, Promote};
 
 mod access;
 mod extended;
+mod memcached;
+mod toml_forms;
+mod usage;
 pub use access::{strip_notls, tls_version_name, TlsSection};
-pub use extended::{parse_ext_path, parse_ext_spec, parse_size};
+pub use extended::{parse_ext_path, parse_ext_spec, parse_size, OPTION_GROUPS};
+pub use memcached::Protocol;
+pub use usage::{parse_args, parse_from, Usage};
 
 /// memcached's default per-watcher buffer (`watcher_logbuf_size`).
 pub const DEFAULT_WATCH_BUF: usize = 256 << 10;
@@ -21,118 +26,263 @@ pub const DEFAULT_WATCH_BUF: usize = 256 << 10;
     name = "tiercache",
     version,
     about = "memcached-compatible cache server with a flash tier",
-    disable_help_flag = true
+    disable_help_flag = true,
+    disable_version_flag = true,
+    args_override_self = true,
+    after_help = usage::AFTER_HELP,
+    after_long_help = usage::after_long_help()
 )]
 pub struct Args {
-    /// TCP port to listen on (memcached -p).
-    #[arg(short = 'p', long = "port")]
+    /// TCP port to listen on (memcached -p; given twice, the last counts) [default: 11211]
+    #[arg(
+        short = 'p',
+        long = "port",
+        help_heading = "Network",
+        value_name = "PORT"
+    )]
     pub port: Option<u16>,
-    /// Addresses to listen on (memcached -l), default 127.0.0.1: repeat the
-    /// flag or give a comma list (`-l 127.0.0.1,::1`); an entry may carry
-    /// its own port (`127.0.0.1:11212`, `[::1]:11212`).
-    #[arg(short = 'l', long = "listen")]
+    /// Addresses to listen on (memcached -l) [default: 127.0.0.1]: repeat
+    /// the flag or give a comma list (`-l 127.0.0.1,::1`); an entry may
+    /// carry its own port (`127.0.0.1:11212`, `[::1]:11212`).
+    #[arg(
+        short = 'l',
+        long = "listen",
+        help_heading = "Network",
+        value_name = "ADDR"
+    )]
     pub listen: Vec<String>,
-    /// Number of worker threads (memcached -t).
-    #[arg(short = 't', long = "threads")]
+    /// Number of worker threads (memcached -t) [default: 4]
+    #[arg(
+        short = 't',
+        long = "threads",
+        help_heading = "Process",
+        value_name = "N"
+    )]
     pub threads: Option<usize>,
-    /// Max simultaneous connections (memcached -c).
-    #[arg(short = 'c', long = "conn-limit")]
+    /// Max simultaneous connections (memcached -c) [default: 1024]
+    #[arg(
+        short = 'c',
+        long = "conn-limit",
+        help_heading = "Network",
+        value_name = "N"
+    )]
     pub max_connections: Option<usize>,
-    /// Item memory in megabytes (memcached -m).
-    #[arg(short = 'm', long = "memory-limit")]
+    /// Item memory in megabytes, index included (memcached -m) [default: 64]
+    #[arg(
+        short = 'm',
+        long = "memory-limit",
+        help_heading = "Memory and items",
+        value_name = "MB"
+    )]
     pub memory_mb: Option<usize>,
-    /// Max item size, with k/m suffix (memcached -I).
-    #[arg(short = 'I', long = "max-item-size")]
+    /// Max item size, with k/m suffix, 1k to 1g (memcached -I) [default: 1m]
+    #[arg(
+        short = 'I',
+        long = "max-item-size",
+        help_heading = "Memory and items",
+        value_name = "SIZE"
+    )]
     pub max_item_size: Option<String>,
-    /// Verbose logging; repeat for more (memcached -v, -vv).
-    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    /// Verbose logging; repeat for more (memcached -v, -vv, -vvv)
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, help_heading = "Process")]
     pub verbose: u8,
-    /// Extended options, comma separated key=value (memcached -o).
-    #[arg(short = 'o', long = "extended")]
+    /// Extended options, comma separated key=value (memcached -o; the keys
+    /// are listed below, `--help`)
+    #[arg(
+        short = 'o',
+        long = "extended",
+        help_heading = "Configuration",
+        value_name = "KEY=VALUE,..."
+    )]
     pub extended: Vec<String>,
-    /// UDP port (memcached -U); only 0 (disabled) is supported.
-    #[arg(short = 'U', long = "udp-port")]
+    /// UDP port (memcached -U); only 0 (disabled) is supported [default: 0]
+    #[arg(
+        short = 'U',
+        long = "udp-port",
+        help_heading = "Network",
+        value_name = "PORT"
+    )]
     pub udp_port: Option<u16>,
     /// User to run as (memcached -u): started as root, tiercache binds its
     /// sockets and opens its devices, then switches to this user; as root
-    /// it refuses to start without -u (`-u root` to stay root).
-    #[arg(short = 'u', long = "user")]
+    /// it refuses to start without -u (`-u root` to stay root); started as
+    /// another user, there is nothing to switch.
+    #[arg(
+        short = 'u',
+        long = "user",
+        help_heading = "Process",
+        value_name = "USER"
+    )]
     pub user: Option<String>,
     /// Run as a daemon (memcached -d): the command returns once the server
     /// listens (exit 0) or says why it could not start.
-    #[arg(short = 'd', long = "daemon")]
+    #[arg(short = 'd', long = "daemon", help_heading = "Process")]
     pub daemonize: bool,
     /// Write the server's pid to this file once it listens; removed at a
     /// clean exit (memcached -P).
-    #[arg(short = 'P', long = "pidfile")]
+    #[arg(
+        short = 'P',
+        long = "pidfile",
+        help_heading = "Process",
+        value_name = "FILE"
+    )]
     pub pidfile: Option<std::path::PathBuf>,
-    /// Listen backlog (memcached -b, default 1024).
-    #[arg(short = 'b', long = "listen-backlog")]
+    /// Listen backlog (memcached -b) [default: 1024]
+    #[arg(
+        short = 'b',
+        long = "listen-backlog",
+        help_heading = "Network",
+        value_name = "N"
+    )]
     pub backlog: Option<i32>,
     /// Lock all memory so it is never paged out (memcached -k; needs the
     /// memlock limit or root).
-    #[arg(short = 'k', long = "lock-memory")]
+    #[arg(short = 'k', long = "lock-memory", help_heading = "Process")]
     pub lock_memory: bool,
     /// Raise the core file size limit to its maximum (memcached -r).
-    #[arg(short = 'r', long = "enable-coredumps")]
+    #[arg(short = 'r', long = "enable-coredumps", help_heading = "Process")]
     pub coredumps: bool,
     /// memcached's per-event request limit (-R): accepted, no effect (a
     /// note in the log says why).
-    #[arg(short = 'R', long = "max-reqs-per-event", hide = true)]
+    #[arg(
+        short = 'R',
+        long = "max-reqs-per-event",
+        help_heading = "Accepted from memcached, no effect (logged at start)",
+        value_name = "N"
+    )]
     pub reqs_per_event: Option<u32>,
     /// memcached's slab growth factor (-f): accepted, no effect (logged).
-    #[arg(short = 'f', long = "slab-growth-factor", hide = true)]
+    #[arg(
+        short = 'f',
+        long = "slab-growth-factor",
+        help_heading = "Accepted from memcached, no effect (logged at start)",
+        value_name = "FACTOR"
+    )]
     pub growth_factor: Option<f64>,
     /// memcached's minimum slab chunk (-n): accepted, no effect (logged).
-    #[arg(short = 'n', long = "slab-min-size", hide = true)]
+    #[arg(
+        short = 'n',
+        long = "slab-min-size",
+        help_heading = "Accepted from memcached, no effect (logged at start)",
+        value_name = "BYTES"
+    )]
     pub slab_min_size: Option<usize>,
     /// memcached's large pages (-L): accepted, no effect (logged).
-    #[arg(short = 'L', long = "enable-largepages", hide = true)]
+    #[arg(
+        short = 'L',
+        long = "enable-largepages",
+        help_heading = "Accepted from memcached, no effect (logged at start)"
+    )]
     pub large_pages: bool,
+    /// memcached's NAPI ids (-N): accepted, no effect (logged).
+    #[arg(
+        short = 'N',
+        long = "napi_ids",
+        alias = "napi-ids",
+        help_heading = "Accepted from memcached, no effect (logged at start)",
+        value_name = "N"
+    )]
+    pub napi_ids: Option<String>,
     /// memcached's "no eviction" (-M): refused, tiercache always evicts.
-    #[arg(short = 'M', long = "disable-evictions", hide = true)]
+    #[arg(
+        short = 'M',
+        long = "disable-evictions",
+        help_heading = "Refused (memcached's, with the reason)"
+    )]
     pub no_evictions: bool,
     /// memcached's "no CAS" (-C): refused, tiercache always keeps CAS.
-    #[arg(short = 'C', long = "disable-cas", hide = true)]
+    #[arg(
+        short = 'C',
+        long = "disable-cas",
+        help_heading = "Refused (memcached's, with the reason)"
+    )]
     pub no_cas: bool,
-    /// Key prefix delimiter for `stats detail`; also turns detail on (memcached -D).
-    #[arg(short = 'D')]
+    /// memcached's restartable memory file (-e): refused, tiercache
+    /// restarts from its shutdown snapshot instead.
+    #[arg(
+        short = 'e',
+        long = "memory-file",
+        help_heading = "Refused (memcached's, with the reason)",
+        value_name = "FILE"
+    )]
+    pub memory_file: Option<std::path::PathBuf>,
+    /// Refuse `flush_all` (memcached -F): it answers `CLIENT_ERROR
+    /// flush_all not allowed`.
+    #[arg(short = 'F', long = "disable-flush-all", help_heading = "Security")]
+    pub disable_flush_all: bool,
+    /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached -X).
+    #[arg(short = 'X', long = "disable-dumping", help_heading = "Security")]
+    pub disable_dumping: bool,
+    /// Refuse `watch` (memcached -W).
+    #[arg(short = 'W', long = "disable-watch", help_heading = "Security")]
+    pub disable_watch: bool,
+    /// Protocol (memcached -B): auto (text, meta and binary by the first
+    /// byte), ascii or binary [default: auto]
+    #[arg(
+        short = 'B',
+        long = "protocol",
+        help_heading = "Network",
+        value_name = "auto|ascii|binary"
+    )]
+    pub protocol: Option<String>,
+    /// Key prefix delimiter for `stats detail`; also turns detail on (memcached -D) [default: :]
+    #[arg(short = 'D', help_heading = "Configuration", value_name = "CHAR")]
     pub prefix_delimiter: Option<String>,
     /// Serve TLS on the TCP listeners (memcached -Z); needs `-o
     /// ssl_chain_cert=FILE` (and `ssl_key=FILE`); `-l notls:ADDR:PORT`
     /// serves one listener without TLS.
-    #[arg(short = 'Z', long = "enable-ssl")]
+    #[arg(short = 'Z', long = "enable-ssl", help_heading = "Security")]
     pub enable_ssl: bool,
     /// ASCII authentication (memcached -Y): a file of `user:password`
     /// lines; a connection must first send `set <any key> 0 0 <n>` with
     /// the data `user password`. Reloaded on SIGHUP. Disables the binary
     /// protocol, as in memcached.
-    #[arg(short = 'Y', long = "auth-file")]
+    #[arg(
+        short = 'Y',
+        long = "auth-file",
+        help_heading = "Security",
+        value_name = "FILE"
+    )]
     pub auth_file: Option<std::path::PathBuf>,
     /// Binary protocol SASL, mechanism PLAIN (memcached -S): checks the
     /// `user:password` file named by MEMCACHED_SASL_PWDB (the format of
     /// -Y's); serves the binary protocol only, as memcached does.
-    #[arg(short = 'S', long = "enable-sasl")]
+    #[arg(short = 'S', long = "enable-sasl", help_heading = "Security")]
     pub enable_sasl: bool,
     /// Listen on this unix socket instead of TCP (memcached -s: no TCP
     /// listener is opened).
-    #[arg(short = 's', long = "unix-socket")]
+    #[arg(
+        short = 's',
+        long = "unix-socket",
+        help_heading = "Network",
+        value_name = "PATH"
+    )]
     pub unix_socket: Option<std::path::PathBuf>,
-    /// The unix socket's access mask, octal as chmod (memcached -a,
-    /// default 700).
-    #[arg(short = 'a', long = "unix-mask")]
+    /// The unix socket's access mask, octal as chmod (memcached -a) [default: 700]
+    #[arg(
+        short = 'a',
+        long = "unix-mask",
+        help_heading = "Network",
+        value_name = "MASK"
+    )]
     pub unix_mask: Option<String>,
     /// Enable the `shutdown` command (memcached -A).
-    #[arg(short = 'A', long = "enable-shutdown")]
+    #[arg(short = 'A', long = "enable-shutdown", help_heading = "Security")]
     pub enable_shutdown: bool,
     /// TOML configuration file; flags override it.
-    #[arg(long = "config")]
+    #[arg(long = "config", help_heading = "Configuration", value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
     /// Print the effective configuration as TOML and exit.
-    #[arg(long = "print-config")]
+    #[arg(long = "print-config", help_heading = "Configuration")]
     pub print_config: bool,
-    /// Print help.
-    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help)]
+    /// Print tiercache's license and exit (memcached -i).
+    #[arg(short = 'i', long = "license", help_heading = "Configuration")]
+    pub license: bool,
+    /// Print tiercache's version and exit (memcached -V).
+    #[arg(short = 'V', long = "version", action = clap::ArgAction::Version, help_heading = "Configuration")]
+    pub version: Option<bool>,
+    /// Print help (--help: with the -o keys).
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help, help_heading = "Configuration")]
     pub help: Option<bool>,
 }
 
@@ -155,6 +305,7 @@ pub struct ServerConfig {
     /// `stats detail` counts per key prefix from the start (`-D`).
     pub detail_enabled: bool,
     /// What ends a key's prefix for `stats detail` (`-D`, default `:`).
+    #[serde(with = "toml_forms::delimiter")]
     pub detail_delimiter: u8,
     /// Close connections that sent nothing for this many seconds (0 = never;
     /// `-o idle_timeout`).
@@ -172,7 +323,8 @@ pub struct ServerConfig {
     pub metrics_addr: String,
     /// Unix socket path (`-s`; empty: none). With one, no TCP listener.
     pub unix_socket: String,
-    /// The unix socket's permission bits (`-a`, octal on the command line).
+    /// The unix socket's permission bits (`-a`; octal, `"0700"`, as chmod).
+    #[serde(with = "toml_forms::octal_mask")]
     pub unix_mask: u32,
     /// ASCII authentication file of `user:password` lines (`-Y`; empty: off).
     pub auth_file: String,
@@ -184,6 +336,14 @@ pub struct ServerConfig {
     /// Bytes of log lines a `watch` connection may hold before lines are
     /// dropped (`-o watcher_logbuf_size`, KiB as memcached's; default 256 KiB).
     pub watcher_logbuf_size: usize,
+    /// `flush_all` answers `CLIENT_ERROR flush_all not allowed` (`-F`).
+    pub disable_flush_all: bool,
+    /// `stats cachedump` and `lru_crawler metadump` are refused (`-X`).
+    pub disable_dumping: bool,
+    /// `watch` is refused (`-W`).
+    pub disable_watch: bool,
+    /// Which protocols a connection may speak (`-B`: auto, ascii, binary).
+    pub protocol: Protocol,
 }
 
 impl Default for ServerConfig {
@@ -211,6 +371,10 @@ impl Default for ServerConfig {
             sasl: false,
             sasl_pwdb: String::new(),
             watcher_logbuf_size: DEFAULT_WATCH_BUF,
+            disable_flush_all: false,
+            disable_dumping: false,
+            disable_watch: false,
+            protocol: Protocol::Auto,
         }
     }
 }
@@ -429,27 +593,6 @@ impl Config {
         }
         s.lock_memory |= args.lock_memory;
         s.coredumps |= args.coredumps;
-        if args.no_evictions {
-            bail!("-M (return errors instead of evicting) is not supported: tiercache always evicts, a cache never refuses a set for want of memory; remove -M");
-        }
-        if args.no_cas {
-            bail!("-C (no CAS) is not supported: tiercache keeps a CAS value for every item (gets, cas and the meta commands use it); remove -C");
-        }
-        let mut notes = Vec::new();
-        if let Some(r) = args.reqs_per_event {
-            notes.push(format!("-R {r} has no effect: tiercache runs every request a read brought before the next connection's (no per-event limit)"));
-        }
-        if let Some(f) = args.growth_factor {
-            notes.push(format!("-f {f} has no effect: tiercache has no slab classes (items of every size share segments)"));
-        }
-        if let Some(n) = args.slab_min_size {
-            notes.push(format!("-n {n} has no effect: tiercache has no slab classes (items take their own size, 8-byte aligned)"));
-        }
-        if args.large_pages {
-            notes.push(
-                "-L has no effect: tiercache does not preallocate its memory in large pages".into(),
-            );
-        }
         if let Some(d) = &args.prefix_delimiter {
             // memcached takes the first byte of the argument.
             match d.as_bytes().first() {
@@ -464,6 +607,7 @@ impl Config {
             }
         }
         cfg.apply_access_flags(args)?;
+        cfg.apply_memcached_flags(args)?;
         let c = &mut cfg.cache;
         if let Some(m) = args.memory_mb {
             c.memory_mb = m;
@@ -480,7 +624,6 @@ impl Config {
                 cfg.apply_extended(opt)?;
             }
         }
-        cfg.notes.splice(0..0, notes);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -517,6 +660,7 @@ impl Config {
         }
         self.listen_addrs()?;
         self.validate_access()?;
+        self.validate_protocol()?;
         for p in &self.flash.paths {
             parse_ext_path(p)?;
         }

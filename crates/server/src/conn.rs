@@ -37,6 +37,7 @@
 //! its FIN or RST came with the last bytes in one edge-triggered event: the
 //! socket is then read to the end instead of stopping at a short read.
 
+use crate::config::Protocol;
 use crate::conn::flights::Flights;
 use crate::conn::prefetch::{prepare, Prep};
 use crate::ctx::{Attempt, Ctx, Outcome};
@@ -352,8 +353,23 @@ impl Conn {
             // (`binary.rs`); its reply is encoded back below. With `-Y`,
             // as in memcached, there is no binary protocol; with `-S`
             // there is nothing else, and SASL comes first (`sasl.rs`).
+            // `-B ascii` too reads a 0x80 byte as text; `-B binary` closes
+            // a connection whose request lacks the magic, unanswered, as
+            // memcached ("Invalid magic").
             let mut frame = None;
-            let binary_on = buf[0] == binary::REQ_MAGIC && ctx.shared.auth.is_none();
+            let proto = ctx.shared.config.binding_protocol();
+            let binary_on = buf[0] == binary::REQ_MAGIC && proto != Protocol::Ascii;
+            if proto == Protocol::Binary && !binary_on && !sasl {
+                // memcached reads a whole header before it looks at the magic.
+                if buf.len() < binary::HEADER_LEN {
+                    self.need = binary::HEADER_LEN;
+                    self.input_done = true;
+                    break;
+                }
+                (self.closing, last) = (true, Some(Outcome::Close));
+                self.consume(self.rend - self.rpos);
+                break;
+            }
             let parsed = if binary_on || sasl {
                 let gate = match &ctx.shared.auth {
                     Some(a) if sasl => {

@@ -6,7 +6,6 @@
 //! file (`-P`) is written after the sockets are bound and removed at a
 //! clean exit; `-u` switches user after binding (see `daemon.rs`).
 
-use clap::Parser;
 use std::io::Write;
 use tiercache_server::config::{Args, Config};
 use tiercache_server::daemon::{self, Ready};
@@ -26,8 +25,17 @@ fn fail(ready: &mut Ready, code: i32, msg: impl std::fmt::Display) -> ! {
 }
 
 fn main() {
-    let args = Args::parse();
     let mut ready = Ready::none();
+    // Bad flags exit 64 (EX_USAGE) with the flag and why, as memcached;
+    // --help, --version and -i print and exit 0.
+    let args: Args = match tiercache_server::config::parse_args() {
+        Ok(a) => a,
+        Err(u) if u.code == 0 => {
+            let _ = std::io::stdout().write_all(u.text.as_bytes());
+            return;
+        }
+        Err(u) => fail(&mut ready, u.code, u.text),
+    };
     let config = match Config::load(&args) {
         Ok(c) => c,
         Err(e) => fail(&mut ready, 64, format_args!("{e:#}")),

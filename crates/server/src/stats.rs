@@ -319,7 +319,7 @@ pub fn settings(
     );
     stat(out, "detail_enabled", yes_no(cfg.server.detail_enabled));
     stat(out, "cas_enabled", "yes");
-    stat(out, "binding_protocol", "ascii");
+    stat(out, "binding_protocol", cfg.binding_protocol().stats_name());
     stat(out, "auth_enabled_sasl", "no");
     stat(out, "auth_enabled_ascii", "no");
     stat(out, "item_size_max", cfg.cache.max_item_size);
@@ -327,7 +327,8 @@ pub fn settings(
     // closed at once, as memcached's maxconns_fast does.
     stat(out, "maxconns_fast", "yes");
     stat(out, "hashpower_init", cfg.cache.hash_power);
-    stat(out, "flush_enabled", "yes");
+    stat(out, "flush_enabled", yes_no(!cfg.server.disable_flush_all));
+    stat(out, "dump_enabled", yes_no(!cfg.server.disable_dumping));
     stat(out, "tcp_backlog", cfg.server.backlog);
     stat(out, "hash_algorithm", "xxh3");
     stat(out, "idle_timeout", cfg.server.idle_timeout);

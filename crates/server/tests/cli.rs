@@ -176,3 +176,220 @@ fn named_minimum_is_real(dir: &std::path::Path, opts: &str) {
     std::fs::remove_file(dir.join("tiercache.flash")).unwrap();
     let _ = std::fs::remove_file(dir.join("tiercache.flash.snapshot"));
 }
+
+/// Runs the binary with `args` (as root, with `-u root`); its exit code,
+/// stdout and stderr.
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(common::as_root())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tiercache");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_flags_exit_64_naming_the_flag_and_why() {
+    for (args, says) in [
+        (&["-m", "abc"][..], "-m abc: not a number"),
+        (&["-p", "99999"], "-p 99999: not a port number"),
+        (&["-t", "x"], "-t x: not a number"),
+        (&["-p"], "-p needs a value"),
+        (&["-x"], "unknown flag '-x'"),
+        (&["--no-such-flag"], "unknown flag '--no-such-flag'"),
+        (&["-B", "foo"], "should be one of auto, binary, or ascii"),
+        (
+            &["-e", "/tmp/mem"],
+            "-e /tmp/mem (memcached's restartable memory file) is not supported",
+        ),
+        (
+            &["-M"],
+            "-M (return errors instead of evicting) is not supported",
+        ),
+        (
+            &["-N", "0"],
+            "-N 0: the number of NAPI ids must be a number above 0",
+        ),
+        (&["-o", "ext_path=/tmp/x:1Z"], "'1Z' is not a size"),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, Some(64), "{args:?}: {err}");
+        assert!(
+            err.starts_with("tiercache: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("unexpected argument") && !err.contains("Usage:"),
+            "{args:?}: clap's bare error: {err}"
+        );
+    }
+    let (_, _, err) = run(&["-o", "ext_path=/tmp/x:1Z"]);
+    assert!(!err.contains("device class"), "{err}");
+}
+
+/// The effective configuration for `args` (`--print-config`).
+fn print_config(args: &[&str]) -> String {
+    let (code, out, err) = run(&[args, &["--print-config"][..]].concat());
+    assert_eq!(code, Some(0), "{args:?}: {err}");
+    out
+}
+
+#[test]
+fn memcached_flags_are_taken_as_memcached_takes_them() {
+    // -p given twice: the last counts; -l given twice: both.
+    let c = print_config(&["-p", "1", "-p", "2", "-l", "127.0.0.1", "-l", "::1"]);
+    assert!(c.contains("port = 2\n"), "{c}");
+    assert!(c.contains("listen = \"127.0.0.1,::1\"\n"), "{c}");
+    let c = print_config(&["-F", "-X", "-W", "--protocol=ascii", "--verbose", "-vv"]);
+    for line in [
+        "disable_flush_all = true\n",
+        "disable_dumping = true\n",
+        "disable_watch = true\n",
+        "protocol = \"ascii\"\n",
+        "verbosity = 3\n",
+    ] {
+        assert!(c.contains(line), "{line}: {c}");
+    }
+    let c = print_config(&["--disable-flush-all", "--disable-dumping", "-B", "binary"]);
+    assert!(c.contains("disable_flush_all = true\n") && c.contains("protocol = \"binary\"\n"));
+    // -N and the no-effect flags start, each named in the log with why
+    // (checked in docs/COMPATIBILITY.md's test); -i prints the license.
+    print_config(&["-N", "4", "-R", "20", "-f", "1.25", "-n", "48", "-L"]);
+    let (code, out, _) = run(&["-i"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("Apache License"), "{out}");
+    let (code, out, _) = run(&["-V"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("tiercache "), "{out}");
+}
+
+#[test]
+fn print_config_writes_the_mask_in_octal_and_the_delimiter_as_a_character_and_reads_back() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-print-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = print_config(&["-a", "660", "-D", "/", "-F", "-B", "ascii", "-p", "22199"]);
+    assert!(first.contains("unix_mask = \"0660\"\n"), "{first}");
+    assert!(first.contains("detail_delimiter = \"/\"\n"), "{first}");
+    let defaults = print_config(&[]);
+    assert!(defaults.contains("unix_mask = \"0700\"\n"), "{defaults}");
+    assert!(
+        defaults.contains("detail_delimiter = \":\"\n"),
+        "{defaults}"
+    );
+    // What it prints is a config file that gives the same configuration.
+    for (name, text) in [("first.toml", &first), ("defaults.toml", &defaults)] {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        let again = print_config(&["--config", f.to_str().unwrap()]);
+        assert_eq!(&again, text, "{name} read back");
+    }
+    // Files written before, with numbers, still load.
+    let old = dir.join("old.toml");
+    std::fs::write(&old, "[server]\nunix_mask = 448\ndetail_delimiter = 47\n").unwrap();
+    let c = print_config(&["--config", old.to_str().unwrap()]);
+    assert!(c.contains("unix_mask = \"0700\"\n") && c.contains("detail_delimiter = \"/\"\n"));
+    // A mask that is not octal is refused.
+    std::fs::write(&old, "[server]\nunix_mask = \"0800\"\n").unwrap();
+    let (code, _, err) = run(&["--config", old.to_str().unwrap(), "--print-config"]);
+    assert_eq!(code, Some(64));
+    assert!(err.contains("an octal access mask"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The README's quick-start server command: what follows `--` on the
+/// `cargo run` line of its first `sh` block.
+fn readme_server_args() -> String {
+    let readme = include_str!("../../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run ") && l.contains("--bin tiercache --"))
+        .expect("README: no `cargo run ... --bin tiercache --` line");
+    let args = line.split(" -- ").nth(1).unwrap();
+    args.split('#').next().unwrap().trim().to_string()
+}
+
+/// Runs `tiercache <args>` through `sh` (so `$(id -un)` expands) in `dir`,
+/// as `uid` when given; Ok once it listens (then it is killed), or Err
+/// with its exit code and stderr.
+fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<(), String> {
+    use std::io::{BufRead, BufReader};
+    let script = format!("exec {} {args}", env!("CARGO_BIN_EXE_tiercache"));
+    let mut cmd = match uid {
+        None => Command::new("sh"),
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={u}"),
+                &format!("--regid={u}"),
+                "--clear-groups",
+                "--",
+                "sh",
+            ]);
+            c
+        }
+    };
+    let mut child = cmd
+        .args(["-c", &script])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sh");
+    let mut err = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap_or_default();
+        err.push_str(&line);
+        err.push('\n');
+        if line.contains("listening") {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return Ok(());
+        }
+    }
+    let status = child.wait().unwrap();
+    Err(format!("{status}: {err}"))
+}
+
+/// The quick start works as written, as root and as a normal user (the
+/// port is swapped for a free one: 11211 may be taken on this machine).
+#[test]
+fn the_readme_quick_start_runs_as_root_and_as_a_user() {
+    let args = readme_server_args();
+    assert!(args.contains("-p 11211 "), "{args}");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let args = args.replace("-p 11211 ", &format!("-p {port} "));
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-quick-start-{}", std::process::id()));
+    let me = base.join("me");
+    std::fs::create_dir_all(&me).unwrap();
+    starts_sh(&me, &args, None).unwrap_or_else(|e| panic!("as myself: {args}: {e}"));
+    assert!(me.join("tiercache.flash").exists());
+    if common::is_root() {
+        // As root without -u it is refused, as memcached: the README's -u
+        // is what makes it run.
+        let bare = args.split(" -u ").next().unwrap();
+        let e = starts_sh(&me, bare, None).unwrap_err();
+        assert!(e.contains("can't run as root without the -u switch"), "{e}");
+        // As nobody, in a directory nobody may write.
+        let them = base.join("nobody");
+        std::fs::create_dir_all(&them).unwrap();
+        std::os::unix::fs::chown(&them, Some(65534), Some(65534)).unwrap();
+        starts_sh(&them, &args, Some(65534)).unwrap_or_else(|e| panic!("as nobody: {args}: {e}"));
+        use std::os::unix::fs::MetadataExt;
+        let made = std::fs::metadata(them.join("tiercache.flash")).unwrap();
+        assert_eq!(made.uid(), 65534, "the flash file is nobody's");
+    } else {
+        eprintln!("not root: ran the quick start as this user only");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}

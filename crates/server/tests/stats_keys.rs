@@ -182,7 +182,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
         "extstore compaction and recache tunables: tiercache reclaims whole flash segments \
          and promotes by -o ext_promote",
     ),
-    ("settings", &["dump_enabled"], "lru_crawler metadump is not served yet (issue 18)"),
     (
         "settings",
         &["worker_logbuf_size"],

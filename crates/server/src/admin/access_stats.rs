@@ -46,9 +46,6 @@ pub fn settings(out: &mut Vec<u8>, cfg: &Config) {
     set(out, "domain_socket", or_null(&s.unix_socket, "NULL"));
     set(out, "umask", format!("{:o}", s.unix_mask));
     set(out, "auth_enabled_sasl", if s.sasl { "yes" } else { "no" });
-    if s.sasl {
-        set(out, "binding_protocol", "binary");
-    }
     set(out, "auth_enabled_ascii", or_null(&s.auth_file, "no"));
     let t = &cfg.tls;
     let yes_no = |b: bool| if b { "yes" } else { "no" };

@@ -42,6 +42,10 @@ pub fn execute(req: Request<'_>, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<
                 }
             }
         }
+        Request::Watch { .. } if ctx.shared.config.server.disable_watch => {
+            // -W, memcached's words.
+            reply::line(out, b"CLIENT_ERROR watch commands not allowed");
+        }
         Request::Watch { flags } => return Outcome::Watch(flags),
         Request::RefreshCerts { noreply } => refresh_certs(noreply, out, ctx),
         _ => unreachable!("data requests run in commands::execute (protocol::execute routes them)"),

@@ -31,6 +31,11 @@ pub fn lru_crawler(c: Crawler, out: &mut Vec<u8>, ctx: &Ctx<'_>, at: &Attempt<'_
                 reply::line(out, b"CLIENT_ERROR lru crawler disabled");
                 return Outcome::Continue;
             }
+            if ctx.shared.config.server.disable_dumping {
+                // -X, memcached's words.
+                reply::line(out, b"ERROR metadump not allowed");
+                return Outcome::Continue;
+            }
             return metadump(classes, out, ctx, at);
         }
         Crawler::Crawl(_) | Crawler::Tocrawl(_) | Crawler::Sleep(_) => {

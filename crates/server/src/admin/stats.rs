@@ -63,6 +63,10 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             shared.conns.crawler_reclaimed.load(Ordering::Relaxed),
             g == b"slabs",
         ),
+        Some(b"cachedump") if shared.config.server.disable_dumping => {
+            resp::line(out, b"CLIENT_ERROR stats cachedump not allowed");
+            return;
+        }
         Some(b"cachedump") => {
             let rest: Vec<&[u8]> = words.collect();
             crate::admin::crawler::cachedump(&rest, out, ctx);

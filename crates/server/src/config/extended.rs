@@ -8,6 +8,115 @@ use super::{Config, SMALL_MAX_LIMIT};
 use anyhow::{bail, Context, Result};
 use tiercache_engine::flash::tier::DeviceClass;
 
+/// The `-o` keys, grouped as `--help` lists them; every one is matched in
+/// [`Config::apply_extended`] (`config/tests.rs` checks that each is).
+pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
+    (
+        "server",
+        &[
+            "idle_timeout",
+            "max_get_line",
+            "metrics_port",
+            "metrics_addr",
+            "watcher_logbuf_size",
+            "maxconns_fast",
+        ],
+    ),
+    ("cache", &["policy", "segment_size", "shards", "hashpower"]),
+    (
+        "flash (ext_path=none: RAM only)",
+        &[
+            "ext_path",
+            "ext_page_size",
+            "ext_wbuf_count",
+            "ext_item_size",
+            "ext_threads",
+            "ext_reinsert",
+            "ext_write_budget",
+            "ext_wipe",
+            "ext_avg_item_size",
+            "ext_promote",
+            "ext_low_ttl",
+            "ext_io",
+            "ext_crash_safe",
+            "ext_nhc",
+            "ext_nhc_feedback",
+            "ext_small_max",
+            "ext_small_share",
+            "ext_small_flush_duty",
+            "ext_small_background",
+            "ext_small_threshold",
+            "ext_small_log",
+        ],
+    ),
+    (
+        "TLS (with -Z)",
+        &[
+            "ssl_chain_cert",
+            "ssl_key",
+            "ssl_ca_cert",
+            "ssl_verify_mode",
+            "ssl_min_version",
+            "ssl_keyformat",
+            "ssl_wbuf_size",
+            "ssl_session_cache",
+        ],
+    ),
+    (
+        "memcached's, accepted with no effect (logged at start with why)",
+        &[
+            "hash_algorithm",
+            "worker_logbuf_size",
+            "track_sizes",
+            "no_hashexpand",
+            "no_maxconns_fast",
+            "slab_chunk_max",
+            "slab_reassign",
+            "no_slab_reassign",
+            "slab_automove",
+            "no_slab_automove",
+            "slab_automove_ratio",
+            "slab_automove_window",
+            "slab_automove_freeratio",
+            "slab_sizes",
+            "no_chunked_items",
+            "modern",
+            "no_modern",
+            "lru_crawler",
+            "no_lru_crawler",
+            "lru_maintainer",
+            "no_lru_maintainer",
+            "lru_crawler_sleep",
+            "lru_crawler_tocrawl",
+            "tail_repair_time",
+            "hot_lru_pct",
+            "warm_lru_pct",
+            "hot_max_factor",
+            "warm_max_factor",
+            "temporary_ttl",
+            "inline_ascii_resp",
+            "no_inline_ascii_resp",
+            "read_buf_mem_limit",
+            "drop_privileges",
+            "no_drop_privileges",
+            "ext_wbuf_size",
+            "ext_io_threadcount",
+            "ext_io_depth",
+            "ext_item_age",
+            "ext_max_frag",
+            "ext_compact_under",
+            "ext_drop_under",
+            "ext_recache_rate",
+            "ext_drop_unread",
+            "ext_max_sleep",
+        ],
+    ),
+    (
+        "memcached's, refused with the reason",
+        &["ssl_ciphers", "ssl_kernel_tls", "sock_cookie_id"],
+    ),
+];
+
 /// Parses `path:size` (memcached's ext_path); the size may be left out for
 /// a block device.
 pub fn parse_ext_path(v: &str) -> Result<(std::path::PathBuf, u64)> {
@@ -19,7 +128,9 @@ pub fn parse_ext_path(v: &str) -> Result<(std::path::PathBuf, u64)> {
 pub fn parse_ext_spec(v: &str) -> Result<(std::path::PathBuf, u64, DeviceClass)> {
     let (v, class) = match v.rsplit_once(':') {
         Some((rest, c))
-            if c.chars().any(|ch| ch.is_ascii_alphabetic()) && parse_size(c).is_err() =>
+            // A word is a class; what starts with a digit is meant as a
+            // size (`:1Z` is a bad size, not an unknown class).
+            if c.starts_with(|ch: char| ch.is_ascii_alphabetic()) =>
         {
             let class = DeviceClass::parse(c).with_context(|| {
                 format!("-o ext_path={v}: '{c}' is not a device class (fast or capacity; memcached's default, lowttl, compact, coldcompact, old)")
@@ -159,18 +270,25 @@ impl Config {
             | "ext_max_sleep" => self.notes.push(format!(
                 "-o {k} has no effect: tiercache's flash tier writes whole segments (one per write buffer, ext_page_size) and reclaims them whole, without memcached's compaction"
             )),
-            "slab_chunk_max" | "slab_reassign" | "slab_automove" | "modern" | "no_modern" => {
-                self.notes.push(format!(
-                    "-o {k} has no effect: tiercache has no slab classes to size or rebalance"
-                ))
-            }
-            "lru_crawler" | "no_lru_crawler" | "lru_maintainer" | "no_lru_maintainer" => {
-                self.notes.push(format!(
-                    "-o {k} has no effect: tiercache has no LRU maintainer; expired items are freed by a once-a-second sweep"
-                ))
-            }
+            "slab_chunk_max" | "slab_reassign" | "no_slab_reassign" | "slab_automove"
+            | "no_slab_automove" | "slab_automove_ratio" | "slab_automove_window"
+            | "slab_automove_freeratio" | "slab_sizes" | "no_chunked_items" | "modern"
+            | "no_modern" => self.notes.push(format!(
+                "-o {k} has no effect: tiercache has no slab classes to size or rebalance"
+            )),
+            "lru_crawler" | "no_lru_crawler" | "lru_maintainer" | "no_lru_maintainer"
+            | "lru_crawler_sleep" | "lru_crawler_tocrawl" | "tail_repair_time" | "hot_lru_pct"
+            | "warm_lru_pct" | "hot_max_factor" | "warm_max_factor" => self.notes.push(format!(
+                "-o {k} has no effect: tiercache has no LRU maintainer; expired items are freed by a once-a-second sweep and the eviction policy (-o policy) picks victims"
+            )),
+            "temporary_ttl" => self.notes.push(
+                "-o temporary_ttl has no effect: short-TTL items are not kept apart in RAM (on flash, -o ext_low_ttl groups them)".into(),
+            ),
             "maxconns_fast" => self.notes.push(
                 "-o maxconns_fast: always on (a connection over -c is told so and closed at once)".into(),
+            ),
+            "no_maxconns_fast" => self.notes.push(
+                "-o no_maxconns_fast has no effect: a connection over -c is always told so and closed at once (maxconns_fast)".into(),
             ),
             "hash_algorithm" => self.notes.push(format!(
                 "-o hash_algorithm={v} has no effect: tiercache hashes keys with xxh3"
@@ -185,8 +303,30 @@ impl Config {
             "no_hashexpand" => self.notes.push(
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
+            "inline_ascii_resp" | "no_inline_ascii_resp" | "read_buf_mem_limit" => {
+                self.notes.push(format!(
+                    "-o {k} has no effect: tiercache's connection buffers are its own, bounded per connection (README, Connections and their memory)"
+                ))
+            }
+            "drop_privileges" | "no_drop_privileges" => self.notes.push(format!(
+                "-o {k} has no effect: tiercache installs no system call filter of its own (run it under systemd's SystemCallFilter)"
+            )),
+            "ext_io_depth" => self.notes.push(
+                "-o ext_io_depth has no effect: each worker keeps up to 256 flash reads in flight (io_uring, or the pread pool of ext_threads)".into(),
+            ),
+            "ext_item_age" => self.notes.push(
+                "-o ext_item_age has no effect: items move to flash when the eviction policy takes them out of RAM, whatever their idle time".into(),
+            ),
+            "sock_cookie_id" => bail!(
+                "-o sock_cookie_id is not supported: tiercache does not mark its sockets (SO_MARK) for firewall rules; remove the option, or mark the traffic by port in the firewall"
+            ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_nhc_feedback, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_background, ext_small_threshold, ext_small_log, watcher_logbuf_size"
+                "unknown extended option '-o {k}': tiercache --help lists the keys ({})",
+                OPTION_GROUPS
+                    .iter()
+                    .flat_map(|(_, keys)| keys.iter().copied())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
         Ok(())

@@ -278,3 +278,21 @@ fn item_size_limit_up_to_a_gigabyte_as_memcached() {
     let e = load(&["-o", "segment_size=16m"]).unwrap_err().to_string();
     assert!(e.contains("segment_size must be at most 8m"), "{e}");
 }
+
+#[test]
+fn every_key_help_lists_is_matched() {
+    for (_, keys) in super::OPTION_GROUPS {
+        for k in *keys {
+            let mut c = Config::default();
+            if let Err(e) = c.apply_extended(&format!("{k}=1")) {
+                assert!(
+                    !format!("{e:#}").contains("unknown extended option"),
+                    "{k}: {e:#}"
+                );
+            }
+        }
+    }
+    let mut c = Config::default();
+    let e = c.apply_extended("no_such_key=1").unwrap_err();
+    assert!(format!("{e:#}").contains("ext_small_log"), "{e:#}");
+}

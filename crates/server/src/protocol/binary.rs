@@ -8,7 +8,7 @@ use crate::protocol::execute;
 use tiercache_proto::binary::{self as bin, BinParsed, Frame};
 use tiercache_proto::{parse, Limits, Parsed};
 
-pub use bin::{encode, REQ_MAGIC};
+pub use bin::{encode, HEADER_LEN, REQ_MAGIC};
 
 /// What to do with the binary request at the head of the input.
 pub enum Step<'t> {
@@ -76,6 +76,18 @@ pub fn translate<'t>(
         BinParsed::Text { frame, consumed } => {
             let text: &'t Vec<u8> = text;
             match parse(text, limits) {
+                // -F: memcached answers a binary flush "Auth failure.".
+                Parsed::Request {
+                    request: tiercache_proto::Request::FlushAll { .. },
+                    ..
+                } if ctx.shared.config.server.disable_flush_all => {
+                    bin::error(out, &frame, bin::status::AUTH_ERROR);
+                    Step::Answered {
+                        consumed,
+                        close: false,
+                        skip: 0,
+                    }
+                }
                 Parsed::Request { request, .. } | Parsed::Swallow { request, .. } => {
                     Step::Parsed(frame, Parsed::Request { request, consumed })
                 }
