@@ -696,3 +696,45 @@ fn a_full_index_recovers_from_a_crash_without_stale_values() {
     );
     assert!(served > changed / 4, "only {served} sampled keys recovered");
 }
+
+/// With a flash tier, segments still leave RAM in slices ahead of need
+/// while the device keeps up (its writes taking 5 ms each here): sets do
+/// not wait for the rest of an evacuation, and values read back are their
+/// own.
+#[test]
+fn evacuations_with_flash_run_ahead_in_slices() {
+    let mut cfg = common::flash_config(32 << 20, 256 << 10, 1 << 20);
+    cfg.flash.as_mut().unwrap().params.write_buffers = 4;
+    // A device whose writes take a while: the flusher lags behind sets.
+    let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(512 << 20));
+    let dev = Arc::new(FaultDevice::new(
+        mem,
+        Faults {
+            latency: Duration::from_millis(5),
+            ..Faults::default()
+        },
+    ));
+    let e = Engine::with_devices(cfg, vec![dev]).expect("engine");
+    let key = |i: u64| format!("k:{i}").into_bytes();
+    for i in 0..200_000 {
+        set(&e, &key(i), &value_of(i, 100));
+    }
+    let before = e.stats(NOW).shard;
+    for i in 200_000..600_000 {
+        set(&e, &key(i), &value_of(i, 100));
+    }
+    let after = e.stats(NOW).shard;
+    let evacuations = after.evacuations - before.evacuations;
+    let waited = after.evacuations_waited - before.evacuations_waited;
+    eprintln!("{evacuations} evacuations, {waited} waited for");
+    assert!(evacuations > 20, "{evacuations} evacuations");
+    assert!(
+        waited * 4 <= evacuations,
+        "{waited} of {evacuations} evacuations waited for by a set"
+    );
+    for i in (0..600_000).step_by(997) {
+        if let Some(v) = get(&e, &key(i)) {
+            assert_eq!(v, value_of(i, 100), "k:{i}");
+        }
+    }
+}

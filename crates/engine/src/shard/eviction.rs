@@ -163,7 +163,12 @@ impl Shard {
         self.mark_hold(super::hold::HoldCause::Evacuation);
         // An evacuation begun ahead is finished first: its segment is the
         // oldest of its queue, and its items are half moved.
-        if self.ahead.is_some() {
+        // (Counted once per evacuation: a set told Busy asks again.)
+        if self
+            .ahead
+            .as_mut()
+            .is_some_and(|a| !std::mem::replace(&mut a.waited, true))
+        {
             self.stats.evacuations_waited += 1;
         }
         while self.ahead.is_some() {
@@ -378,6 +383,8 @@ pub(super) struct Ahead {
     off: usize,
     end: usize,
     used_spare: bool,
+    /// A set needed the segment before the slices were done.
+    waited: bool,
 }
 
 impl Shard {
@@ -426,6 +433,7 @@ impl Shard {
             off: 0,
             end,
             used_spare: false,
+            waited: false,
         });
         true
     }
