@@ -539,6 +539,7 @@ impl Engine {
             }
         }
         self.give_back_over_budget(now);
+        self.shared.pool.drop_released();
         reclaimed
     }
 
