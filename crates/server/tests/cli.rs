@@ -393,3 +393,32 @@ fn the_readme_quick_start_runs_as_root_and_as_a_user() {
     }
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// A start refused for a busy port or metrics port leaves no default
+/// flash file behind, and never touches one that was there.
+#[test]
+fn a_busy_port_leaves_no_flash_file_behind() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let metrics = format!("metrics_port={port}");
+    // `starts` gives -p 0 first; the later -p wins.
+    for args in [&["-o", &metrics][..], &["-p", &port]] {
+        let (code, msg) = starts(&dir, args).unwrap_err();
+        assert_eq!(code, Some(71), "{args:?}: {msg}");
+        assert!(msg.contains(&port), "{msg}");
+        assert!(
+            !dir.join("tiercache.flash").exists(),
+            "{args:?}: the flash file made for the refused start was left behind"
+        );
+    }
+    // An operator's file there before stays as it was.
+    let f = dir.join("tiercache.flash");
+    std::fs::write(&f, vec![7u8; 8192]).unwrap();
+    starts(&dir, &["-o", &metrics]).unwrap_err();
+    assert_eq!(std::fs::read(&f).unwrap(), vec![7u8; 8192]);
+    drop(busy);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
