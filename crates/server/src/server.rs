@@ -482,6 +482,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     engine.set_item_size_max(config.cache.max_item_size);
     // A start that fails from here removes the flash files it made.
     let undo = UndoOnError(undo);
+    tracing::info!("{}", config.data_summary());
     let mut infos = Vec::new();
     let mut addrs = Vec::new();
     for l in &listeners {

@@ -81,9 +81,9 @@ fn a_refused_start_removes_the_flash_files_it_created_and_keeps_the_others() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Starts the binary in `dir`; Ok once it listens (then it is killed), or
-/// Err with its exit code and stderr when it refuses to start.
-fn starts(dir: &std::path::Path, args: &[&str]) -> Result<(), (Option<i32>, String)> {
+/// Starts the binary in `dir`; Ok with its log once it listens (then it is
+/// killed), or Err with its exit code and stderr when it refuses to start.
+fn starts(dir: &std::path::Path, args: &[&str]) -> Result<String, (Option<i32>, String)> {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
         .args(["-p", "0", "-l", "127.0.0.1"])
@@ -98,13 +98,13 @@ fn starts(dir: &std::path::Path, args: &[&str]) -> Result<(), (Option<i32>, Stri
     let mut err = String::new();
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap_or_default();
+        err.push_str(&line);
+        err.push('\n');
         if line.contains("listening") {
             child.kill().unwrap();
             child.wait().unwrap();
-            return Ok(());
+            return Ok(err);
         }
-        err.push_str(&line);
-        err.push('\n');
     }
     let status = child.wait().unwrap();
     Err((status.code(), err))
@@ -420,5 +420,46 @@ fn a_busy_port_leaves_no_flash_file_behind() {
     starts(&dir, &["-o", &metrics]).unwrap_err();
     assert_eq!(std::fs::read(&f).unwrap(), vec![7u8; 8192]);
     drop(busy);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The start log says where the data goes and how large, at the default
+/// verbosity: the flash file (as given and absolute), its size and class,
+/// and the shutdown snapshot; or that there is no flash tier.
+#[test]
+fn the_start_log_says_where_the_data_goes() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-data-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = starts(&dir, &[]).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains(" data: "))
+        .unwrap_or_else(|| panic!("no data line: {log}"));
+    let abs = dir.join("tiercache.flash");
+    let want = format!(
+        "RAM 64 MiB (-m, index included); flash tiercache.flash ({}) 1 GiB fast; shutdown snapshot tiercache.flash.snapshot ({}.snapshot)",
+        abs.display(),
+        abs.display()
+    );
+    assert!(line.contains(&want), "{line}");
+    assert!(line.contains(" INFO "), "{line}");
+    let log = starts(&dir, &["-o", "ext_path=none", "-m", "32"]).unwrap();
+    assert!(
+        log.contains("data: RAM 32 MiB (-m, index included); no flash tier (ext_path=none)"),
+        "{log}"
+    );
+    let big = format!(
+        "ext_path={}:2G:capacity,ext_path=fast.flash:512M",
+        abs.display()
+    );
+    let log = starts(&dir, &["-o", &big, "-m", "256"]).unwrap();
+    assert!(
+        log.contains(&format!(
+            "flash {} 2 GiB capacity, fast.flash (",
+            abs.display()
+        )) && log.contains("fast.flash) 512 MiB fast;"),
+        "{log}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
