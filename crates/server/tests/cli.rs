@@ -463,3 +463,66 @@ fn the_start_log_says_where_the_data_goes() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--help`: flags grouped, defaults shown, memcached's accepted and
+/// refused flags listed (none hidden), and every `-o` key.
+#[test]
+fn help_is_grouped_with_defaults_and_lists_the_extended_keys() {
+    let (code, help, _) = run(&["--help"]);
+    assert_eq!(code, Some(0));
+    for heading in [
+        "Network:",
+        "Process:",
+        "Memory and items:",
+        "Security:",
+        "Configuration:",
+        "Accepted from memcached, no effect (logged at start):",
+        "Refused (memcached's, with the reason):",
+        "Extended options (-o key=value,key=value",
+    ] {
+        assert!(help.contains(heading), "{heading}: {help}");
+    }
+    // Each flag's entry (from its line to the next flag's) has its default.
+    let entry = |flag: &str| -> String {
+        let at = help
+            .find(&format!("  {flag}, "))
+            .or_else(|| help.find(&format!("  {flag} ")))
+            .unwrap_or_else(|| panic!("{flag} is not in --help: {help}"));
+        let rest = &help[at + 2..];
+        let end = rest.find("\n  -").unwrap_or(rest.len());
+        rest[..end].to_string()
+    };
+    for (flag, default) in [
+        ("-p", "11211"),
+        ("-t", "4"),
+        ("-c", "1024"),
+        ("-m", "64"),
+        ("-I", "1m"),
+        ("-b", "1024"),
+        ("-B", "auto"),
+    ] {
+        let e = entry(flag);
+        assert!(e.contains(&format!("[default: {default}]")), "{flag}: {e}");
+    }
+    for flag in [
+        "-R", "-f", "-n", "-L", "-N", "-M", "-C", "-e", "-F", "-X", "-W", "-i", "-V", "-D", "-Y",
+        "-S", "-Z", "-A", "-s", "-a", "-k", "-r", "-d", "-P", "-u", "-U", "-l", "-o", "-v",
+    ] {
+        entry(flag);
+    }
+    let listed: String = help[help.find("Extended options").unwrap()..].to_string();
+    for (_, keys) in tiercache_server::config::OPTION_GROUPS {
+        for k in *keys {
+            assert!(
+                listed.split_whitespace().any(|w| w == *k),
+                "-o {k} is not listed: {listed}"
+            );
+        }
+    }
+    // -h is the short form: the same groups, without the -o keys.
+    let (code, short, _) = run(&["-h"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        short.len() < help.len() && short.contains("Security:") && !short.contains("ext_small_log")
+    );
+}
