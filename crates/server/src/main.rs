@@ -41,6 +41,11 @@ fn main() {
         Err(e) => fail(&mut ready, 64, format_args!("{e:#}")),
     };
     if args.print_config {
+        // What a start would log about flags with no effect, on stderr
+        // (stdout stays a config file).
+        for note in &config.notes {
+            let _ = writeln!(std::io::stderr(), "tiercache: note: {note}");
+        }
         if let Err(e) = std::io::stdout().write_all(config.to_toml().as_bytes()) {
             fail(
                 &mut ready,
