@@ -133,12 +133,11 @@ fn main() {
                     daemon::check_snapshot_dir(u, &snap);
                 }
             }
-            Ok(false) if daemon::is_root() => tracing::info!("staying root (-u root)"),
-            Ok(false) => {
-                tracing::info!(user = %u.name, "not started as root: -u has nothing to switch")
-            }
+            Ok(false) => tracing::info!("staying root (-u root)"),
             Err(r) => fail(&mut ready, r.code, r.msg),
         }
+    } else if let Some(name) = &args.user {
+        tracing::info!(user = %name, "not started as root: -u has nothing to switch");
     }
     let addrs: Vec<String> = server.addrs.iter().map(ToString::to_string).collect();
     tracing::info!(

@@ -315,9 +315,9 @@ fn readme_server_args() -> String {
 }
 
 /// Runs `tiercache <args>` through `sh` (so `$(id -un)` expands) in `dir`,
-/// as `uid` when given; Ok once it listens (then it is killed), or Err
-/// with its exit code and stderr.
-fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<(), String> {
+/// as `uid` when given; Ok with its log once it listens (then it is
+/// killed), or Err with its exit status and stderr.
+fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<String, String> {
     use std::io::{BufRead, BufReader};
     let script = format!("exec {} {args}", env!("CARGO_BIN_EXE_tiercache"));
     let mut cmd = match uid {
@@ -350,7 +350,7 @@ fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<(), 
         if line.contains("listening") {
             child.kill().unwrap();
             child.wait().unwrap();
-            return Ok(());
+            return Ok(err);
         }
     }
     let status = child.wait().unwrap();
@@ -525,4 +525,28 @@ fn help_is_grouped_with_defaults_and_lists_the_extended_keys() {
     assert!(
         short.len() < help.len() && short.contains("Security:") && !short.contains("ext_small_log")
     );
+}
+
+/// Not started as root, `-u` has nothing to switch and is not looked up,
+/// as memcached ("only when run as root"): a memcached command line's
+/// `-u memcache` runs where that user does not exist; the log says so.
+#[test]
+fn dash_u_is_not_looked_up_when_not_root() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-user-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap_or(());
+    let uid = common::is_root().then_some(65534);
+    let args = "-p 0 -l 127.0.0.1 -o ext_path=none -u no-such-user-cli";
+    let log = starts_sh(&dir, args, uid).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        log.contains("not started as root: -u has nothing to switch user=no-such-user-cli"),
+        "{log}"
+    );
+    if common::is_root() {
+        // As root, the same line is refused: the user must exist.
+        let e = starts_sh(&dir, args, None).unwrap_err();
+        assert!(e.contains("can't find the user no-such-user-cli"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
