@@ -84,12 +84,19 @@ fn a_refused_start_removes_the_flash_files_it_created_and_keeps_the_others() {
 /// Starts the binary in `dir`; Ok with its log once it listens (then it is
 /// killed), or Err with its exit code and stderr when it refuses to start.
 fn starts(dir: &std::path::Path, args: &[&str]) -> Result<String, (Option<i32>, String)> {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
-        .args(["-p", "0", "-l", "127.0.0.1"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tiercache"));
+    cmd.args(["-p", "0", "-l", "127.0.0.1"])
         .args(common::as_root())
         .args(args)
-        .current_dir(dir)
+        .current_dir(dir);
+    until_listening(cmd)
+}
+
+/// Spawns `cmd` (stderr piped) and reads its log: Ok with it once the
+/// server listens (then it is killed), or Err with the exit code and log.
+fn until_listening(mut cmd: Command) -> Result<String, (Option<i32>, String)> {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -318,7 +325,6 @@ fn readme_server_args() -> String {
 /// as `uid` when given; Ok with its log once it listens (then it is
 /// killed), or Err with its exit status and stderr.
 fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<String, String> {
-    use std::io::{BufRead, BufReader};
     let script = format!("exec {} {args}", env!("CARGO_BIN_EXE_tiercache"));
     let mut cmd = match uid {
         None => Command::new("sh"),
@@ -334,27 +340,8 @@ fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<Stri
             c
         }
     };
-    let mut child = cmd
-        .args(["-c", &script])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run sh");
-    let mut err = String::new();
-    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
-        let line = line.unwrap_or_default();
-        err.push_str(&line);
-        err.push('\n');
-        if line.contains("listening") {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return Ok(err);
-        }
-    }
-    let status = child.wait().unwrap();
-    Err(format!("{status}: {err}"))
+    cmd.args(["-c", &script]).current_dir(dir);
+    until_listening(cmd).map_err(|(code, log)| format!("exit {code:?}: {log}"))
 }
 
 /// The quick start works as written, as root and as a normal user (the
