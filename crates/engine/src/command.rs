@@ -26,6 +26,7 @@ mod view;
 
 pub use crate::ops::{ArithResult, Mode, StoreResult};
 pub use crate::wait::Wait;
+pub(crate) use dump::last_access;
 pub use dump::{DumpCursor, DumpedKey};
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
 pub use prefetch::{asks_for_reads, Prep};

@@ -17,4 +17,4 @@ pub mod io;
 pub mod truncated;
 pub mod uring;
 
-pub use block::{BlockDevice, DeviceError, FileDevice};
+pub use block::{BlockDevice, DeviceError, FileDevice, Undo};

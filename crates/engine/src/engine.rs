@@ -6,6 +6,7 @@
 
 use crate::device::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
 use crate::device::uring::{self, UringReader, RING_ENTRIES};
+use crate::device::Undo;
 use crate::error::{ConfigError, FlashShare, SnapshotError};
 use crate::flash::tier::RecordOwner;
 use crate::flash::{BlockDevice, FileDevice, FlashTier};
@@ -145,6 +146,13 @@ impl Engine {
     /// files that were there their old length back (while it still holds
     /// their locks).
     pub fn new(config: EngineConfig) -> Result<Engine, ConfigError> {
+        Engine::new_undoable(config).map(|(e, _)| e)
+    }
+
+    /// [`new`](Self::new), with what undoes its device opens (a created
+    /// file removed, a grown one shrunk back) for a start that fails after
+    /// the engine is built; dropped unrun, they only close a descriptor.
+    pub fn new_undoable(config: EngineConfig) -> Result<(Engine, Vec<Undo>), ConfigError> {
         let mut devices: Vec<Arc<dyn BlockDevice>> = Vec::new();
         let mut undo = Vec::new();
         let mut opened = Ok(());
@@ -162,11 +170,13 @@ impl Engine {
                 }
             }
         }
-        let engine = opened.and_then(|()| Engine::with_devices(config, devices));
-        if engine.is_err() {
-            undo.into_iter().for_each(|u| u.run());
+        match opened.and_then(|()| Engine::with_devices(config, devices)) {
+            Ok(engine) => Ok((engine, undo)),
+            Err(e) => {
+                undo.into_iter().for_each(|u| u.run());
+                Err(e)
+            }
         }
-        engine
     }
 
     /// Builds the engine on the given flash devices (tests pass in-memory or

@@ -10,6 +10,7 @@ use tiercache_engine::flash::tier::{DeviceClass, Promote};
 mod access;
 mod extended;
 mod memcached;
+mod summary;
 mod toml_forms;
 mod usage;
 pub use access::{strip_notls, tls_version_name, TlsSection};

@@ -97,10 +97,16 @@ pub fn is_root() -> bool {
 
 /// memcached's rule: root must say which user to run as (`-u root` to
 /// stay root), so that a server is not left running as root by mistake.
-/// Returns the user to switch to, if any; an unknown user is refused.
+/// Returns the user to switch to, if any; as root an unknown user is
+/// refused. Not started as root there is nothing to switch, and `-u` is
+/// not looked up (memcached: "only when run as root"), so a memcached
+/// command line's `-u memcache` runs where that user does not exist.
 pub fn check_user(user: Option<&str>) -> Result<Option<User>, Refusal> {
+    if !is_root() {
+        return Ok(None);
+    }
     let user = user.map(lookup_user).transpose()?;
-    if is_root() && user.is_none() {
+    if user.is_none() {
         return Err(Refusal::new(
             EX_USAGE,
             "can't run as root without the -u switch (give -u USER to switch to USER after \

@@ -41,6 +41,11 @@ fn main() {
         Err(e) => fail(&mut ready, 64, format_args!("{e:#}")),
     };
     if args.print_config {
+        // What a start would log about flags with no effect, on stderr
+        // (stdout stays a config file).
+        for note in &config.notes {
+            let _ = writeln!(std::io::stderr(), "tiercache: note: {note}");
+        }
         if let Err(e) = std::io::stdout().write_all(config.to_toml().as_bytes()) {
             fail(
                 &mut ready,
@@ -128,12 +133,11 @@ fn main() {
                     daemon::check_snapshot_dir(u, &snap);
                 }
             }
-            Ok(false) if daemon::is_root() => tracing::info!("staying root (-u root)"),
-            Ok(false) => {
-                tracing::info!(user = %u.name, "not started as root: -u has nothing to switch")
-            }
+            Ok(false) => tracing::info!("staying root (-u root)"),
             Err(r) => fail(&mut ready, r.code, r.msg),
         }
+    } else if let Some(name) = &args.user {
+        tracing::info!(user = %name, "not started as root: -u has nothing to switch");
     }
     let addrs: Vec<String> = server.addrs.iter().map(ToString::to_string).collect();
     tracing::info!(

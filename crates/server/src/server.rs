@@ -416,6 +416,47 @@ fn bind_one(addr: SocketAddr, backlog: i32) -> std::io::Result<TcpListener> {
     Ok(l)
 }
 
+/// The undo of the flash devices' opens ([`Engine::new_undoable`]), run
+/// when the start returns an error after the engine was built.
+struct UndoOnError(Vec<tiercache_engine::device::Undo>);
+
+impl UndoOnError {
+    /// The start succeeded: the files stay.
+    fn disarm(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for UndoOnError {
+    fn drop(&mut self) {
+        self.0
+            .drain(..)
+            .for_each(tiercache_engine::device::Undo::run);
+    }
+}
+
+/// The Prometheus endpoint's socket (`-o metrics_port`), on `metrics_addr`
+/// or the first TCP listener's address.
+fn bind_metrics(config: &Config, listeners: &[Bound]) -> Result<Option<TcpListener>> {
+    let port = config.server.metrics_port;
+    if port == 0 {
+        return Ok(None);
+    }
+    let ip = match config.server.metrics_addr.parse() {
+        Ok(ip) => ip,
+        Err(_) => listeners
+            .iter()
+            .find_map(|l| match l.endpoint() {
+                Ok(crate::transport::Endpoint::Tcp(a)) => Some(a.ip()),
+                _ => None,
+            })
+            .unwrap_or_else(|| [127, 0, 0, 1].into()),
+    };
+    let l = TcpListener::bind(SocketAddr::new(ip, port))
+        .with_context(|| format!("-o metrics_port: cannot listen on {ip}:{port}"))?;
+    Ok(Some(l))
+}
+
 /// Starts the server and returns once it is accepting connections.
 pub fn start(mut config: Config) -> Result<ServerHandle> {
     raise_fd_limit(&config);
@@ -424,6 +465,8 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     // Bind first: a port in use is the commonest start-up error, and
     // opening the flash devices first would leave their files behind.
     let listeners = bind_all(&config)?;
+    // The metrics port too, before the flash files are made.
+    let metrics_listener = bind_metrics(&config, &listeners)?;
     let tls = crate::transport::tls::TlsSetup::from_config(&config.tls)?;
     // -Y's file, or -S's (the two exclude each other).
     let auth_file = match config.server.sasl {
@@ -434,7 +477,12 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         "" => None,
         f => Some(crate::transport::auth::Auth::load(std::path::Path::new(f))?),
     };
-    let engine = build_engine(&config)?;
+    let (engine, undo) =
+        Engine::new_undoable(engine_config(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+    engine.set_item_size_max(config.cache.max_item_size);
+    // A start that fails from here removes the flash files it made.
+    let undo = UndoOnError(undo);
+    tracing::info!("{}", config.data_summary());
     let mut infos = Vec::new();
     let mut addrs = Vec::new();
     for l in &listeners {
@@ -481,15 +529,10 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     // `watch evictions`: the engine reports each RAM eviction while a
     // watcher asks for them (one relaxed load per eviction otherwise).
     let _ = shared.engine.watch_evictions(shared.watch.clone());
-    let metrics_addr = match shared.config.server.metrics_port {
-        0 => None,
-        port => {
-            let ip = match shared.config.server.metrics_addr.parse() {
-                Ok(ip) => ip,
-                Err(_) => addrs.first().map_or([127, 0, 0, 1].into(), SocketAddr::ip),
-            };
-            let bound = crate::admin::endpoint::start(shared.clone(), SocketAddr::new(ip, port))
-                .with_context(|| format!("-o metrics_port: cannot listen on {ip}:{port}"))?;
+    let metrics_addr = match metrics_listener {
+        None => None,
+        Some(l) => {
+            let bound = crate::admin::endpoint::start(shared.clone(), l)?;
             tracing::info!(metrics = %bound, "Prometheus endpoint: GET /metrics");
             Some(bound)
         }
@@ -547,6 +590,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     );
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());
+    undo.disarm();
     Ok(ServerHandle {
         addr: addrs
             .first()

@@ -353,8 +353,18 @@ pub fn settings(
 /// the segments holding items, none is partly free in memcached's sense
 /// (`free_chunks` 0), and free segments are `slab_global_page_pool` in
 /// `stats`. The command counters are the server's, all of them in the one
-/// class.
-pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, crawler_reclaimed: u64, slabs: bool) {
+/// class. `age` is Some for `stats items` (None for `stats slabs`): seconds
+/// since the last access of the least recently accessed item of the
+/// oldest RAM segments, the ones the next reclaims judge (memcached's LRU
+/// tail).
+pub fn items(
+    out: &mut Vec<u8>,
+    e: &EngineStats,
+    t: &Totals,
+    crawler_reclaimed: u64,
+    age: Option<u32>,
+) {
+    let slabs = age.is_none();
     let s = &e.shard;
     if slabs {
         stat(out, "1:chunk_size", e.segment_size);
@@ -377,6 +387,7 @@ pub fn items(out: &mut Vec<u8>, e: &EngineStats, t: &Totals, crawler_reclaimed: 
     } else if s.curr_items > 0 {
         // memcached lists only classes that hold items.
         stat(out, "items:1:number", s.curr_items);
+        stat(out, "items:1:age", age.unwrap_or(0));
         // Here only, as memcached 1.6.18 (older ones gave it in `stats
         // slabs`): the exporter makes one series of it from either group,
         // and from both it would collect that series twice and fail.

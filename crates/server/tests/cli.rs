@@ -81,15 +81,22 @@ fn a_refused_start_removes_the_flash_files_it_created_and_keeps_the_others() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Starts the binary in `dir`; Ok once it listens (then it is killed), or
-/// Err with its exit code and stderr when it refuses to start.
-fn starts(dir: &std::path::Path, args: &[&str]) -> Result<(), (Option<i32>, String)> {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tiercache"))
-        .args(["-p", "0", "-l", "127.0.0.1"])
+/// Starts the binary in `dir`; Ok with its log once it listens (then it is
+/// killed), or Err with its exit code and stderr when it refuses to start.
+fn starts(dir: &std::path::Path, args: &[&str]) -> Result<String, (Option<i32>, String)> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tiercache"));
+    cmd.args(["-p", "0", "-l", "127.0.0.1"])
         .args(common::as_root())
         .args(args)
-        .current_dir(dir)
+        .current_dir(dir);
+    until_listening(cmd)
+}
+
+/// Spawns `cmd` (stderr piped) and reads its log: Ok with it once the
+/// server listens (then it is killed), or Err with the exit code and log.
+fn until_listening(mut cmd: Command) -> Result<String, (Option<i32>, String)> {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -98,13 +105,13 @@ fn starts(dir: &std::path::Path, args: &[&str]) -> Result<(), (Option<i32>, Stri
     let mut err = String::new();
     for line in BufReader::new(child.stderr.take().unwrap()).lines() {
         let line = line.unwrap_or_default();
+        err.push_str(&line);
+        err.push('\n');
         if line.contains("listening") {
             child.kill().unwrap();
             child.wait().unwrap();
-            return Ok(());
+            return Ok(err);
         }
-        err.push_str(&line);
-        err.push('\n');
     }
     let status = child.wait().unwrap();
     Err((status.code(), err))
@@ -315,10 +322,9 @@ fn readme_server_args() -> String {
 }
 
 /// Runs `tiercache <args>` through `sh` (so `$(id -un)` expands) in `dir`,
-/// as `uid` when given; Ok once it listens (then it is killed), or Err
-/// with its exit code and stderr.
-fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<(), String> {
-    use std::io::{BufRead, BufReader};
+/// as `uid` when given; Ok with its log once it listens (then it is
+/// killed), or Err with its exit status and stderr.
+fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<String, String> {
     let script = format!("exec {} {args}", env!("CARGO_BIN_EXE_tiercache"));
     let mut cmd = match uid {
         None => Command::new("sh"),
@@ -334,27 +340,8 @@ fn starts_sh(dir: &std::path::Path, args: &str, uid: Option<u32>) -> Result<(), 
             c
         }
     };
-    let mut child = cmd
-        .args(["-c", &script])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run sh");
-    let mut err = String::new();
-    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
-        let line = line.unwrap_or_default();
-        err.push_str(&line);
-        err.push('\n');
-        if line.contains("listening") {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return Ok(());
-        }
-    }
-    let status = child.wait().unwrap();
-    Err(format!("{status}: {err}"))
+    cmd.args(["-c", &script]).current_dir(dir);
+    until_listening(cmd).map_err(|(code, log)| format!("exit {code:?}: {log}"))
 }
 
 /// The quick start works as written, as root and as a normal user (the
@@ -392,4 +379,161 @@ fn the_readme_quick_start_runs_as_root_and_as_a_user() {
         eprintln!("not root: ran the quick start as this user only");
     }
     std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// A start refused for a busy port or metrics port leaves no default
+/// flash file behind, and never touches one that was there.
+#[test]
+fn a_busy_port_leaves_no_flash_file_behind() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let metrics = format!("metrics_port={port}");
+    // `starts` gives -p 0 first; the later -p wins.
+    for args in [&["-o", &metrics][..], &["-p", &port]] {
+        let (code, msg) = starts(&dir, args).unwrap_err();
+        assert_eq!(code, Some(71), "{args:?}: {msg}");
+        assert!(msg.contains(&port), "{msg}");
+        assert!(
+            !dir.join("tiercache.flash").exists(),
+            "{args:?}: the flash file made for the refused start was left behind"
+        );
+    }
+    // An operator's file there before stays as it was.
+    let f = dir.join("tiercache.flash");
+    std::fs::write(&f, vec![7u8; 8192]).unwrap();
+    starts(&dir, &["-o", &metrics]).unwrap_err();
+    assert_eq!(std::fs::read(&f).unwrap(), vec![7u8; 8192]);
+    drop(busy);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The start log says where the data goes and how large, at the default
+/// verbosity: the flash file (as given and absolute), its size and class,
+/// and the shutdown snapshot; or that there is no flash tier.
+#[test]
+fn the_start_log_says_where_the_data_goes() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-data-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = starts(&dir, &[]).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains(" data: "))
+        .unwrap_or_else(|| panic!("no data line: {log}"));
+    let abs = dir.join("tiercache.flash");
+    let want = format!(
+        "RAM 64 MiB (-m, index included); flash tiercache.flash ({}) 1 GiB fast; shutdown snapshot tiercache.flash.snapshot ({}.snapshot)",
+        abs.display(),
+        abs.display()
+    );
+    assert!(line.contains(&want), "{line}");
+    assert!(line.contains(" INFO "), "{line}");
+    let log = starts(&dir, &["-o", "ext_path=none", "-m", "32"]).unwrap();
+    assert!(
+        log.contains("data: RAM 32 MiB (-m, index included); no flash tier (ext_path=none)"),
+        "{log}"
+    );
+    let big = format!(
+        "ext_path={}:2G:capacity,ext_path=fast.flash:512M",
+        abs.display()
+    );
+    let log = starts(&dir, &["-o", &big, "-m", "256"]).unwrap();
+    assert!(
+        log.contains(&format!(
+            "flash {} 2 GiB capacity, fast.flash (",
+            abs.display()
+        )) && log.contains("fast.flash) 512 MiB fast;"),
+        "{log}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--help`: flags grouped, defaults shown, memcached's accepted and
+/// refused flags listed (none hidden), and every `-o` key.
+#[test]
+fn help_is_grouped_with_defaults_and_lists_the_extended_keys() {
+    let (code, help, _) = run(&["--help"]);
+    assert_eq!(code, Some(0));
+    for heading in [
+        "Network:",
+        "Process:",
+        "Memory and items:",
+        "Security:",
+        "Configuration:",
+        "Accepted from memcached, no effect (logged at start):",
+        "Refused (memcached's, with the reason):",
+        "Extended options (-o key=value,key=value",
+    ] {
+        assert!(help.contains(heading), "{heading}: {help}");
+    }
+    // Each flag's entry (from its line to the next flag's) has its default.
+    let entry = |flag: &str| -> String {
+        let at = help
+            .find(&format!("  {flag}, "))
+            .or_else(|| help.find(&format!("  {flag} ")))
+            .unwrap_or_else(|| panic!("{flag} is not in --help: {help}"));
+        let rest = &help[at + 2..];
+        let end = rest.find("\n  -").unwrap_or(rest.len());
+        rest[..end].to_string()
+    };
+    for (flag, default) in [
+        ("-p", "11211"),
+        ("-t", "4"),
+        ("-c", "1024"),
+        ("-m", "64"),
+        ("-I", "1m"),
+        ("-b", "1024"),
+        ("-B", "auto"),
+    ] {
+        let e = entry(flag);
+        assert!(e.contains(&format!("[default: {default}]")), "{flag}: {e}");
+    }
+    for flag in [
+        "-R", "-f", "-n", "-L", "-N", "-M", "-C", "-e", "-F", "-X", "-W", "-i", "-V", "-D", "-Y",
+        "-S", "-Z", "-A", "-s", "-a", "-k", "-r", "-d", "-P", "-u", "-U", "-l", "-o", "-v",
+    ] {
+        entry(flag);
+    }
+    let listed: String = help[help.find("Extended options").unwrap()..].to_string();
+    for (_, keys) in tiercache_server::config::OPTION_GROUPS {
+        for k in *keys {
+            assert!(
+                listed.split_whitespace().any(|w| w == *k),
+                "-o {k} is not listed: {listed}"
+            );
+        }
+    }
+    // -h is the short form: the same groups, without the -o keys.
+    let (code, short, _) = run(&["-h"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        short.len() < help.len() && short.contains("Security:") && !short.contains("ext_small_log")
+    );
+}
+
+/// Not started as root, `-u` has nothing to switch and is not looked up,
+/// as memcached ("only when run as root"): a memcached command line's
+/// `-u memcache` runs where that user does not exist; the log says so.
+#[test]
+fn dash_u_is_not_looked_up_when_not_root() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-user-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap_or(());
+    let uid = common::is_root().then_some(65534);
+    let args = "-p 0 -l 127.0.0.1 -o ext_path=none -u no-such-user-cli";
+    let log = starts_sh(&dir, args, uid).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        log.contains("not started as root: -u has nothing to switch user=no-such-user-cli"),
+        "{log}"
+    );
+    if common::is_root() {
+        // As root, the same line is refused: the user must exist.
+        let e = starts_sh(&dir, args, None).unwrap_err();
+        assert!(e.contains("can't find the user no-such-user-cli"), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -115,7 +115,6 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
             "number_cold",
             "age_hot",
             "age_warm",
-            "age",
             "hits_to_hot",
             "hits_to_warm",
             "hits_to_cold",
@@ -128,7 +127,7 @@ const ONLY_MEMCACHED: &[(&str, &[&str], &str)] = &[
             "crawler_items_checked",
         ],
         "memcached's segmented LRU (hot, warm, cold, temp) and its crawler; tiercache's \
-         segments have no such sub-queues and no per-class age",
+         segments have no such sub-queues (`age` is the oldest RAM segments' least recent access)",
     ),
     (
         "items",

@@ -56,8 +56,7 @@ impl<'a> DumpedKey<'a> {
     /// Last access, absolute unix seconds (kept mod 65536: exact for items
     /// touched in the last 18 hours).
     pub fn last_access(&self) -> u32 {
-        let idle = (self.now as u16).wrapping_sub(self.header.atime);
-        self.now.saturating_sub(u32::from(idle))
+        last_access(self.now, self.header.atime)
     }
 
     pub fn cas(&self) -> u64 {
@@ -80,7 +79,30 @@ impl<'a> DumpedKey<'a> {
     }
 }
 
+/// An item's last access as absolute unix seconds, from the 16 bits its
+/// header keeps (exact within 18 hours of `now`).
+pub(crate) fn last_access(now: u32, atime: u16) -> u32 {
+    let idle = (now as u16).wrapping_sub(atime);
+    now.saturating_sub(u32::from(idle))
+}
+
 impl Engine {
+    /// Seconds since the last access of the least recently accessed item
+    /// among the oldest RAM segments of every shard (memcached's `stats
+    /// items` `age`, read from its LRU tail); None with no item in RAM.
+    /// One short lock hold per shard, a few segments' headers each.
+    pub fn oldest_item_age(&self, now: u32) -> Option<u32> {
+        let mut oldest: Option<u32> = None;
+        let mut i = 0;
+        while let Some(shard) = self.lock_nth(i, now) {
+            if let Some(la) = shard.oldest_access(now) {
+                oldest = Some(oldest.map_or(la, |o| o.min(la)));
+            }
+            i += 1;
+        }
+        oldest.map(|la| now.saturating_sub(la))
+    }
+
     /// Hands `f` the live RAM items of the next segment from `from` (one
     /// shard lock hold), and returns where to resume, or None when every
     /// shard has been walked. Call it again with the cursor until None.

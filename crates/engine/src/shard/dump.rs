@@ -31,3 +31,35 @@ impl Shard {
         Some(id + 1)
     }
 }
+
+impl Shard {
+    /// The earliest last access (unix seconds) among the live items of the
+    /// oldest segment of each RAM queue that holds one: the items the next
+    /// reclaims judge, as memcached's `age` reads its LRU tail. At most a
+    /// few segments are walked per queue; None when they hold no live item.
+    pub(crate) fn oldest_access(&self, now: u32) -> Option<u32> {
+        let mut oldest: Option<u32> = None;
+        for queue in &self.queues {
+            for &id in queue.iter().take(4) {
+                let end = self.seg(id).write;
+                let mut off = 0usize;
+                let mut found = false;
+                while let Some((loc, h)) = self.next_item(id, &mut off, end) {
+                    if h.bits & item::DEAD != 0
+                        || h.expired(now)
+                        || !self.index.contains(hash_key(self.key(loc)), loc)
+                    {
+                        continue;
+                    }
+                    let la = crate::command::last_access(now, h.atime);
+                    oldest = Some(oldest.map_or(la, |o| o.min(la)));
+                    found = true;
+                }
+                if found {
+                    break;
+                }
+            }
+        }
+        oldest
+    }
+}

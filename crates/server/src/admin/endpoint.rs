@@ -13,10 +13,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Binds the endpoint (before the server reports that it listens, so a
-/// port in use is an error at start) and serves it on its own thread.
-pub fn start(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr)?;
+/// Serves the endpoint on its own thread, on the listener the server
+/// bound before it made its flash files (so a port in use is an error at
+/// start, and leaves nothing behind).
+pub fn start(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<SocketAddr> {
     let bound = listener.local_addr()?;
     std::thread::Builder::new()
         .name("metrics".into())

@@ -61,7 +61,8 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             &shared.engine.stats(ctx.now),
             &shared.totals(),
             shared.conns.crawler_reclaimed.load(Ordering::Relaxed),
-            g == b"slabs",
+            // Walks the oldest segments' headers: for `stats items` only.
+            (g == b"items").then(|| shared.engine.oldest_item_age(ctx.now).unwrap_or(0)),
         ),
         Some(b"cachedump") if shared.config.server.disable_dumping => {
             resp::line(out, b"CLIENT_ERROR stats cachedump not allowed");
