@@ -139,12 +139,14 @@ pub fn fit_default_flash(cfg: &mut Config) {
     cfg.flash.paths.clear();
 }
 
-/// Builds the engine from the configuration.
-pub fn build_engine(cfg: &Config) -> Result<Engine> {
-    let engine = Engine::new(engine_config(cfg)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// Builds the engine from the configuration, with what undoes its flash
+/// devices' opens should the start fail later ([`Engine::new_undoable`]).
+pub fn build_engine(cfg: &Config) -> Result<(Engine, Vec<tiercache_engine::device::Undo>)> {
+    let (engine, undo) =
+        Engine::new_undoable(engine_config(cfg)?).map_err(|e| anyhow::anyhow!("{e}"))?;
     // An append past -I is not stored, as in memcached.
     engine.set_item_size_max(cfg.cache.max_item_size);
-    Ok(engine)
+    Ok((engine, undo))
 }
 
 /// The engine's configuration for `cfg`.
@@ -477,9 +479,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         "" => None,
         f => Some(crate::transport::auth::Auth::load(std::path::Path::new(f))?),
     };
-    let (engine, undo) =
-        Engine::new_undoable(engine_config(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
-    engine.set_item_size_max(config.cache.max_item_size);
+    let (engine, undo) = build_engine(&config)?;
     // A start that fails from here removes the flash files it made.
     let undo = UndoOnError(undo);
     tracing::info!("{}", config.data_summary());

@@ -163,21 +163,32 @@ fn every_flag_and_option_memcached_lists_has_a_row() {
     assert!(missing.is_empty(), "no row for:\n{}", missing.join("\n"));
 }
 
-/// Sends `req` and reads what comes within a moment (or until closed).
+/// Sends `req` and `mn`, and reads the reply up to `mn`'s `MN` (cut off),
+/// or until the server closes, or half a second without bytes once some
+/// came (after `watch` nothing more runs), or 10 s.
 fn ask(addr: std::net::SocketAddr, req: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(req.replace("\\r\\n", "\r\n").as_bytes())
         .unwrap();
-    s.write_all(b"\r\n").unwrap();
-    let end = Instant::now() + Duration::from_millis(300);
+    s.write_all(b"\r\nmn\r\n").unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
     let mut got = Vec::new();
     let mut buf = [0u8; 65536];
     while let Some(left) = end.checked_duration_since(Instant::now()) {
-        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+        let idle = if got.is_empty() {
+            left
+        } else {
+            left.min(Duration::from_millis(500))
+        };
+        s.set_read_timeout(Some(idle.max(Duration::from_millis(1))))
             .unwrap();
         match s.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        if got.ends_with(b"MN\r\n") {
+            got.truncate(got.len() - 4);
+            break;
         }
     }
     String::from_utf8_lossy(&got).into_owned()

@@ -11,15 +11,24 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// Sends `req` on a new connection and reads for `wait` (or until the
-/// server closes; then the reply ends with `<closed>`).
-fn script(addr: SocketAddr, req: &[u8], wait: Duration) -> Vec<u8> {
+/// Sends `req` on a new connection and reads until `want` bytes are in
+/// (up to 10 s), then for a moment more (or until the server closes; then
+/// the reply ends with `<closed>`).
+fn script(addr: SocketAddr, req: &[u8], want: usize) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(req).unwrap();
-    let end = Instant::now() + wait;
+    let mut end = Instant::now() + Duration::from_secs(10);
+    let mut lingering = false;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
-    while let Some(left) = end.checked_duration_since(Instant::now()) {
+    loop {
+        if !lingering && got.len() >= want {
+            lingering = true;
+            end = Instant::now() + Duration::from_millis(if want == 0 { 400 } else { 150 });
+        }
+        let Some(left) = end.checked_duration_since(Instant::now()) else {
+            break;
+        };
         s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
             .unwrap();
         match s.read(&mut buf) {
@@ -50,8 +59,7 @@ const VERSION: u8 = 0x0b;
 /// the same bytes.
 fn same_as_memcached(flags: &[&str], req: &[u8], want: &[u8]) {
     let t = Proc::start(flags);
-    let wait = Duration::from_millis(400);
-    let got = script(t.addr, req, wait);
+    let got = script(t.addr, req, want.len());
     assert_eq!(
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(want),
@@ -59,7 +67,7 @@ fn same_as_memcached(flags: &[&str], req: &[u8], want: &[u8]) {
     );
     match Memcached::start_with(flags) {
         Some(m) => {
-            let theirs = script(m.addr().parse().unwrap(), req, wait);
+            let theirs = script(m.addr().parse().unwrap(), req, want.len());
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(&theirs),
@@ -87,7 +95,8 @@ fn dash_f_refuses_flush_all_and_keeps_the_items() {
     let mut req = bin(FLUSH);
     req.extend(bin(VERSION));
     let t = Proc::start(&["-F"]);
-    let got = script(t.addr, &req, Duration::from_millis(400));
+    // Two responses: 24 + 13 ("Auth failure.") and 24 + 6 ("1.6.18").
+    let got = script(t.addr, &req, 24 + 13 + 24 + 6);
     assert_eq!(&got[..2], &[0x81, FLUSH]);
     assert_eq!(u16::from_be_bytes([got[6], got[7]]), 0x20, "{got:?}");
     assert!(got.ends_with(b"1.6.18"), "{got:?}");
@@ -95,7 +104,7 @@ fn dash_f_refuses_flush_all_and_keeps_the_items() {
     let s = settings(&t);
     assert!(s.contains("STAT flush_enabled no\r\n"), "{s}");
     // A refused text flush is counted, a binary one not, as in memcached.
-    let r = script(t.addr, b"flush_all\r\n", Duration::from_millis(200));
+    let r = script(t.addr, b"flush_all\r\n", 36);
     assert_eq!(r, b"CLIENT_ERROR flush_all not allowed\r\n");
     assert_eq!(t.stat("cmd_flush"), Some(1));
     let plain = Proc::start(&[]);
@@ -133,7 +142,7 @@ fn dash_b_binds_the_protocol() {
     // binary: a binary request works; text closes the connection once a
     // header's worth of bytes is in (memcached's "Invalid magic").
     let t = Proc::start(&["-B", "binary"]);
-    let got = script(t.addr, &version, Duration::from_millis(400));
+    let got = script(t.addr, &version, 24 + 6);
     assert!(got.starts_with(&[0x81, VERSION]) && got.ends_with(b"1.6.18"));
     same_as_memcached(&["-B", "binary"], &version, &got);
     same_as_memcached(&["-B", "binary"], b"version\r\n", b"");
@@ -147,7 +156,7 @@ fn dash_b_binds_the_protocol() {
     // auto (the default): both.
     let a = Proc::start(&["--protocol=auto"]);
     version.extend_from_slice(b"version\r\n");
-    let got = script(a.addr, &version, Duration::from_millis(400));
+    let got = script(a.addr, &version, 24 + 6 + 16);
     assert!(got.starts_with(&[0x81, VERSION]) && got.ends_with(b"VERSION 1.6.18\r\n"));
     assert!(settings(&a).contains("STAT binding_protocol auto-negotiate\r\n"));
 }

@@ -41,8 +41,7 @@ pub fn after_long_help() -> String {
         s.push_str(&line);
         s.push('\n');
     }
-    s.push('\n');
-    s.push_str(AFTER_HELP);
+    s.push_str("\ndocs/COMPATIBILITY.md has every memcached 1.6 flag, option and command and what tiercache does with it.");
     s
 }
 
