@@ -98,6 +98,12 @@ impl Config {
                     .parse()
                     .with_context(|| format!("-o metrics_port: '{v}' is not a port number"))?
             }
+            "redis_port" => {
+                self.redis.port = v
+                    .parse()
+                    .with_context(|| format!("-o redis_port: '{v}' is not a port number"))?
+            }
+            "redis_listen" => self.redis.listen = v.to_string(),
             "metrics_addr" => {
                 v.parse::<std::net::IpAddr>()
                     .with_context(|| format!("-o metrics_addr: '{v}' is not an IP address"))?;
@@ -186,7 +192,7 @@ impl Config {
                 "-o no_hashexpand has no effect: tiercache's index resizes itself without a pause".into(),
             ),
             _ => bail!(
-                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_nhc_feedback, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_background, ext_small_threshold, ext_small_log, watcher_logbuf_size"
+                "unknown extended option '-o {k}': supported are ssl_chain_cert, ssl_key, ssl_ca_cert, ssl_verify_mode, ssl_min_version, ssl_keyformat, ssl_wbuf_size, ssl_session_cache, hashpower, policy, segment_size, shards, max_get_line, idle_timeout, metrics_port, metrics_addr, redis_port, redis_listen, ext_path, ext_page_size, ext_wbuf_count, ext_item_size, ext_threads, ext_reinsert, ext_write_budget, ext_wipe, ext_avg_item_size, ext_promote, ext_low_ttl, ext_io, ext_crash_safe, ext_nhc, ext_nhc_feedback, ext_small_max, ext_small_share, ext_small_flush_duty, ext_small_background, ext_small_threshold, ext_small_log, watcher_logbuf_size"
             ),
         }
         Ok(())
