@@ -11,6 +11,9 @@
 #   - PyPI: pymemcache (client round-trip test; its own integration tests
 #     ship inside it), pytest (to run those, peer_suites.sh)
 #   - apt: python3-pylibmc (binary protocol test, crates/server/tests/binary.rs)
+#   - apt: redis-server, redis-tools (reference server, redis-cli and
+#     redis-benchmark for the RESP front end, redis_differential.py)
+#   - PyPI: redis (redis-py, the RESP client smoke test)
 # Each piece is installed only when missing, so re-running is cheap.
 set -euo pipefail
 
@@ -40,6 +43,9 @@ command -v lintian >/dev/null 2>&1 || need_apt+=(lintian)
 # built offline with GOPATH, no module proxy needed.
 command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 [ -d /usr/share/gocode/src/github.com/bradfitz/gomemcache ] || need_apt+=(golang-github-bradfitz-gomemcache-dev)
+# redis-server 7 and redis-cli/redis-benchmark, for the RESP front end.
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
     echo "install.sh: apt-get install ${need_apt[*]}"
@@ -50,6 +56,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
         $SUDO systemctl stop memcached >/dev/null 2>&1 || true
         $SUDO systemctl stop nutcracker >/dev/null 2>&1 || true
         $SUDO systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+        $SUDO systemctl stop redis-server >/dev/null 2>&1 || true
     fi
 fi
 
@@ -71,6 +78,17 @@ if ! python3 -m pytest --version >/dev/null 2>&1; then
     python3 -m pip install --quiet pytest \
         || python3 -m pip install --quiet --break-system-packages pytest \
         || apt_install python3-pytest
+fi
+
+# redis-py, for the RESP front end's client smoke test.
+if ! python3 -c 'import redis' >/dev/null 2>&1; then
+    echo "install.sh: pip install redis"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        apt_install python3-pip
+    fi
+    python3 -m pip install --quiet redis \
+        || python3 -m pip install --quiet --break-system-packages redis \
+        || apt_install python3-redis
 fi
 
 # pylibmc, for the binary protocol test (Debian's build, for Debian's python3).

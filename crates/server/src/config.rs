@@ -529,6 +529,18 @@ pub const DEFAULT_FLASH: &str = "tiercache.flash:1G";
 /// set after its 32-byte header.
 pub const SMALL_MAX_LIMIT: usize = 4096 - 32 - 20;
 
+/// The Redis (RESP) listener (`[redis]`, `-o redis_port`, `-o
+/// redis_listen`): off unless a port is given.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisSection {
+    /// Port of the RESP listener (0: none).
+    pub port: u16,
+    /// Addresses it listens on, comma-separated (empty: those of `-l`,
+    /// without their ports).
+    pub listen: String,
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -537,6 +549,7 @@ pub struct Config {
     pub cache: CacheConfig,
     pub flash: FlashSection,
     pub tls: TlsSection,
+    pub redis: RedisSection,
     /// The flash tier is the default file ([`DEFAULT_FLASH`]), not one the
     /// operator gave: it is made smaller when `-m` is too small for it.
     #[serde(skip)]

@@ -55,6 +55,7 @@ mod io;
 mod multiget;
 pub mod prefetch;
 mod reads;
+pub mod resp;
 use multiget::{get_chunk, is_get_line};
 use reads::read_op;
 pub use reads::{split_token, token_base};

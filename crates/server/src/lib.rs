@@ -6,10 +6,11 @@
 //! 2. [`conn`]: per-connection buffers, pipelining, back-pressure, and the
 //!    flash reads of pipelined requests ([`conn::prefetch`],
 //!    [`conn::flights`]).
-//! 3. [`protocol`]: the wire codecs. Today memcached (text and meta parsed
-//!    by tiercache-proto, [`protocol::binary`], [`protocol::sasl`]);
+//! 3. [`protocol`]: the wire codecs. Memcached (text and meta parsed by
+//!    tiercache-proto, [`protocol::binary`], [`protocol::sasl`]);
 //!    [`protocol::execute`] routes each request to the admin or the data
-//!    commands. A second protocol (RESP) is a sibling module here.
+//!    commands. Redis's RESP is [`protocol::resp`]: its codec and its own
+//!    commands over the engine; its connections are [`conn::resp`].
 //! 4. [`admin`]: commands and views about the server: `stats`, `watch`,
 //!    `lru_crawler` / `stats cachedump`, `version`, `verbosity`,
 //!    `shutdown`, `cache_memlimit`, `refresh_certs`; the Prometheus

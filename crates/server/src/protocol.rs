@@ -3,10 +3,11 @@
 //! requests into their text equivalents, [`sasl`] runs binary SASL
 //! authentication), and [`execute`], which routes a decoded request to the
 //! admin commands ([`crate::admin`]) or the data commands
-//! ([`crate::commands`]). A second protocol (RESP) gets its own module
-//! here, decoding into the same commands.
+//! ([`crate::commands`]). The Redis protocol is [`resp`], its own codec
+//! and commands over the same engine.
 
 pub mod binary;
+pub mod resp;
 pub mod sasl;
 
 use crate::ctx::{Attempt, Ctx, Outcome};

@@ -26,6 +26,8 @@ pub struct ServerHandle {
     pub unix_path: Option<std::path::PathBuf>,
     /// The metrics endpoint's address (`-o metrics_port`).
     pub metrics_addr: Option<SocketAddr>,
+    /// The Redis (RESP) listeners' addresses (`-o redis_port`).
+    pub redis_addrs: Vec<SocketAddr>,
     pub shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -469,6 +471,11 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let listeners = bind_all(&config)?;
     // The metrics port too, before the flash files are made.
     let metrics_listener = bind_metrics(&config, &listeners)?;
+    let redis_listeners = crate::conn::resp::bind(&config)?;
+    let redis_addrs = redis_listeners
+        .iter()
+        .map(TcpListener::local_addr)
+        .collect::<std::io::Result<Vec<_>>>()?;
     let tls = crate::transport::tls::TlsSetup::from_config(&config.tls)?;
     // -Y's file, or -S's (the two exclude each other).
     let auth_file = match config.server.sasl {
@@ -588,6 +595,10 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
                 crate::admin::watch::run(&sh.watch, &sh.shutdown, &sh.conns.curr_connections)
             })?,
     );
+    if !redis_listeners.is_empty() {
+        tracing::info!(redis = ?redis_addrs, "Redis (RESP) listener");
+        threads.push(crate::conn::resp::start(shared.clone(), redis_listeners)?);
+    }
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());
     undo.disarm();
@@ -599,6 +610,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         addrs,
         unix_path,
         metrics_addr,
+        redis_addrs,
         shared,
         threads,
     })

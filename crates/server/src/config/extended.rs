@@ -23,6 +23,7 @@ pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
         ],
     ),
     ("cache", &["policy", "segment_size", "shards", "hashpower"]),
+    ("Redis (RESP) front end", &["redis_port", "redis_listen"]),
     (
         "flash (ext_path=none: RAM only)",
         &[
@@ -209,6 +210,12 @@ impl Config {
                     .parse()
                     .with_context(|| format!("-o metrics_port: '{v}' is not a port number"))?
             }
+            "redis_port" => {
+                self.redis.port = v
+                    .parse()
+                    .with_context(|| format!("-o redis_port: '{v}' is not a port number"))?
+            }
+            "redis_listen" => self.redis.listen = v.to_string(),
             "metrics_addr" => {
                 v.parse::<std::net::IpAddr>()
                     .with_context(|| format!("-o metrics_addr: '{v}' is not an IP address"))?;

@@ -1,0 +1,234 @@
+//! The RESP command table and dispatch: each command's name, arity (as
+//! Redis counts it: positive exact, negative at least), whether it writes,
+//! its key positions (for `COMMAND INFO`), and the function that parses,
+//! runs and encodes it. The commands live by family: [`strings`],
+//! [`keys`], [`hashes`], [`server`] (connection and server commands,
+//! MULTI/EXEC). Authentication and MULTI queueing are decided here before
+//! a command runs.
+
+pub mod args;
+pub mod hashes;
+pub mod keys;
+pub mod server;
+pub mod strings;
+
+use super::db::{Db, Failed};
+use super::reply::Out;
+use super::{Env, Session};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// One command's entry.
+pub struct Spec {
+    pub name: &'static str,
+    pub arity: i32,
+    pub write: bool,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub run: fn(&mut Call<'_>),
+}
+
+/// A command being run: its arguments (`args[0]` is its name), the
+/// connection's output and session, the engine.
+pub struct Call<'a> {
+    pub args: &'a [&'a [u8]],
+    pub out: &'a mut Out,
+    pub sess: &'a mut Session,
+    pub env: &'a Env,
+    pub db: Db<'a>,
+    pub spec: &'static Spec,
+}
+
+impl Call<'_> {
+    /// The command's name, lowercase.
+    pub fn name(&self) -> &'static str {
+        self.spec.name
+    }
+    pub fn arity_error(&mut self) {
+        let n = self.name();
+        self.out
+            .err(&format!("ERR wrong number of arguments for '{n}' command"));
+    }
+    /// An integer reply, or the error of a failed write or of the command.
+    pub fn int_reply<T: TryInto<i64>>(&mut self, r: Result<Result<T, &str>, Failed>) {
+        match r {
+            Err(f) => self.out.err(f.text()),
+            Ok(Err(e)) => self.out.err(e),
+            Ok(Ok(n)) => self.out.int(n.try_into().unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, $write:expr, $f:expr, $l:expr, $s:expr, $run:path) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            write: $write,
+            first_key: $f,
+            last_key: $l,
+            step: $s,
+            run: $run,
+        }
+    };
+}
+
+/// Every command served.
+pub static COMMANDS: &[Spec] = &[
+    // strings
+    spec!("get", 2, false, 1, 1, 1, strings::get),
+    spec!("set", -3, true, 1, 1, 1, strings::set),
+    spec!("setnx", 3, true, 1, 1, 1, strings::setnx),
+    spec!("setex", 4, true, 1, 1, 1, strings::setex),
+    spec!("psetex", 4, true, 1, 1, 1, strings::setex),
+    spec!("getset", 3, true, 1, 1, 1, strings::getset),
+    spec!("getdel", 2, true, 1, 1, 1, strings::getset),
+    spec!("getex", -2, true, 1, 1, 1, strings::getset),
+    spec!("mget", -2, false, 1, -1, 1, strings::mget),
+    spec!("mset", -3, true, 1, -1, 2, strings::mset),
+    spec!("msetnx", -3, true, 1, -1, 2, strings::mset),
+    spec!("append", 3, true, 1, 1, 1, strings::append),
+    spec!("strlen", 2, false, 1, 1, 1, strings::strlen),
+    spec!("getrange", 4, false, 1, 1, 1, strings::getrange),
+    spec!("substr", 4, false, 1, 1, 1, strings::getrange),
+    spec!("setrange", 4, true, 1, 1, 1, strings::setrange),
+    spec!("incr", 2, true, 1, 1, 1, strings::incr),
+    spec!("decr", 2, true, 1, 1, 1, strings::incr),
+    spec!("incrby", 3, true, 1, 1, 1, strings::incr),
+    spec!("decrby", 3, true, 1, 1, 1, strings::incr),
+    spec!("incrbyfloat", 3, true, 1, 1, 1, strings::incrbyfloat),
+    // keys
+    spec!("del", -2, true, 1, -1, 1, keys::del),
+    spec!("unlink", -2, true, 1, -1, 1, keys::del),
+    spec!("exists", -2, false, 1, -1, 1, keys::exists),
+    spec!("touch", -2, false, 1, -1, 1, keys::exists),
+    spec!("type", 2, false, 1, 1, 1, keys::type_),
+    spec!("expire", -3, true, 1, 1, 1, keys::expire),
+    spec!("pexpire", -3, true, 1, 1, 1, keys::expire),
+    spec!("expireat", -3, true, 1, 1, 1, keys::expire),
+    spec!("pexpireat", -3, true, 1, 1, 1, keys::expire),
+    spec!("ttl", 2, false, 1, 1, 1, keys::ttl),
+    spec!("pttl", 2, false, 1, 1, 1, keys::ttl),
+    spec!("expiretime", 2, false, 1, 1, 1, keys::ttl),
+    spec!("pexpiretime", 2, false, 1, 1, 1, keys::ttl),
+    spec!("persist", 2, true, 1, 1, 1, keys::persist),
+    spec!("dbsize", 1, false, 0, 0, 0, keys::dbsize),
+    spec!("scan", -2, false, 0, 0, 0, keys::scan),
+    spec!("randomkey", 1, false, 0, 0, 0, keys::randomkey),
+    // hashes
+    spec!("hset", -4, true, 1, 1, 1, hashes::hset),
+    spec!("hmset", -4, true, 1, 1, 1, hashes::hset),
+    spec!("hsetnx", 4, true, 1, 1, 1, hashes::hset),
+    spec!("hget", 3, false, 1, 1, 1, hashes::hget),
+    spec!("hmget", -3, false, 1, 1, 1, hashes::hget),
+    spec!("hexists", 3, false, 1, 1, 1, hashes::hget),
+    spec!("hdel", -3, true, 1, 1, 1, hashes::hdel),
+    spec!("hgetall", 2, false, 1, 1, 1, hashes::hgetall),
+    spec!("hkeys", 2, false, 1, 1, 1, hashes::hgetall),
+    spec!("hvals", 2, false, 1, 1, 1, hashes::hgetall),
+    spec!("hlen", 2, false, 1, 1, 1, hashes::hgetall),
+    spec!("hincrby", 4, true, 1, 1, 1, hashes::hincrby),
+    // server and connection
+    spec!("ping", -1, false, 0, 0, 0, server::ping),
+    spec!("echo", 2, false, 0, 0, 0, server::echo),
+    spec!("quit", -1, false, 0, 0, 0, server::quit),
+    spec!("reset", 1, false, 0, 0, 0, server::reset),
+    spec!("auth", -2, false, 0, 0, 0, server::auth),
+    spec!("hello", -1, false, 0, 0, 0, server::hello),
+    spec!("select", 2, false, 0, 0, 0, server::select),
+    spec!("flushdb", -1, true, 0, 0, 0, server::flush),
+    spec!("flushall", -1, true, 0, 0, 0, server::flush),
+    spec!("info", -1, false, 0, 0, 0, server::info),
+    spec!("config", -2, false, 0, 0, 0, server::config),
+    spec!("client", -2, false, 0, 0, 0, server::client),
+    spec!("command", -1, false, 0, 0, 0, server::command),
+    spec!("time", 1, false, 0, 0, 0, server::time),
+    spec!("multi", 1, false, 0, 0, 0, server::multi),
+    spec!("exec", 1, false, 0, 0, 0, server::exec),
+    spec!("discard", 1, false, 0, 0, 0, server::discard),
+];
+
+/// The entry of a command name, any case.
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    static BY_NAME: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+    let map = BY_NAME.get_or_init(|| COMMANDS.iter().map(|s| (s.name, s)).collect());
+    if name.len() > 16 {
+        return None;
+    }
+    let mut low = [0u8; 16];
+    let low = &mut low[..name.len()];
+    low.copy_from_slice(name);
+    low.make_ascii_lowercase();
+    map.get(std::str::from_utf8(low).ok()?).copied()
+}
+
+/// Redis's reply to a command it does not know.
+pub fn unknown(out: &mut Out, args: &[&[u8]]) {
+    let mut s = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        printable(args[0], 128)
+    );
+    for a in &args[1..] {
+        if s.len() >= 128 {
+            break;
+        }
+        s.push_str(&format!("'{}' ", printable(a, 128 - s.len().min(128))));
+    }
+    out.err(&s);
+}
+
+/// Text for an error reply: at most `max` bytes, line ends and controls
+/// as spaces (an error line cannot hold them).
+fn printable(b: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(&b[..b.len().min(max)]);
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Commands a connection may send before it has authenticated.
+fn before_auth(name: &str) -> bool {
+    matches!(name, "auth" | "hello" | "quit" | "reset")
+}
+
+/// Runs one command (`args` non-empty), appending its reply to `out`.
+pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
+    let Some(spec) = lookup(args[0]) else {
+        if sess.multi.is_some() {
+            sess.multi_failed = true;
+        }
+        return unknown(out, args);
+    };
+    if !sess.authed && !before_auth(spec.name) {
+        return out.err("NOAUTH Authentication required.");
+    }
+    let n = args.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || n < -spec.arity {
+        if sess.multi.is_some() {
+            sess.multi_failed = true;
+        }
+        let name = spec.name;
+        return out.err(&format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ));
+    }
+    if let Some(q) = &mut sess.multi {
+        if !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
+            q.push(args.iter().map(|a| a.to_vec()).collect());
+            return out.simple("QUEUED");
+        }
+    }
+    sess.last_cmd = spec.name;
+    let mut call = Call {
+        args,
+        out,
+        sess,
+        env,
+        db: Db {
+            engine: &env.shared.engine,
+        },
+        spec,
+    };
+    (spec.run)(&mut call);
+}

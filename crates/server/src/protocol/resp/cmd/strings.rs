@@ -1,0 +1,412 @@
+//! String commands: GET, SET and its options, the SET/GET variants, MGET,
+//! MSET, APPEND, ranges and the counters, with Redis 7's replies. Each
+//! parses its arguments, runs against [`Db`](super::super::db::Db) and
+//! encodes its reply side by side.
+
+use super::args::{self, float, fmt_float, int, is, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
+use super::Call;
+use crate::protocol::resp::db::{exptime_at, now_ms, Change, Item, Kind};
+use tiercache_engine::command::{Mode, StoreResult};
+
+/// Redis's largest string (`proto-max-bulk-len`), for SETRANGE.
+const MAX_STRING: u64 = 512 * 1024 * 1024;
+
+/// An expiry option's deadline in unix ms, checked as Redis checks it
+/// (`ERR invalid expire time in '<cmd>' command`).
+pub fn deadline(c: &Call<'_>, opt: &[u8], val: &[u8]) -> Result<u64, String> {
+    let v = int(val).ok_or(NOT_INT)?;
+    let bad = || format!("ERR invalid expire time in '{}' command", c.name());
+    if v <= 0 {
+        return Err(bad());
+    }
+    let v = v as u64;
+    let now = now_ms();
+    let ms = match () {
+        _ if is(opt, "EX") => v.checked_mul(1000).and_then(|m| m.checked_add(now)),
+        _ if is(opt, "PX") => v.checked_add(now),
+        _ if is(opt, "EXAT") => v.checked_mul(1000),
+        _ => Some(v),
+    };
+    ms.filter(|&m| m <= i64::MAX as u64).ok_or_else(bad)
+}
+
+/// A string's value, or WRONGTYPE for a hash.
+fn string(old: Option<&Item>) -> Result<Option<&[u8]>, &'static str> {
+    match old {
+        Some(i) if i.kind() != Kind::String => Err(WRONGTYPE),
+        Some(i) => Ok(Some(&i.value)),
+        None => Ok(None),
+    }
+}
+
+pub fn get(c: &mut Call<'_>) {
+    match c.db.get(c.args[1]) {
+        Some(i) if i.kind() != Kind::String => c.out.err(WRONGTYPE),
+        Some(i) => c.out.bulk(&i.value),
+        None => c.out.null(),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum When {
+    Always,
+    Nx,
+    Xx,
+}
+
+/// SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT t|KEEPTTL].
+pub fn set(c: &mut Call<'_>) {
+    let (mut when, mut get, mut keepttl, mut expire) = (When::Always, false, false, None);
+    let mut i = 3;
+    while i < c.args.len() {
+        let a = c.args[i];
+        let next = c.args.get(i + 1).copied();
+        if is(a, "NX") && when != When::Xx {
+            when = When::Nx;
+        } else if is(a, "XX") && when != When::Nx {
+            when = When::Xx;
+        } else if is(a, "GET") {
+            get = true;
+        } else if is(a, "KEEPTTL") && expire.is_none() {
+            keepttl = true;
+        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|o| is(a, o))
+            && !keepttl
+            && expire.is_none()
+            && next.is_some()
+        {
+            match deadline(c, a, next.unwrap_or_default()) {
+                Ok(d) => expire = Some(d),
+                Err(e) => return c.out.err(&e),
+            }
+            i += 1;
+        } else {
+            return c.out.err(SYNTAX);
+        }
+        i += 1;
+    }
+    let (key, value) = (c.args[1], c.args[2]);
+    let exptime = match expire {
+        Some(d) => exptime_at(d, now_ms()),
+        None => Some(0),
+    };
+    // The plain forms store at once; the others read the old item.
+    if !get && !keepttl && exptime.is_some() {
+        let mode = match when {
+            When::Always => Mode::Set,
+            When::Nx => Mode::Add,
+            When::Xx => Mode::Replace,
+        };
+        let e = exptime.unwrap_or(0);
+        return match c.db.store(mode, key, value, Kind::String, e, 0) {
+            Ok(StoreResult::Stored { .. }) => c.out.ok(),
+            Ok(_) => c.out.null(),
+            Err(f) => c.out.err(f.text()),
+        };
+    }
+    let r = c.db.update(key, |old| {
+        let prev = match (get, string(old)) {
+            (true, Err(e)) => return (Change::Keep, Err(e)),
+            (_, prev) => prev.ok().flatten().map(<[u8]>::to_vec),
+        };
+        let go = match when {
+            When::Always => true,
+            When::Nx => old.is_none(),
+            When::Xx => old.is_some(),
+        };
+        if !go {
+            return (Change::Keep, Ok((false, prev)));
+        }
+        let change = match exptime {
+            None => Change::Delete,
+            Some(e) => Change::Put {
+                value: value.to_vec(),
+                kind: Kind::String,
+                exptime: match keepttl {
+                    true => old.map_or(0, |o| o.exptime),
+                    false => e,
+                },
+            },
+        };
+        (change, Ok((true, prev)))
+    });
+    match r {
+        Err(f) => c.out.err(f.text()),
+        Ok(Err(e)) => c.out.err(e),
+        Ok(Ok((_, prev))) if get => c.out.opt_bulk(prev.as_deref()),
+        Ok(Ok((true, _))) => c.out.ok(),
+        Ok(Ok((false, _))) => c.out.null(),
+    }
+}
+
+pub fn setnx(c: &mut Call<'_>) {
+    match c
+        .db
+        .store(Mode::Add, c.args[1], c.args[2], Kind::String, 0, 0)
+    {
+        Ok(StoreResult::Stored { .. }) => c.out.int(1),
+        Ok(_) => c.out.int(0),
+        Err(f) => c.out.err(f.text()),
+    }
+}
+
+/// SETEX (seconds) and PSETEX (milliseconds).
+pub fn setex(c: &mut Call<'_>) {
+    let unit: &[u8] = if c.name() == "setex" { b"EX" } else { b"PX" };
+    let d = match deadline(c, unit, c.args[2]) {
+        Ok(d) => d,
+        Err(e) => return c.out.err(&e),
+    };
+    let e = exptime_at(d, now_ms()).unwrap_or(1);
+    match c
+        .db
+        .store(Mode::Set, c.args[1], c.args[3], Kind::String, e, 0)
+    {
+        Ok(_) => c.out.ok(),
+        Err(f) => c.out.err(f.text()),
+    }
+}
+
+/// GETSET, GETDEL, GETEX: the old value, and a change.
+pub fn getset(c: &mut Call<'_>) {
+    let name = c.name();
+    let mut expire: Option<Option<u32>> = None;
+    if name == "getex" {
+        let a = &c.args[2..];
+        match a {
+            [] => {}
+            [p] if is(p, "PERSIST") => expire = Some(Some(0)),
+            [o, v] if ["EX", "PX", "EXAT", "PXAT"].iter().any(|x| is(o, x)) => {
+                match deadline(c, o, v) {
+                    Ok(d) => expire = Some(exptime_at(d, now_ms())),
+                    Err(e) => return c.out.err(&e),
+                }
+            }
+            _ => return c.out.err(SYNTAX),
+        }
+    }
+    let args = c.args;
+    let r = c.db.update(args[1], |old| {
+        let prev = match string(old) {
+            Err(e) => return (Change::Keep, Err(e)),
+            Ok(p) => p.map(<[u8]>::to_vec),
+        };
+        let change = match (name, old) {
+            (_, None) => Change::Keep,
+            ("getdel", _) => Change::Delete,
+            ("getex", Some(o)) => match expire {
+                None => Change::Keep,
+                Some(None) => Change::Delete,
+                Some(Some(e)) if e == o.exptime => Change::Keep,
+                Some(Some(e)) => Change::Put {
+                    value: o.value.clone(),
+                    kind: Kind::String,
+                    exptime: e,
+                },
+            },
+            _ => Change::Keep,
+        };
+        (change, Ok(prev))
+    });
+    // GETSET stores whatever was there (a miss included).
+    let r = match (name, r) {
+        ("getset", Ok(Ok(prev))) => {
+            match c.db.store(Mode::Set, args[1], args[2], Kind::String, 0, 0) {
+                Ok(_) => Ok(Ok(prev)),
+                Err(f) => Err(f),
+            }
+        }
+        (_, r) => r,
+    };
+    match r {
+        Err(f) => c.out.err(f.text()),
+        Ok(Err(e)) => c.out.err(e),
+        Ok(Ok(prev)) => c.out.opt_bulk(prev.as_deref()),
+    }
+}
+
+pub fn mget(c: &mut Call<'_>) {
+    c.out.array(c.args.len() - 1);
+    for k in &c.args[1..] {
+        match c.db.get(k) {
+            Some(i) if i.kind() == Kind::String => c.out.bulk(&i.value),
+            _ => c.out.null(),
+        }
+    }
+}
+
+/// MSET and MSETNX (each key stored in turn: not atomic across keys).
+pub fn mset(c: &mut Call<'_>) {
+    if c.args.len().is_multiple_of(2) {
+        return c.arity_error();
+    }
+    let nx = c.name() == "msetnx";
+    if nx
+        && c.args[1..]
+            .chunks(2)
+            .any(|kv| c.db.len_kind(kv[0]).is_some())
+    {
+        return c.out.int(0);
+    }
+    for kv in c.args[1..].chunks(2) {
+        if let Err(f) = c.db.store(Mode::Set, kv[0], kv[1], Kind::String, 0, 0) {
+            return c.out.err(f.text());
+        }
+    }
+    match nx {
+        true => c.out.int(1),
+        false => c.out.ok(),
+    }
+}
+
+/// A read-modify-write of a string that keeps its TTL: `f` gets the old
+/// value (None: missing) and returns the new value and the reply's datum,
+/// or None to change nothing (with the datum), or an error.
+fn rewrite<T>(
+    c: &mut Call<'_>,
+    mut f: impl FnMut(Option<&[u8]>) -> Result<(Option<Vec<u8>>, T), &'static str>,
+) -> Result<Result<T, &'static str>, crate::protocol::resp::db::Failed> {
+    c.db.update(c.args[1], |old| {
+        let r = string(old).and_then(&mut f);
+        match r {
+            Err(e) => (Change::Keep, Err(e)),
+            Ok((None, t)) => (Change::Keep, Ok(t)),
+            Ok((Some(value), t)) => {
+                let exptime = old.map_or(0, |o| o.exptime);
+                let kind = Kind::String;
+                (
+                    Change::Put {
+                        value,
+                        kind,
+                        exptime,
+                    },
+                    Ok(t),
+                )
+            }
+        }
+    })
+}
+
+pub fn append(c: &mut Call<'_>) {
+    let add = c.args[2];
+    let r = rewrite(c, |v| {
+        let mut value = v.unwrap_or_default().to_vec();
+        value.extend_from_slice(add);
+        let len = value.len();
+        Ok((Some(value), len))
+    });
+    c.int_reply(r);
+}
+
+pub fn strlen(c: &mut Call<'_>) {
+    match c.db.len_kind(c.args[1]) {
+        Some((_, Kind::Hash, _)) => c.out.err(WRONGTYPE),
+        Some((n, _, _)) => c.out.int(n as i64),
+        None => c.out.int(0),
+    }
+}
+
+pub fn getrange(c: &mut Call<'_>) {
+    let (Some(mut s), Some(mut e)) = (int(c.args[2]), int(c.args[3])) else {
+        return c.out.err(NOT_INT);
+    };
+    let v = match c.db.get(c.args[1]) {
+        Some(i) if i.kind() != Kind::String => return c.out.err(WRONGTYPE),
+        Some(i) => i.value,
+        None => return c.out.bulk(b""),
+    };
+    let n = v.len() as i64;
+    if s < 0 && e < 0 && s > e {
+        return c.out.bulk(b"");
+    }
+    if s < 0 {
+        s = (n + s).max(0);
+    }
+    if e < 0 {
+        e = (n + e).max(0);
+    }
+    e = e.min(n - 1);
+    if s > e || n == 0 {
+        return c.out.bulk(b"");
+    }
+    c.out.bulk(&v[s as usize..=e as usize]);
+}
+
+pub fn setrange(c: &mut Call<'_>) {
+    let Some(off) = int(c.args[2]) else {
+        return c.out.err(NOT_INT);
+    };
+    if off < 0 {
+        return c.out.err("ERR offset is out of range");
+    }
+    let data = c.args[3];
+    if off as u64 + data.len() as u64 > MAX_STRING {
+        return c
+            .out
+            .err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    let off = off as usize;
+    let r = rewrite(c, |v| {
+        let mut value = v.unwrap_or_default().to_vec();
+        if data.is_empty() {
+            return Ok((None, value.len()));
+        }
+        if value.len() < off + data.len() {
+            value.resize(off + data.len(), 0);
+        }
+        value[off..off + data.len()].copy_from_slice(data);
+        let len = value.len();
+        Ok((Some(value), len))
+    });
+    c.int_reply(r);
+}
+
+/// INCR, DECR, INCRBY, DECRBY: signed 64-bit, Redis's overflow errors.
+pub fn incr(c: &mut Call<'_>) {
+    let name = c.name();
+    let by = match name {
+        "incr" => 1,
+        "decr" => -1,
+        _ => match int(c.args[2]) {
+            None => return c.out.err(NOT_INT),
+            Some(i64::MIN) if name == "decrby" => return c.out.err("ERR decrement would overflow"),
+            Some(d) if name == "decrby" => -d,
+            Some(d) => d,
+        },
+    };
+    let r = rewrite(c, |v| {
+        let cur = match v {
+            None => 0,
+            Some(v) => int(v).ok_or(NOT_INT)?,
+        };
+        let n = cur.checked_add(by).ok_or(OVERFLOW)?;
+        Ok((Some(n.to_string().into_bytes()), n))
+    });
+    match r {
+        Err(f) => c.out.err(f.text()),
+        Ok(Err(e)) => c.out.err(e),
+        Ok(Ok(n)) => c.out.int(n),
+    }
+}
+
+pub fn incrbyfloat(c: &mut Call<'_>) {
+    let Some(by) = float(c.args[2]) else {
+        return c.out.err(args::NOT_FLOAT);
+    };
+    let r = rewrite(c, |v| {
+        let cur = match v {
+            None => 0.0,
+            Some(v) => float(v).ok_or(args::NOT_FLOAT)?,
+        };
+        let n = cur + by;
+        if !n.is_finite() {
+            return Err("ERR increment would produce NaN or Infinity");
+        }
+        let s = fmt_float(n);
+        Ok((Some(s.clone().into_bytes()), s))
+    });
+    match r {
+        Err(f) => c.out.err(f.text()),
+        Ok(Err(e)) => c.out.err(e),
+        Ok(Ok(s)) => c.out.bulk_str(&s),
+    }
+}

@@ -1,0 +1,326 @@
+//! The Redis (RESP) port end to end: raw bytes over real sockets to an
+//! in-process server, replies compared byte for byte with Redis 7's.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use tiercache_server::server::ServerHandle;
+
+fn server_with(f: impl FnOnce(&mut tiercache_server::config::Config)) -> ServerHandle {
+    common::server_with(|c| {
+        c.redis.port = common::free_port();
+        f(c);
+    })
+}
+
+fn redis(h: &ServerHandle) -> TcpStream {
+    let s = TcpStream::connect(h.redis_addrs[0]).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Sends `req`, reads until `want`'s length has come, returns it.
+fn tx(s: &mut TcpStream, req: &[u8], want: &[u8]) {
+    s.write_all(req).unwrap();
+    let mut got = vec![0u8; want.len()];
+    let mut n = 0;
+    while n < want.len() {
+        let r = s.read(&mut got[n..]).unwrap();
+        assert!(
+            r > 0,
+            "closed; got {:?}",
+            String::from_utf8_lossy(&got[..n])
+        );
+        n += r;
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(want),
+        "after {:?}",
+        String::from_utf8_lossy(req)
+    );
+}
+
+/// A command as a RESP array of bulk strings.
+fn cmd(args: &[&str]) -> Vec<u8> {
+    let mut b = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        b.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    b
+}
+
+fn is(s: &mut TcpStream, args: &[&str], want: &str) {
+    tx(s, &cmd(args), want.as_bytes());
+}
+
+#[test]
+fn get_set_ping_and_pipelining() {
+    let h = server_with(|_| {});
+    let mut s = redis(&h);
+    is(&mut s, &["PING"], "+PONG\r\n");
+    is(&mut s, &["GET", "k"], "$-1\r\n");
+    is(&mut s, &["SET", "k", "hello"], "+OK\r\n");
+    is(&mut s, &["get", "k"], "$5\r\nhello\r\n");
+    // Inline commands, and three requests in one write.
+    tx(
+        &mut s,
+        b"PING\r\nECHO \"a b\"\r\nGET k\r\n",
+        b"+PONG\r\n$3\r\na b\r\n$5\r\nhello\r\n",
+    );
+    let mut pipe = Vec::new();
+    for i in 0..100 {
+        pipe.extend(cmd(&["SET", &format!("p{i}"), &i.to_string()]));
+    }
+    tx(&mut s, &pipe, "+OK\r\n".repeat(100).as_bytes());
+    is(
+        &mut s,
+        &["MGET", "p7", "nope", "p99"],
+        "*3\r\n$1\r\n7\r\n$-1\r\n$2\r\n99\r\n",
+    );
+    h.shutdown();
+}
+
+#[test]
+fn same_items_as_memcached_port() {
+    let h = server_with(|_| {});
+    let mut mc = common::Client::new(&h);
+    assert_eq!(mc.tx_str(b"set a 5 0 3\r\nabc\r\n"), "STORED\r\n");
+    let mut s = redis(&h);
+    is(&mut s, &["GET", "a"], "$3\r\nabc\r\n");
+    is(&mut s, &["SET", "b", "xyz"], "+OK\r\n");
+    assert_eq!(mc.tx_str(b"get b\r\n"), "VALUE b 0 3\r\nxyz\r\nEND\r\n");
+    is(&mut s, &["INCR", "n"], ":1\r\n");
+    assert_eq!(mc.tx_str(b"incr n 5\r\n"), "6\r\n");
+    is(&mut s, &["INCRBY", "n", "-10"], ":-4\r\n");
+    h.shutdown();
+}
+
+#[test]
+fn string_commands_as_redis() {
+    let h = server_with(|_| {});
+    let mut s = redis(&h);
+    is(&mut s, &["SET", "k", "v", "NX"], "+OK\r\n");
+    is(&mut s, &["SET", "k", "w", "NX"], "$-1\r\n");
+    is(&mut s, &["SET", "k", "w", "XX", "GET"], "$1\r\nv\r\n");
+    is(
+        &mut s,
+        &["SET", "k", "v", "NX", "XX"],
+        "-ERR syntax error\r\n",
+    );
+    is(
+        &mut s,
+        &["SET", "k", "v", "EX", "0"],
+        "-ERR invalid expire time in 'set' command\r\n",
+    );
+    is(
+        &mut s,
+        &["SET", "k", "v", "EX", "x"],
+        "-ERR value is not an integer or out of range\r\n",
+    );
+    is(
+        &mut s,
+        &["SET", "k"],
+        "-ERR wrong number of arguments for 'set' command\r\n",
+    );
+    is(&mut s, &["APPEND", "k", "xyz"], ":4\r\n");
+    is(&mut s, &["STRLEN", "k"], ":4\r\n");
+    is(&mut s, &["GETRANGE", "k", "1", "-2"], "$2\r\nxy\r\n");
+    is(&mut s, &["SETRANGE", "k", "6", "ab"], ":8\r\n");
+    is(&mut s, &["GET", "k"], "$8\r\nwxyz\0\0ab\r\n");
+    is(
+        &mut s,
+        &["INCR", "k"],
+        "-ERR value is not an integer or out of range\r\n",
+    );
+    is(&mut s, &["SET", "n", "9223372036854775807"], "+OK\r\n");
+    is(
+        &mut s,
+        &["INCR", "n"],
+        "-ERR increment or decrement would overflow\r\n",
+    );
+    is(&mut s, &["DECRBY", "n", "7"], ":9223372036854775800\r\n");
+    is(&mut s, &["INCRBYFLOAT", "f", "10.5"], "$4\r\n10.5\r\n");
+    is(&mut s, &["INCRBYFLOAT", "f", "0.1"], "$4\r\n10.6\r\n");
+    is(&mut s, &["GETDEL", "f"], "$4\r\n10.6\r\n");
+    is(&mut s, &["EXISTS", "f", "k", "k"], ":2\r\n");
+    is(&mut s, &["MSET", "a", "1", "b", "2"], "+OK\r\n");
+    is(&mut s, &["MSETNX", "a", "1", "c", "2"], ":0\r\n");
+    is(&mut s, &["GETSET", "a", "9"], "$1\r\n1\r\n");
+    is(&mut s, &["SETNX", "a", "2"], ":0\r\n");
+    is(&mut s, &["DEL", "a", "b", "zz"], ":2\r\n");
+    is(
+        &mut s,
+        &["FOO", "x", "y"],
+        "-ERR unknown command 'FOO', with args beginning with: 'x' 'y' \r\n",
+    );
+    h.shutdown();
+}
+
+#[test]
+fn expiry() {
+    let h = server_with(|_| {});
+    let mut s = redis(&h);
+    is(&mut s, &["SET", "k", "v", "EX", "100"], "+OK\r\n");
+    is(&mut s, &["TTL", "k"], ":100\r\n");
+    is(&mut s, &["EXPIRE", "k", "50", "GT"], ":0\r\n");
+    is(&mut s, &["EXPIRE", "k", "50", "LT"], ":1\r\n");
+    is(&mut s, &["TTL", "k"], ":50\r\n");
+    is(
+        &mut s,
+        &["EXPIRE", "k", "5", "NX", "XX"],
+        "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+    );
+    is(&mut s, &["PERSIST", "k"], ":1\r\n");
+    is(&mut s, &["TTL", "k"], ":-1\r\n");
+    is(&mut s, &["TTL", "nope"], ":-2\r\n");
+    is(&mut s, &["SET", "k", "v", "PX", "1200"], "+OK\r\n");
+    is(&mut s, &["GET", "k"], "$1\r\nv\r\n");
+    std::thread::sleep(Duration::from_millis(2300));
+    is(&mut s, &["GET", "k"], "$-1\r\n");
+    is(&mut s, &["SET", "k", "v"], "+OK\r\n");
+    is(&mut s, &["EXPIRE", "k", "-1"], ":1\r\n");
+    is(&mut s, &["EXISTS", "k"], ":0\r\n");
+    h.shutdown();
+}
+
+#[test]
+fn hashes() {
+    let h = server_with(|_| {});
+    let mut s = redis(&h);
+    is(&mut s, &["HSET", "h", "a", "1", "b", "2"], ":2\r\n");
+    is(&mut s, &["HSET", "h", "a", "3"], ":0\r\n");
+    is(&mut s, &["HGET", "h", "a"], "$1\r\n3\r\n");
+    is(
+        &mut s,
+        &["HGETALL", "h"],
+        "*4\r\n$1\r\na\r\n$1\r\n3\r\n$1\r\nb\r\n$1\r\n2\r\n",
+    );
+    is(&mut s, &["HINCRBY", "h", "b", "5"], ":7\r\n");
+    is(&mut s, &["TYPE", "h"], "+hash\r\n");
+    is(
+        &mut s,
+        &["GET", "h"],
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    );
+    is(&mut s, &["HDEL", "h", "a", "b"], ":2\r\n");
+    is(&mut s, &["EXISTS", "h"], ":0\r\n");
+    is(&mut s, &["SET", "s", "x"], "+OK\r\n");
+    is(
+        &mut s,
+        &["HGET", "s", "a"],
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    );
+    h.shutdown();
+}
+
+#[test]
+fn resp3_multi_and_select() {
+    let h = server_with(|_| {});
+    let mut s = redis(&h);
+    is(
+        &mut s,
+        &["HELLO", "4"],
+        "-NOPROTO unsupported protocol version\r\n",
+    );
+    s.write_all(&cmd(&["HELLO", "3"])).unwrap();
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"%7\r\n");
+    let mut rest = vec![0u8; 4096];
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = s.read(&mut rest).unwrap();
+    is(&mut s, &["GET", "nope"], "_\r\n");
+    is(&mut s, &["MULTI"], "+OK\r\n");
+    is(&mut s, &["SET", "m", "1"], "+QUEUED\r\n");
+    is(&mut s, &["INCR", "m"], "+QUEUED\r\n");
+    is(&mut s, &["EXEC"], "*2\r\n+OK\r\n:2\r\n");
+    is(&mut s, &["EXEC"], "-ERR EXEC without MULTI\r\n");
+    is(
+        &mut s,
+        &["SELECT", "1"],
+        "-ERR DB index is out of range\r\n",
+    );
+    is(&mut s, &["SELECT", "0"], "+OK\r\n");
+    h.shutdown();
+}
+
+#[test]
+fn bad_input_gets_redis_errors_and_closes() {
+    let h = server_with(|_| {});
+    let mut s = redis(&h);
+    is(&mut s, &["SET", "keep", "me"], "+OK\r\n");
+    for bad in [
+        &b"*1\r\n$536870913\r\n"[..],
+        b"*9999999\r\n",
+        b"*1\r\n+x\r\n",
+        b"SET \"a\r\n",
+    ] {
+        let mut c = redis(&h);
+        c.write_all(bad).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("-ERR Protocol error: "), "{got:?}");
+    }
+    // A bulk over the item size limit is refused before it is read.
+    let mut c = redis(&h);
+    c.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"-ERR Protocol error: invalid bulk length\r\n");
+    is(&mut s, &["GET", "keep"], "$2\r\nme\r\n");
+    h.shutdown();
+}
+
+#[test]
+fn auth_against_the_users_file() {
+    let dir = common::tempdir("resp-auth");
+    let file = dir.join("users");
+    std::fs::write(&file, "default:sesame\nbob:pw\n").unwrap();
+    let h = server_with(|c| c.server.auth_file = file.to_string_lossy().into_owned());
+    let mut s = redis(&h);
+    is(
+        &mut s,
+        &["GET", "k"],
+        "-NOAUTH Authentication required.\r\n",
+    );
+    is(
+        &mut s,
+        &["AUTH", "nope"],
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    is(&mut s, &["AUTH", "sesame"], "+OK\r\n");
+    is(&mut s, &["GET", "k"], "$-1\r\n");
+    let mut s = redis(&h);
+    is(&mut s, &["AUTH", "bob", "pw"], "+OK\r\n");
+    is(&mut s, &["PING"], "+PONG\r\n");
+    h.shutdown();
+}
+
+#[test]
+fn graceful_restart_keeps_resp_items() {
+    let dir = common::tempdir("resp-restart");
+    let flash = format!("{}:64M", dir.join("flash").display());
+    let port = common::free_port();
+    let cfg = |c: &mut tiercache_server::config::Config| {
+        c.flash.paths = vec![flash.clone()];
+        c.redis.port = port;
+    };
+    let h = common::server_with(cfg);
+    let mut s = redis(&h);
+    is(&mut s, &["SET", "str", "v1", "EX", "1000"], "+OK\r\n");
+    is(&mut s, &["HSET", "h", "f", "x"], ":1\r\n");
+    drop(s);
+    h.shutdown();
+    h.wait();
+    let h = common::server_with(cfg);
+    let mut s = redis(&h);
+    is(&mut s, &["GET", "str"], "$2\r\nv1\r\n");
+    is(&mut s, &["HGET", "h", "f"], "$1\r\nx\r\n");
+    is(&mut s, &["TTL", "str"], ":1000\r\n");
+    h.shutdown();
+}
