@@ -114,6 +114,10 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
     let mut rbuf: Vec<u8> = Vec::new();
     let mut out = Out::default();
     let mut chunk = vec![0u8; 64 << 10];
+    // What the client list shows was last updated with (name, RESP3): it
+    // is updated when they change, not on every request (one lock for all
+    // connections).
+    let mut shown = (Vec::new(), false);
     'conn: loop {
         if env.shared.shutdown.load(Ordering::Relaxed) || kill.load(Ordering::Relaxed) {
             break;
@@ -165,7 +169,10 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
             }
             out.buf.clear();
         }
-        env.update(&sess, out.resp3);
+        if shown.0 != sess.name || shown.1 != out.resp3 {
+            env.update(&sess, out.resp3);
+            shown = (sess.name.clone(), out.resp3);
+        }
         if close {
             break;
         }
