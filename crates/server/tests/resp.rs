@@ -329,3 +329,25 @@ fn graceful_restart_keeps_resp_items() {
     assert!(ttl == ":1000\r\n" || ttl == ":999\r\n", "{ttl:?}");
     h.shutdown();
 }
+
+#[test]
+fn resp_latency_in_metrics_and_sla() {
+    let mport = common::free_port();
+    let h = server_with(|c| c.server.metrics_port = mport);
+    let mut s = redis(&h);
+    is(&mut s, &["SET", "k", "v"], "+OK\r\n");
+    is(&mut s, &["GET", "k"], "$1\r\nv\r\n");
+    is(&mut s, &["GET", "nope"], "$-1\r\n");
+    let mut m = TcpStream::connect(h.metrics_addr.unwrap()).unwrap();
+    m.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    m.read_to_string(&mut body).unwrap();
+    for want in [
+        r#"command="redis_get",outcome="hit""#,
+        r#"command="redis_get",outcome="miss""#,
+        r#"command="redis_set",outcome="store""#,
+    ] {
+        assert!(body.contains(want), "{want} not in /metrics");
+    }
+    h.shutdown();
+}

@@ -18,6 +18,7 @@ use crate::protocol::resp::codec::{parse, Frame};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::Env;
 use crate::shared::Shared;
+use crate::stats::WorkerStats;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -62,8 +63,12 @@ pub fn bind(cfg: &crate::config::Config) -> anyhow::Result<Vec<TcpListener>> {
 
 /// Starts the accept thread; it returns once the server stops and every
 /// connection it started has ended.
-pub fn start(shared: Arc<Shared>, listeners: Vec<TcpListener>) -> std::io::Result<JoinHandle<()>> {
-    let env = Arc::new(Env::new(shared));
+pub fn start(
+    shared: Arc<Shared>,
+    listeners: Vec<TcpListener>,
+    stats: Arc<WorkerStats>,
+) -> std::io::Result<JoinHandle<()>> {
+    let env = Arc::new(Env::new(shared, stats));
     std::thread::Builder::new()
         .name("resp-accept".into())
         .spawn(move || accept_loop(env, listeners))
