@@ -109,12 +109,28 @@ fn accept_loop(env: Arc<Env>, listeners: Vec<TcpListener>) {
     }
 }
 
-fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
-    let _ = s.set_nonblocking(false);
-    let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(POLL));
-    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (mut sess, kill) = env.open(s.try_clone().ok(), peer.to_string(), laddr);
+/// A connection's byte stream: the socket, or TLS over it.
+trait Io: Read + Write {}
+impl<T: Read + Write> Io for T {}
+
+fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
+    let _ = tcp.set_nonblocking(false);
+    let _ = tcp.set_nodelay(true);
+    let _ = tcp.set_read_timeout(Some(POLL));
+    let laddr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let handle = tcp.try_clone().ok();
+    // With -Z the RESP port speaks TLS too (rustls, blocking over the socket).
+    let mut s: Box<dyn Io> = match &env.shared.tls {
+        Some(t) => match rustls::ServerConnection::new(t.current()) {
+            Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
+            Err(e) => {
+                tracing::warn!(error = %e, "RESP: cannot start TLS");
+                return;
+            }
+        },
+        None => Box::new(tcp),
+    };
+    let (mut sess, kill) = env.open(handle, peer.to_string(), laddr);
     let max_bulk = env.shared.config.cache.max_item_size.max(1 << 20);
     let mut rbuf: Vec<u8> = Vec::new();
     let mut out = Out::default();
@@ -158,7 +174,7 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
                     let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
                     dispatch(&args, &mut out, &mut sess, env);
                     close = sess.close;
-                    if out.buf.len() >= FLUSH_AT && s.write_all(&out.buf).is_err() {
+                    if out.buf.len() >= FLUSH_AT && send(&mut s, &out.buf).is_err() {
                         break 'conn;
                     }
                     if out.buf.len() >= FLUSH_AT {
@@ -169,7 +185,7 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
         }
         rbuf.drain(..pos);
         if !out.buf.is_empty() {
-            if s.write_all(&out.buf).is_err() {
+            if send(&mut s, &out.buf).is_err() {
                 break;
             }
             out.buf.clear();
@@ -187,4 +203,10 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
         }
     }
     env.close(sess.id);
+}
+
+/// Writes replies out (through TLS's buffer, when there is one).
+fn send(s: &mut Box<dyn Io>, b: &[u8]) -> std::io::Result<()> {
+    s.write_all(b)?;
+    s.flush()
 }
