@@ -298,6 +298,15 @@ fn auth_against_the_users_file() {
     let mut s = redis(&h);
     is(&mut s, &["AUTH", "bob", "pw"], "+OK\r\n");
     is(&mut s, &["PING"], "+PONG\r\n");
+    // Before authentication, Redis's tighter bounds.
+    let mut c = redis(&h);
+    c.write_all(b"*11\r\n").unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(
+        got,
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
     h.shutdown();
 }
 

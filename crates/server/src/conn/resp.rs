@@ -160,7 +160,7 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
         let mut pos = 0;
         let mut close = false;
         while pos < rbuf.len() && !close {
-            match parse(&rbuf[pos..], max_bulk) {
+            match parse(&rbuf[pos..], max_bulk, !sess.authed) {
                 Frame::Incomplete => break,
                 Frame::Error(e) => {
                     out.err(&format!("ERR {e}"));
