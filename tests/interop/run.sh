@@ -2,9 +2,10 @@
 # The interop suite: memccapable (ASCII), pymemcache round trips, the
 # byte-level differential test against memcached, a randomized differential
 # with the flash tier in play (flash_fuzz.py), twemproxy, TLS/auth/unix
-# socket (access_test.py), watch's kinds (watch_test.py), the Debian
-# package, and other projects' own suites (peer_suites.sh: pymemcache's
-# integration tests, gomemcache's tests).
+# socket (access_test.py), watch's kinds (watch_test.py), the Redis port
+# against redis-server (redis_test.py), the Debian package, and other
+# projects' own suites (peer_suites.sh: pymemcache's integration tests,
+# gomemcache's tests).
 #
 #   bash tests/interop/run.sh [path-to-tiercache-binary]
 #
@@ -184,6 +185,14 @@ py_part access 120 access_test.py
 # --- watch's kinds beyond the item streams, side by side with memcached (about 10 s)
 py_part watch 60 watch_test.py
 
+# --- the Redis (RESP) port: differential against redis-server 7, redis-py,
+# redis-cli and redis-benchmark (about 15 s; redis_test.py) -------------------
+if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
+    record redis 0 "redis: skipped for memcached"
+else
+    py_part redis 300 redis_test.py
+fi
+
 # --- the Debian package, installed and run as its unit does -----------------
 if [ "$(basename "$BIN")" = "memcached" ] || [[ "$(basename "$BIN")" == memcached* ]]; then
     record package 0 "package: skipped for memcached"
@@ -197,7 +206,7 @@ sh_part peers 600 peer_suites.sh
 # --- summary ----------------------------------------------------------------
 echo
 say "interop summary (logs in $LOGDIR)"
-for part in memccapable pymemcache differential flash_fuzz twemproxy access watch package peers; do
+for part in memccapable pymemcache differential flash_fuzz twemproxy access watch redis package peers; do
     printf '  %-13s %s\n' "$part" "${RESULT[$part]}"
 done
 echo "interop: $PASSED passed, $FAILED failed"

@@ -514,6 +514,13 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let reserved_fds = fd_headroom(&config);
     let config_metrics_port = config.server.metrics_port;
     let config_watch_buf = config.server.watcher_logbuf_size;
+    // The RESP port's latencies count in the SLA view beside the workers'.
+    let resp_stats = Arc::new(WorkerStats::default());
+    let sla_sources: Vec<_> = workers
+        .iter()
+        .cloned()
+        .chain(std::iter::once(resp_stats.clone()))
+        .collect();
     let shared = Arc::new(Shared {
         engine,
         config,
@@ -527,7 +534,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         reserved_fds,
         crawler_enabled: AtomicBool::new(true),
         metrics: (config_metrics_port > 0).then(crate::admin::metrics::Metrics::new),
-        sla: crate::admin::sla::Sla::new(workers.clone(), Duration::from_secs(60), Instant::now()),
+        sla: crate::admin::sla::Sla::new(sla_sources, Duration::from_secs(60), Instant::now()),
         tls,
         auth,
         reload: Arc::new(AtomicBool::new(false)),
@@ -597,7 +604,11 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     );
     if !redis_listeners.is_empty() {
         tracing::info!(redis = ?redis_addrs, "Redis (RESP) listener");
-        threads.push(crate::conn::resp::start(shared.clone(), redis_listeners)?);
+        threads.push(crate::conn::resp::start(
+            shared.clone(),
+            redis_listeners,
+            resp_stats,
+        )?);
     }
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());

@@ -298,6 +298,15 @@ fn auth_against_the_users_file() {
     let mut s = redis(&h);
     is(&mut s, &["AUTH", "bob", "pw"], "+OK\r\n");
     is(&mut s, &["PING"], "+PONG\r\n");
+    // Before authentication, Redis's tighter bounds.
+    let mut c = redis(&h);
+    c.write_all(b"*11\r\n").unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(
+        got,
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
     h.shutdown();
 }
 
@@ -321,6 +330,162 @@ fn graceful_restart_keeps_resp_items() {
     let mut s = redis(&h);
     is(&mut s, &["GET", "str"], "$2\r\nv1\r\n");
     is(&mut s, &["HGET", "h", "f"], "$1\r\nx\r\n");
-    is(&mut s, &["TTL", "str"], ":1000\r\n");
+    // The restart took some of the second the deadline was rounded to.
+    s.write_all(&cmd(&["TTL", "str"])).unwrap();
+    let mut got = [0u8; 16];
+    let n = s.read(&mut got).unwrap();
+    let ttl = String::from_utf8_lossy(&got[..n]);
+    assert!(ttl == ":1000\r\n" || ttl == ":999\r\n", "{ttl:?}");
     h.shutdown();
+}
+
+#[test]
+fn resp_latency_in_metrics_and_sla() {
+    let mport = common::free_port();
+    let h = server_with(|c| c.server.metrics_port = mport);
+    let mut s = redis(&h);
+    is(&mut s, &["SET", "k", "v"], "+OK\r\n");
+    is(&mut s, &["GET", "k"], "$1\r\nv\r\n");
+    is(&mut s, &["GET", "nope"], "$-1\r\n");
+    let mut m = TcpStream::connect(h.metrics_addr.unwrap()).unwrap();
+    m.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    m.read_to_string(&mut body).unwrap();
+    for want in [
+        r#"command="redis_get",outcome="hit""#,
+        r#"command="redis_get",outcome="miss""#,
+        r#"command="redis_set",outcome="store""#,
+    ] {
+        assert!(body.contains(want), "{want} not in /metrics");
+    }
+    h.shutdown();
+}
+
+/// Sends many commands at once and reads `n` replies of one line each
+/// (simple strings, integers, errors) or bulk strings; returns them.
+fn pipeline(s: &mut TcpStream, cmds: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    s.write_all(&cmds.concat()).unwrap();
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut at = 0;
+    while out.len() < cmds.len() {
+        // Parse what is buffered.
+        while let Some(nl) = buf[at..].windows(2).position(|w| w == b"\r\n") {
+            let line = &buf[at..at + nl];
+            if line[0] == b'$' && line != b"$-1" {
+                let len: usize = std::str::from_utf8(&line[1..]).unwrap().parse().unwrap();
+                let end = at + nl + 2 + len + 2;
+                if buf.len() < end {
+                    break;
+                }
+                out.push(buf[at + nl + 2..end - 2].to_vec());
+                at = end;
+            } else {
+                out.push(line.to_vec());
+                at += nl + 2;
+            }
+            if out.len() == cmds.len() {
+                break;
+            }
+        }
+        if out.len() == cmds.len() {
+            break;
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    out
+}
+
+fn big(i: usize) -> String {
+    format!("{i:06}-{}", "v".repeat(900 + i % 200))
+}
+
+#[test]
+fn kill_9_of_resp_items_brings_nothing_stale_back_and_reads_from_flash() {
+    use std::process::{Command, Stdio};
+    let dir = common::tempdir("resp-kill9");
+    let port = common::free_port();
+    let rport = common::free_port();
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_tiercache"))
+            .args(common::as_root())
+            .args(["-p", &port.to_string(), "-m", "32", "-t", "2"])
+            .args(["-o", &format!("redis_port={rport}"), "-o"])
+            .arg(format!("ext_path={}:256M", dir.join("flash").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = spawn();
+    let mut s = common::connect_port(rport);
+    let n = 40_000;
+    for from in (0..n).step_by(1000) {
+        let cmds: Vec<_> = (from..from + 1000)
+            .map(|i| cmd(&["SET", &format!("k{i}"), &big(i)]))
+            .collect();
+        assert!(pipeline(&mut s, &cmds).iter().all(|r| r == b"+OK"));
+    }
+    // Old copies are on flash now: overwrite some, delete others, count.
+    let mut cmds = Vec::new();
+    for i in 0..300 {
+        cmds.push(cmd(&["SET", &format!("k{i}"), &format!("new{i:04}")]));
+        cmds.push(cmd(&["DEL", &format!("k{}", 300 + i)]));
+        cmds.push(cmd(&["INCR", "counter"]));
+    }
+    pipeline(&mut s, &cmds);
+    // Reads over RESP of keys that are on flash by now.
+    let firsts: Vec<_> = (900..1000)
+        .map(|i| cmd(&["GET", &format!("k{i}")]))
+        .collect();
+    let got = pipeline(&mut s, &firsts);
+    let hits = (900..1000)
+        .zip(&got)
+        .filter(|(i, g)| **g == big(*i).into_bytes())
+        .count();
+    assert!(
+        hits > 50,
+        "only {hits} of 100 early keys read back before the kill"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut child = spawn();
+    let mut s = common::connect_port(rport);
+    let mut back = 0;
+    for from in (0..n).step_by(1000) {
+        let cmds: Vec<_> = (from..from + 1000)
+            .map(|i| cmd(&["GET", &format!("k{i}")]))
+            .collect();
+        for (i, got) in (from..from + 1000).zip(pipeline(&mut s, &cmds)) {
+            if got == b"$-1" {
+                continue;
+            }
+            match i {
+                0..300 => assert_eq!(got, format!("new{i:04}").into_bytes(), "k{i} stale"),
+                300..600 => panic!("k{i} was deleted before kill -9 and came back"),
+                _ => {
+                    assert_eq!(got, big(i).into_bytes(), "k{i}");
+                    back += 1;
+                }
+            }
+        }
+    }
+    let c = pipeline(&mut s, &[cmd(&["GET", "counter"])]);
+    assert!(
+        c[0] == b"300" || c[0] == b"$-1",
+        "{:?}",
+        String::from_utf8_lossy(&c[0])
+    );
+    eprintln!("{back} of {n} RESP items came back after kill -9");
+    assert!(
+        back > 5_000,
+        "only {back} of {n} items came back from flash"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -304,3 +304,26 @@ fn refresh_certs_gives_new_connections_the_new_certificate() {
     let mut c = common::Client::new(&plain);
     assert_eq!(c.tx_str(b"refresh_certs\r\n"), "Error TLS not enabled\r\n");
 }
+
+/// With -Z the Redis port (`-o redis_port`) speaks TLS too.
+#[test]
+fn redis_port_over_tls() {
+    let c = Certs::new("resp");
+    let rport = common::free_port();
+    let h = common::server_with(|cfg| {
+        cfg.tls.enabled = true;
+        cfg.tls.chain_cert = c.path("server.pem");
+        cfg.tls.key = c.path("server.key");
+        cfg.redis.port = rport;
+    });
+    let mut s = connect(h.redis_addrs[0], c.client_config(false));
+    let big = "x".repeat(100_000);
+    let set = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{big}\r\n", big.len());
+    assert_eq!(tx(&mut s, set.as_bytes(), b"\r\n"), b"+OK\r\n");
+    let got = tx(&mut s, b"GET k\r\nPING\r\n", b"+PONG\r\n");
+    assert_eq!(
+        got,
+        format!("${}\r\n{big}\r\n+PONG\r\n", big.len()).into_bytes()
+    );
+    h.shutdown();
+}

@@ -40,7 +40,8 @@ impl Metrics {
         }
     }
 
-    fn observe(&self, command: &str, outcome: &str, secs: f64) {
+    /// One request's latency (the RESP port records its commands here).
+    pub fn observe(&self, command: &str, outcome: &str, secs: f64) {
         self.latency
             .with_label_values(&[command, outcome])
             .observe(secs);

@@ -18,6 +18,7 @@ use crate::protocol::resp::codec::{parse, Frame};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::Env;
 use crate::shared::Shared;
+use crate::stats::WorkerStats;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -62,8 +63,12 @@ pub fn bind(cfg: &crate::config::Config) -> anyhow::Result<Vec<TcpListener>> {
 
 /// Starts the accept thread; it returns once the server stops and every
 /// connection it started has ended.
-pub fn start(shared: Arc<Shared>, listeners: Vec<TcpListener>) -> std::io::Result<JoinHandle<()>> {
-    let env = Arc::new(Env::new(shared));
+pub fn start(
+    shared: Arc<Shared>,
+    listeners: Vec<TcpListener>,
+    stats: Arc<WorkerStats>,
+) -> std::io::Result<JoinHandle<()>> {
+    let env = Arc::new(Env::new(shared, stats));
     std::thread::Builder::new()
         .name("resp-accept".into())
         .spawn(move || accept_loop(env, listeners))
@@ -104,16 +109,36 @@ fn accept_loop(env: Arc<Env>, listeners: Vec<TcpListener>) {
     }
 }
 
-fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
-    let _ = s.set_nonblocking(false);
-    let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(POLL));
-    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (mut sess, kill) = env.open(s.try_clone().ok(), peer.to_string(), laddr);
+/// A connection's byte stream: the socket, or TLS over it.
+trait Io: Read + Write {}
+impl<T: Read + Write> Io for T {}
+
+fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
+    let _ = tcp.set_nonblocking(false);
+    let _ = tcp.set_nodelay(true);
+    let _ = tcp.set_read_timeout(Some(POLL));
+    let laddr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let handle = tcp.try_clone().ok();
+    // With -Z the RESP port speaks TLS too (rustls, blocking over the socket).
+    let mut s: Box<dyn Io> = match &env.shared.tls {
+        Some(t) => match rustls::ServerConnection::new(t.current()) {
+            Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
+            Err(e) => {
+                tracing::warn!(error = %e, "RESP: cannot start TLS");
+                return;
+            }
+        },
+        None => Box::new(tcp),
+    };
+    let (mut sess, kill) = env.open(handle, peer.to_string(), laddr);
     let max_bulk = env.shared.config.cache.max_item_size.max(1 << 20);
     let mut rbuf: Vec<u8> = Vec::new();
     let mut out = Out::default();
     let mut chunk = vec![0u8; 64 << 10];
+    // What the client list shows was last updated with (name, RESP3): it
+    // is updated when they change, not on every request (one lock for all
+    // connections).
+    let mut shown = (Vec::new(), false);
     'conn: loop {
         if env.shared.shutdown.load(Ordering::Relaxed) || kill.load(Ordering::Relaxed) {
             break;
@@ -135,7 +160,7 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
         let mut pos = 0;
         let mut close = false;
         while pos < rbuf.len() && !close {
-            match parse(&rbuf[pos..], max_bulk) {
+            match parse(&rbuf[pos..], max_bulk, !sess.authed) {
                 Frame::Incomplete => break,
                 Frame::Error(e) => {
                     out.err(&format!("ERR {e}"));
@@ -149,7 +174,7 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
                     let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
                     dispatch(&args, &mut out, &mut sess, env);
                     close = sess.close;
-                    if out.buf.len() >= FLUSH_AT && s.write_all(&out.buf).is_err() {
+                    if out.buf.len() >= FLUSH_AT && send(&mut s, &out.buf).is_err() {
                         break 'conn;
                     }
                     if out.buf.len() >= FLUSH_AT {
@@ -160,12 +185,15 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
         }
         rbuf.drain(..pos);
         if !out.buf.is_empty() {
-            if s.write_all(&out.buf).is_err() {
+            if send(&mut s, &out.buf).is_err() {
                 break;
             }
             out.buf.clear();
         }
-        env.update(&sess, out.resp3);
+        if shown.0 != sess.name || shown.1 != out.resp3 {
+            env.update(&sess, out.resp3);
+            shown = (sess.name.clone(), out.resp3);
+        }
         if close {
             break;
         }
@@ -175,4 +203,10 @@ fn serve(env: &Env, mut s: TcpStream, peer: SocketAddr) {
         }
     }
     env.close(sess.id);
+}
+
+/// Writes replies out (through TLS's buffer, when there is one).
+fn send(s: &mut Box<dyn Io>, b: &[u8]) -> std::io::Result<()> {
+    s.write_all(b)?;
+    s.flush()
 }

@@ -12,6 +12,7 @@ pub mod db;
 pub mod reply;
 
 use crate::shared::Shared;
+use crate::stats::WorkerStats;
 use std::collections::BTreeMap;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,14 +54,17 @@ pub struct ClientEntry {
 /// What all RESP connections share.
 pub struct Env {
     pub shared: Arc<Shared>,
+    /// The RESP port's latency recorder (in the SLA view).
+    pub stats: Arc<WorkerStats>,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub next_id: AtomicU64,
 }
 
 impl Env {
-    pub fn new(shared: Arc<Shared>) -> Env {
+    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> Env {
         Env {
             shared,
+            stats,
             clients: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
         }

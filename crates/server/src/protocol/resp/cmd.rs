@@ -21,6 +21,8 @@ use std::sync::OnceLock;
 /// One command's entry.
 pub struct Spec {
     pub name: &'static str,
+    /// Its `command` label in the latency histograms (`redis_<name>`).
+    pub label: &'static str,
     pub arity: i32,
     pub write: bool,
     pub first_key: i32,
@@ -64,6 +66,7 @@ macro_rules! spec {
     ($name:literal, $arity:expr, $write:expr, $f:expr, $l:expr, $s:expr, $run:path) => {
         Spec {
             name: $name,
+            label: concat!("redis_", $name),
             arity: $arity,
             write: $write,
             first_key: $f,
@@ -220,6 +223,8 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
         }
     }
     sess.last_cmd = spec.name;
+    let started = std::time::Instant::now();
+    let mark = out.buf.len();
     let mut call = Call {
         args,
         out,
@@ -231,4 +236,17 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
         spec,
     };
     (spec.run)(&mut call);
+    let took = started.elapsed();
+    env.stats.latency.record(took);
+    if let Some(m) = &env.shared.metrics {
+        let reply = &out.buf[mark..];
+        let outcome = match spec.name {
+            _ if reply.starts_with(b"-") => "error",
+            "get" | "hget" if reply.starts_with(b"$-1") || reply.starts_with(b"_") => "miss",
+            "get" | "hget" => "hit",
+            "set" | "hset" | "mset" => "store",
+            _ => "other",
+        };
+        m.observe(spec.label, outcome, took.as_secs_f64());
+    }
 }

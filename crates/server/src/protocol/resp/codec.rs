@@ -33,12 +33,19 @@ pub enum Frame<'a> {
     Error(String),
 }
 
+/// Redis's bounds before a client has authenticated (when a password is
+/// needed): at most this many arguments...
+pub const UNAUTH_MULTIBULK: usize = 10;
+/// ... each at most this long.
+pub const UNAUTH_BULK: usize = 16384;
+
 /// Takes one frame off the front of `buf`. `max_bulk`: the longest bulk
-/// string accepted (at most [`MAX_BULK`]).
-pub fn parse(buf: &[u8], max_bulk: usize) -> Frame<'_> {
+/// string accepted (at most [`MAX_BULK`]). `unauth`: the client must
+/// still authenticate (Redis's tighter bounds and their errors).
+pub fn parse(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
     match buf.first() {
         None => Frame::Incomplete,
-        Some(b'*') => multibulk(buf, max_bulk.min(MAX_BULK)),
+        Some(b'*') => multibulk(buf, max_bulk.min(MAX_BULK), unauth),
         Some(_) => inline(buf),
     }
 }
@@ -65,7 +72,7 @@ fn count(l: &[u8]) -> Option<i64> {
     s.parse().ok()
 }
 
-fn multibulk(buf: &[u8], max_bulk: usize) -> Frame<'_> {
+fn multibulk(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
     let Some((l, mut at)) = line(buf, 0) else {
         return match buf.len() > MAX_INLINE {
             true => perr("too big mbulk count string"),
@@ -74,6 +81,9 @@ fn multibulk(buf: &[u8], max_bulk: usize) -> Frame<'_> {
     };
     let n = match count(&l[1..]) {
         Some(n) if n > MAX_MULTIBULK as i64 => return perr("invalid multibulk length"),
+        Some(n) if unauth && n > UNAUTH_MULTIBULK as i64 => {
+            return perr("unauthenticated multibulk length")
+        }
         Some(n) => n,
         None => return perr("invalid multibulk length"),
     };
@@ -101,6 +111,9 @@ fn multibulk(buf: &[u8], max_bulk: usize) -> Frame<'_> {
             };
         };
         let len = match count(&l[1..]) {
+            Some(len) if unauth && len > UNAUTH_BULK as i64 => {
+                return perr("unauthenticated bulk length")
+            }
             Some(len) if len >= 0 && (len as u64) <= max_bulk as u64 => len as usize,
             _ => return perr("invalid bulk length"),
         };
@@ -228,19 +241,23 @@ mod tests {
     #[test]
     fn multibulk_and_pipelining() {
         let b = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
-        let (a, n) = words(parse(b, MAX_BULK));
+        let (a, n) = words(parse(b, MAX_BULK, false));
         assert_eq!(a, vec![b"GET".to_vec(), b"k".to_vec()]);
-        let (a, m) = words(parse(&b[n..], MAX_BULK));
+        let (a, m) = words(parse(&b[n..], MAX_BULK, false));
         assert_eq!(a, vec![b"PING".to_vec()]);
         assert_eq!(n + m, b.len());
         for cut in 1..n {
-            assert_eq!(parse(&b[..cut], MAX_BULK), Frame::Incomplete, "{cut}");
+            assert_eq!(
+                parse(&b[..cut], MAX_BULK, false),
+                Frame::Incomplete,
+                "{cut}"
+            );
         }
     }
 
     #[test]
     fn bounds_and_errors() {
-        let e = |b: &[u8]| match parse(b, MAX_BULK) {
+        let e = |b: &[u8]| match parse(b, MAX_BULK, false) {
             Frame::Error(e) => e,
             f => panic!("{f:?}"),
         };
@@ -263,15 +280,35 @@ mod tests {
             e(&[b'a'; MAX_INLINE + 1]),
             "Protocol error: too big inline request"
         );
-        match parse(b"*1\r\n$9\r\n", 8) {
+        match parse(b"*1\r\n$9\r\n", 8, false) {
             Frame::Error(e) => assert_eq!(e, "Protocol error: invalid bulk length"),
             f => panic!("{f:?}"),
         }
     }
 
     #[test]
+    fn tighter_before_auth() {
+        let e = |b: &[u8]| match parse(b, MAX_BULK, true) {
+            Frame::Error(e) => e,
+            f => panic!("{f:?}"),
+        };
+        assert_eq!(
+            e(b"*11\r\n"),
+            "Protocol error: unauthenticated multibulk length"
+        );
+        assert_eq!(
+            e(b"*1\r\n$16385\r\n"),
+            "Protocol error: unauthenticated bulk length"
+        );
+        assert_eq!(
+            parse(b"*2\r\n$4\r\nAUTH\r\n", MAX_BULK, true),
+            Frame::Incomplete
+        );
+    }
+
+    #[test]
     fn inline_quoting() {
-        let (a, n) = words(parse(b"SET k \"a b\\x41\\n\" 'c\\'d'\r\n", MAX_BULK));
+        let (a, n) = words(parse(b"SET k \"a b\\x41\\n\" 'c\\'d'\r\n", MAX_BULK, false));
         assert_eq!(n, 26);
         assert_eq!(
             a,
@@ -282,7 +319,10 @@ mod tests {
                 b"c'd".to_vec()
             ]
         );
-        assert_eq!(words(parse(b"\r\n", MAX_BULK)).0.len(), 0);
-        assert_eq!(words(parse(b"PING\n", MAX_BULK)).0, vec![b"PING".to_vec()]);
+        assert_eq!(words(parse(b"\r\n", MAX_BULK, false)).0.len(), 0);
+        assert_eq!(
+            words(parse(b"PING\n", MAX_BULK, false)).0,
+            vec![b"PING".to_vec()]
+        );
     }
 }

@@ -141,6 +141,13 @@ impl Db<'_> {
             })
     }
 
+    /// `f` with the key's value and type, read in place (GET, MGET).
+    pub fn with<R>(&self, key: &[u8], f: impl FnOnce(&[u8], Kind) -> R) -> Option<R> {
+        self.engine.get_blocking(key, self.now(), true, |_, v| {
+            f(v.value(), Kind::of_flags(v.flags()))
+        })
+    }
+
     /// The key's value length and type, without copying the value.
     pub fn len_kind(&self, key: &[u8]) -> Option<(usize, Kind, u32)> {
         self.engine.get_blocking(key, self.now(), true, |_, v| {

@@ -291,9 +291,8 @@ pub fn config(c: &mut Call<'_>) {
         c.out.ok();
     } else {
         let s = String::from_utf8_lossy(sub);
-        c.out.err(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{s}'. Try CONFIG HELP."
-        ));
+        c.out
+            .err(&format!("ERR unknown subcommand '{s}'. Try CONFIG HELP."));
     }
 }
 
@@ -354,9 +353,8 @@ pub fn client(c: &mut Call<'_>) {
         kill(c);
     } else {
         let s = String::from_utf8_lossy(sub);
-        c.out.err(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{s}'. Try CLIENT HELP."
-        ));
+        c.out
+            .err(&format!("ERR unknown subcommand '{s}'. Try CLIENT HELP."));
     }
 }
 
@@ -442,7 +440,7 @@ pub fn command(c: &mut Call<'_>) {
             for n in names {
                 match super::lookup(n) {
                     Some(s) => command_info(c, s),
-                    None => c.out.null_array(),
+                    None => c.out.null(),
                 }
             }
         }
@@ -451,9 +449,8 @@ pub fn command(c: &mut Call<'_>) {
         Some(s) if is(s, "DOCS") => c.out.map(0),
         Some(s) => {
             let s = String::from_utf8_lossy(s);
-            c.out.err(&format!(
-                "ERR unknown subcommand or wrong number of arguments for '{s}'. Try COMMAND HELP."
-            ));
+            c.out
+                .err(&format!("ERR unknown subcommand '{s}'. Try COMMAND HELP."));
         }
     }
 }

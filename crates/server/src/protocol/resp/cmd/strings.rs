@@ -40,10 +40,13 @@ fn string(old: Option<&Item>) -> Result<Option<&[u8]>, &'static str> {
 }
 
 pub fn get(c: &mut Call<'_>) {
-    match c.db.get(c.args[1]) {
-        Some(i) if i.kind() != Kind::String => c.out.err(WRONGTYPE),
-        Some(i) => c.out.bulk(&i.value),
-        None => c.out.null(),
+    let out = &mut *c.out;
+    let found = c.db.with(c.args[1], |v, kind| match kind {
+        Kind::String => out.bulk(v),
+        _ => out.err(WRONGTYPE),
+    });
+    if found.is_none() {
+        c.out.null();
     }
 }
 
@@ -227,9 +230,13 @@ pub fn getset(c: &mut Call<'_>) {
 pub fn mget(c: &mut Call<'_>) {
     c.out.array(c.args.len() - 1);
     for k in &c.args[1..] {
-        match c.db.get(k) {
-            Some(i) if i.kind() == Kind::String => c.out.bulk(&i.value),
-            _ => c.out.null(),
+        let out = &mut *c.out;
+        let found = c.db.with(k, |v, kind| match kind {
+            Kind::String => out.bulk(v),
+            _ => out.null(),
+        });
+        if found.is_none() {
+            c.out.null();
         }
     }
 }
