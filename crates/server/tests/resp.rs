@@ -351,6 +351,11 @@ fn resp_latency_in_metrics_and_sla() {
     m.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
     let mut body = String::new();
     m.read_to_string(&mut body).unwrap();
+    let mut mc = common::Client::new(&h);
+    let stats = mc.tx_str(b"stats\r\n");
+    assert_eq!(common::stat_of(&stats, "get_hits").as_deref(), Some("1"));
+    assert_eq!(common::stat_of(&stats, "get_misses").as_deref(), Some("1"));
+    assert_eq!(common::stat_of(&stats, "cmd_set").as_deref(), Some("1"));
     for want in [
         r#"command="redis_get",outcome="hit""#,
         r#"command="redis_get",outcome="miss""#,

@@ -18,7 +18,7 @@ use crate::protocol::resp::codec::{parse, Frame};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::Env;
 use crate::shared::Shared;
-use crate::stats::WorkerStats;
+use crate::stats::{add, WorkerStats};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -157,6 +157,7 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
             Err(_) => break,
         };
         rbuf.extend_from_slice(&chunk[..n]);
+        add(&env.stats.bytes_read, n as u64);
         let mut pos = 0;
         let mut close = false;
         while pos < rbuf.len() && !close {
@@ -174,10 +175,11 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
                     let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
                     dispatch(&args, &mut out, &mut sess, env);
                     close = sess.close;
-                    if out.buf.len() >= FLUSH_AT && send(&mut s, &out.buf).is_err() {
-                        break 'conn;
-                    }
                     if out.buf.len() >= FLUSH_AT {
+                        add(&env.stats.bytes_written, out.buf.len() as u64);
+                        if send(&mut s, &out.buf).is_err() {
+                            break 'conn;
+                        }
                         out.buf.clear();
                     }
                 }
@@ -185,6 +187,7 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
         }
         rbuf.drain(..pos);
         if !out.buf.is_empty() {
+            add(&env.stats.bytes_written, out.buf.len() as u64);
             if send(&mut s, &out.buf).is_err() {
                 break;
             }
