@@ -494,3 +494,48 @@ fn kill_9_of_resp_items_brings_nothing_stale_back_and_reads_from_flash() {
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Clients that pipeline gets of large values and never read their replies
+/// hold a bounded amount of the server's memory (each blocks its own
+/// connection thread once its socket is full), and others are still served.
+#[test]
+fn clients_that_never_read_hold_bounded_memory() {
+    let rport = common::free_port();
+    let p = common::process::Proc::start(&["-m", "64", "-o", &format!("redis_port={rport}")]);
+    let mut s = common::connect_port(rport);
+    let v = "x".repeat(100_000);
+    is(&mut s, &["SET", "big", &v], "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    let before = p.rss();
+    let gets: Vec<u8> = (0..2000).flat_map(|_| cmd(&["GET", "big"])).collect();
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        let mut c = common::connect_port(rport);
+        c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Sends what the socket takes (the server stops reading once its
+        // replies are stuck), never reads.
+        let _ = c.write_all(&gets);
+        idle.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grew = p.rss().saturating_sub(before);
+    eprintln!("20 clients that never read: RSS grew {} KiB", grew >> 10);
+    assert!(grew < 40 << 20, "RSS grew {grew} bytes");
+    is(&mut s, &["STRLEN", "big"], ":100000\r\n");
+    // A stop does not wait for them: SIGTERM ends the server.
+    let started = std::time::Instant::now();
+    // SAFETY: kill(2) on the child's pid.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(p.pid() as i32, libc::SIGTERM);
+    }
+    let mut p = p;
+    let status = p.child.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        started.elapsed()
+    );
+    assert!(status.code().is_some(), "{status:?}");
+    drop(idle);
+}
