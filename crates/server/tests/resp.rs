@@ -330,6 +330,15 @@ fn graceful_restart_keeps_resp_items() {
     let mut s = redis(&h);
     is(&mut s, &["GET", "str"], "$2\r\nv1\r\n");
     is(&mut s, &["HGET", "h", "f"], "$1\r\nx\r\n");
+    // INFO's tiercache section shows the flash tier.
+    s.write_all(&cmd(&["INFO", "tiercache"])).unwrap();
+    let mut info = vec![0u8; 4096];
+    let n = s.read(&mut info).unwrap();
+    let info = String::from_utf8_lossy(&info[..n]);
+    assert!(
+        info.contains("# Tiercache") && info.contains("flash_capacity:"),
+        "{info}"
+    );
     // The restart took some of the second the deadline was rounded to.
     s.write_all(&cmd(&["TTL", "str"])).unwrap();
     let mut got = [0u8; 16];
