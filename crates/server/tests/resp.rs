@@ -548,3 +548,31 @@ fn clients_that_never_read_hold_bounded_memory() {
     assert!(status.code().is_some(), "{status:?}");
     drop(idle);
 }
+
+#[test]
+fn redis_options_on_the_command_line_and_in_toml() {
+    use std::process::Command;
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(common::as_root())
+        .args(["-o", "redis_port=x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-o redis_port: 'x' is not a port number"),
+        "{err}"
+    );
+    let dir = common::tempdir("resp-toml");
+    let rport = common::free_port();
+    let toml = dir.join("tc.toml");
+    std::fs::write(
+        &toml,
+        format!("[redis]\nport = {rport}\nlisten = \"127.0.0.1\"\n"),
+    )
+    .unwrap();
+    let p = common::process::Proc::start(&["--config", toml.to_str().unwrap()]);
+    let mut s = common::connect_port(rport);
+    is(&mut s, &["PING"], "+PONG\r\n");
+    drop(p);
+}
