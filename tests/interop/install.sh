@@ -14,6 +14,7 @@
 #   - apt: redis-server, redis-tools (reference server, redis-cli and
 #     redis-benchmark for the RESP front end, redis_differential.py)
 #   - PyPI: redis (redis-py, the RESP client smoke test)
+#   - npm: redis 4 (node-redis), where node and npm are installed
 # Each piece is installed only when missing, so re-running is cheap.
 set -euo pipefail
 
@@ -89,6 +90,18 @@ if ! python3 -c 'import redis' >/dev/null 2>&1; then
     python3 -m pip install --quiet redis \
         || python3 -m pip install --quiet --break-system-packages redis \
         || apt_install python3-redis
+fi
+
+# node-redis (npm `redis` 4), the second client library of the RESP test
+# (redis_node_test.js), in a cache directory outside the repository; only
+# where node and npm are installed.
+NODE_DIR="${TIERCACHE_NODE_DIR:-$HOME/.cache/tiercache-interop/node}"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
+    && [ ! -d "$NODE_DIR/node_modules/redis" ]; then
+    echo "install.sh: npm install redis@4 (in $NODE_DIR)"
+    mkdir -p "$NODE_DIR"
+    (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund redis@4) \
+        || echo "install.sh: npm install redis failed; the RESP test skips node-redis"
 fi
 
 # pylibmc, for the binary protocol test (Debian's build, for Debian's python3).

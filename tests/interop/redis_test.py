@@ -7,7 +7,7 @@
    byte for byte. Steps marked ``shape`` compare only the reply's type
    (their values legitimately differ: times, ids, cursors, server figures);
    DELIBERATE lists the replies that differ on purpose (docs/REDIS.md).
-2. Clients: redis-py (RESP2 and RESP3), redis-cli and redis-benchmark do
+2. Clients: redis-py (RESP2 and RESP3), node-redis, redis-cli and redis-benchmark do
    set/get/mget/incr/expire/hash/pipeline against tiercache.
 
 Usage: python3 redis_test.py --tiercache PATH [--redis-server PATH] [-v]
@@ -297,6 +297,17 @@ def clients(tc_port):
         else:
             ok = False
             print("redis-cli: FAILED %r" % ((r1, r2, r3, r4),))
+    node_dir = os.environ.get("TIERCACHE_NODE_DIR",
+                              os.path.expanduser("~/.cache/tiercache-interop/node"))
+    if shutil.which("node") and os.path.isdir(os.path.join(node_dir, "node_modules", "redis")):
+        env = dict(os.environ, NODE_PATH=os.path.join(node_dir, "node_modules"))
+        p = subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "redis_node_test.js"), str(tc_port)],
+                           capture_output=True, text=True, timeout=60, env=env)
+        print((p.stdout + p.stderr).strip())
+        ok &= p.returncode == 0
+    else:
+        print("node-redis: skipped (no node, or install.sh did not install it)")
     bench = shutil.which("redis-benchmark")
     if bench:
         p = subprocess.run([bench, "-p", str(tc_port), "-t", "set,get,incr,mset", "-n", "5000",

@@ -514,7 +514,8 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let reserved_fds = fd_headroom(&config);
     let config_metrics_port = config.server.metrics_port;
     let config_watch_buf = config.server.watcher_logbuf_size;
-    // The RESP port's latencies count in the SLA view beside the workers'.
+    // The RESP port's counters and latencies count in `stats` and the SLA
+    // view beside the workers'.
     let resp_stats = Arc::new(WorkerStats::default());
     let sla_sources: Vec<_> = workers
         .iter()
@@ -526,6 +527,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         config,
         conns: ConnStats::default(),
         workers: workers.clone(),
+        redis: resp_stats.clone(),
         started: Instant::now(),
         start_unix: u64::from(unix_now()),
         shutdown: Arc::new(AtomicBool::new(false)),

@@ -330,6 +330,15 @@ fn graceful_restart_keeps_resp_items() {
     let mut s = redis(&h);
     is(&mut s, &["GET", "str"], "$2\r\nv1\r\n");
     is(&mut s, &["HGET", "h", "f"], "$1\r\nx\r\n");
+    // INFO's tiercache section shows the flash tier.
+    s.write_all(&cmd(&["INFO", "tiercache"])).unwrap();
+    let mut info = vec![0u8; 4096];
+    let n = s.read(&mut info).unwrap();
+    let info = String::from_utf8_lossy(&info[..n]);
+    assert!(
+        info.contains("# Tiercache") && info.contains("flash_capacity:"),
+        "{info}"
+    );
     // The restart took some of the second the deadline was rounded to.
     s.write_all(&cmd(&["TTL", "str"])).unwrap();
     let mut got = [0u8; 16];
@@ -351,6 +360,11 @@ fn resp_latency_in_metrics_and_sla() {
     m.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
     let mut body = String::new();
     m.read_to_string(&mut body).unwrap();
+    let mut mc = common::Client::new(&h);
+    let stats = mc.tx_str(b"stats\r\n");
+    assert_eq!(common::stat_of(&stats, "get_hits").as_deref(), Some("1"));
+    assert_eq!(common::stat_of(&stats, "get_misses").as_deref(), Some("1"));
+    assert_eq!(common::stat_of(&stats, "cmd_set").as_deref(), Some("1"));
     for want in [
         r#"command="redis_get",outcome="hit""#,
         r#"command="redis_get",outcome="miss""#,
@@ -488,4 +502,77 @@ fn kill_9_of_resp_items_brings_nothing_stale_back_and_reads_from_flash() {
     child.kill().unwrap();
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Clients that pipeline gets of large values and never read their replies
+/// hold a bounded amount of the server's memory (each blocks its own
+/// connection thread once its socket is full), and others are still served.
+#[test]
+fn clients_that_never_read_hold_bounded_memory() {
+    let rport = common::free_port();
+    let p = common::process::Proc::start(&["-m", "64", "-o", &format!("redis_port={rport}")]);
+    let mut s = common::connect_port(rport);
+    let v = "x".repeat(100_000);
+    is(&mut s, &["SET", "big", &v], "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    let before = p.rss();
+    let gets: Vec<u8> = (0..2000).flat_map(|_| cmd(&["GET", "big"])).collect();
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        let mut c = common::connect_port(rport);
+        c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        // Sends what the socket takes (the server stops reading once its
+        // replies are stuck), never reads.
+        let _ = c.write_all(&gets);
+        idle.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grew = p.rss().saturating_sub(before);
+    eprintln!("20 clients that never read: RSS grew {} KiB", grew >> 10);
+    assert!(grew < 40 << 20, "RSS grew {grew} bytes");
+    is(&mut s, &["STRLEN", "big"], ":100000\r\n");
+    // A stop does not wait for them: SIGTERM ends the server.
+    let started = std::time::Instant::now();
+    // SAFETY: kill(2) on the child's pid.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(p.pid() as i32, libc::SIGTERM);
+    }
+    let mut p = p;
+    let status = p.child.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        started.elapsed()
+    );
+    assert!(status.code().is_some(), "{status:?}");
+    drop(idle);
+}
+
+#[test]
+fn redis_options_on_the_command_line_and_in_toml() {
+    use std::process::Command;
+    let out = Command::new(env!("CARGO_BIN_EXE_tiercache"))
+        .args(common::as_root())
+        .args(["-o", "redis_port=x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-o redis_port: 'x' is not a port number"),
+        "{err}"
+    );
+    let dir = common::tempdir("resp-toml");
+    let rport = common::free_port();
+    let toml = dir.join("tc.toml");
+    std::fs::write(
+        &toml,
+        format!("[redis]\nport = {rport}\nlisten = \"127.0.0.1\"\n"),
+    )
+    .unwrap();
+    let p = common::process::Proc::start(&["--config", toml.to_str().unwrap()]);
+    let mut s = common::connect_port(rport);
+    is(&mut s, &["PING"], "+PONG\r\n");
+    drop(p);
 }

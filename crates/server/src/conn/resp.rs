@@ -18,7 +18,7 @@ use crate::protocol::resp::codec::{parse, Frame};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::Env;
 use crate::shared::Shared;
-use crate::stats::WorkerStats;
+use crate::stats::{add, WorkerStats};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -117,6 +117,7 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
     let _ = tcp.set_nonblocking(false);
     let _ = tcp.set_nodelay(true);
     let _ = tcp.set_read_timeout(Some(POLL));
+    let _ = tcp.set_write_timeout(Some(POLL));
     let laddr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let handle = tcp.try_clone().ok();
     // With -Z the RESP port speaks TLS too (rustls, blocking over the socket).
@@ -131,6 +132,7 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
         None => Box::new(tcp),
     };
     let (mut sess, kill) = env.open(handle, peer.to_string(), laddr);
+    let stop = || env.shared.shutdown.load(Ordering::Relaxed) || kill.load(Ordering::Relaxed);
     let max_bulk = env.shared.config.cache.max_item_size.max(1 << 20);
     let mut rbuf: Vec<u8> = Vec::new();
     let mut out = Out::default();
@@ -140,23 +142,17 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
     // connections).
     let mut shown = (Vec::new(), false);
     'conn: loop {
-        if env.shared.shutdown.load(Ordering::Relaxed) || kill.load(Ordering::Relaxed) {
+        if stop() {
             break;
         }
         let n = match s.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
+            Err(e) if timed_out(&e) => continue,
             Err(_) => break,
         };
         rbuf.extend_from_slice(&chunk[..n]);
+        add(&env.stats.bytes_read, n as u64);
         let mut pos = 0;
         let mut close = false;
         while pos < rbuf.len() && !close {
@@ -174,10 +170,11 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
                     let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
                     dispatch(&args, &mut out, &mut sess, env);
                     close = sess.close;
-                    if out.buf.len() >= FLUSH_AT && send(&mut s, &out.buf).is_err() {
-                        break 'conn;
-                    }
                     if out.buf.len() >= FLUSH_AT {
+                        add(&env.stats.bytes_written, out.buf.len() as u64);
+                        if send(&mut s, &out.buf, &stop).is_err() {
+                            break 'conn;
+                        }
                         out.buf.clear();
                     }
                 }
@@ -185,7 +182,8 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
         }
         rbuf.drain(..pos);
         if !out.buf.is_empty() {
-            if send(&mut s, &out.buf).is_err() {
+            add(&env.stats.bytes_written, out.buf.len() as u64);
+            if send(&mut s, &out.buf, &stop).is_err() {
                 break;
             }
             out.buf.clear();
@@ -205,8 +203,31 @@ fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
     env.close(sess.id);
 }
 
-/// Writes replies out (through TLS's buffer, when there is one).
-fn send(s: &mut Box<dyn Io>, b: &[u8]) -> std::io::Result<()> {
-    s.write_all(b)?;
-    s.flush()
+/// Whether an I/O error is the socket's timeout (try again).
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}
+
+/// Writes replies out (through TLS's buffer, when there is one). A client
+/// that does not read blocks it, but the socket's timeout lets it see the
+/// server's stop and CLIENT KILL (`stop`), so a stop never waits on it.
+fn send(s: &mut Box<dyn Io>, b: &[u8], stop: &dyn Fn() -> bool) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < b.len() {
+        match s.write(&b[at..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if timed_out(&e) && !stop() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    loop {
+        match s.flush() {
+            Err(e) if timed_out(&e) && !stop() => {}
+            r => return r,
+        }
+    }
 }

@@ -54,7 +54,8 @@ pub struct ClientEntry {
 /// What all RESP connections share.
 pub struct Env {
     pub shared: Arc<Shared>,
-    /// The RESP port's latency recorder (in the SLA view).
+    /// The RESP port's counters (in `stats`: cmd_get, get_hits...,
+    /// bytes read and written) and latency recorder (in the SLA view).
     pub stats: Arc<WorkerStats>,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub next_id: AtomicU64,

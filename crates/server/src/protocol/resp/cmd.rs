@@ -15,6 +15,7 @@ pub mod strings;
 use super::db::{Db, Failed};
 use super::reply::Out;
 use super::{Env, Session};
+use crate::stats::add;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -52,6 +53,13 @@ impl Call<'_> {
         self.out
             .err(&format!("ERR wrong number of arguments for '{n}' command"));
     }
+    /// A get of one key, in memcached's counters (`cmd_get`, hits, misses).
+    pub fn count_get(&self, hit: bool) {
+        let s = &self.env.stats;
+        add(&s.cmd_get, 1);
+        add(if hit { &s.get_hits } else { &s.get_misses }, 1);
+    }
+
     /// An integer reply, or the error of a failed write or of the command.
     pub fn int_reply<T: TryInto<i64>>(&mut self, r: Result<Result<T, &str>, Failed>) {
         match r {
@@ -236,6 +244,9 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
         spec,
     };
     (spec.run)(&mut call);
+    if spec.write {
+        add(&env.stats.cmd_set, 1);
+    }
     let took = started.elapsed();
     env.stats.latency.record(took);
     if let Some(m) = &env.shared.metrics {

@@ -211,7 +211,18 @@ pub fn info(c: &mut Call<'_>) {
             s.flash_items, s.flash_hits, s.demoted, s.promoted
         );
         if let Some(f) = sh.engine.flash_stats() {
-            let _ = write!(t, "flash:{f:?}\r\n");
+            let _ = write!(
+                t,
+                "flash_capacity:{}\r\nflash_segments_free:{}\r\nflash_segments_sealed:{}\r\nflash_bytes_written:{}\r\nflash_bytes_read:{}\r\nflash_objects_read:{}\r\nflash_read_errors:{}\r\nflash_verify_failures:{}\r\n",
+                f.capacity,
+                f.segments_free,
+                f.segments_sealed,
+                f.bytes_written,
+                f.bytes_read,
+                f.objects_read,
+                f.read_errors,
+                f.verify_failures
+            );
         }
         t.push_str("\r\n");
     }

@@ -45,6 +45,7 @@ pub fn get(c: &mut Call<'_>) {
         Kind::String => out.bulk(v),
         _ => out.err(WRONGTYPE),
     });
+    c.count_get(found.is_some());
     if found.is_none() {
         c.out.null();
     }
@@ -235,6 +236,7 @@ pub fn mget(c: &mut Call<'_>) {
             Kind::String => out.bulk(v),
             _ => out.null(),
         });
+        c.count_get(found.is_some());
         if found.is_none() {
             c.out.null();
         }
