@@ -33,6 +33,7 @@ pub mod hold;
 mod indexing;
 mod small;
 mod snapshot;
+mod sweep;
 mod tiering;
 
 pub use crash::Allowed;
@@ -156,7 +157,7 @@ pub struct Shard {
     ahead: Option<eviction::Ahead>,
     ready: Option<Box<[u8]>>,
     /// The expiry sweep in progress, between its slices.
-    sweep: Option<Sweep>,
+    sweep: Option<sweep::Sweep>,
     policy: Box<dyn EvictionPolicy>,
     shared: Arc<Shared>,
     flush_gen: u64,
@@ -197,15 +198,6 @@ pub struct Shard {
     hold_mark: Option<hold::HoldCause>,
     /// Lock holds by cause ([`hold`]).
     holds: hold::HoldStats,
-}
-
-/// Where an expiry sweep done in slices stands: the segments it walks
-/// (listed at its start), the one it is in and the offset in it.
-#[derive(Debug)]
-struct Sweep {
-    ids: Vec<u32>,
-    at: usize,
-    off: usize,
 }
 
 impl Shard {
@@ -704,99 +696,5 @@ impl Shard {
             }
         }
         self.stats.reclaimed += ram_items.saturating_sub(remembered);
-    }
-
-    /// Unlinks expired items and frees segments that hold nothing live, in
-    /// one lock hold. Returns the number of items reclaimed.
-    pub fn sweep_expired(&mut self, now: u32) -> u64 {
-        let mut reclaimed = 0;
-        loop {
-            let (n, done) = self.sweep_slice(now, usize::MAX);
-            reclaimed += n;
-            if done {
-                return reclaimed;
-            }
-        }
-    }
-
-    /// One slice of the expiry sweep: at most `max` items looked at (the
-    /// caller releases the lock between slices, so that no request waits
-    /// for a walk of the whole shard). The first slice of a sweep does the
-    /// shard's once-a-second upkeep and lists the segments; the last frees
-    /// the segments left empty. Returns the items reclaimed and whether
-    /// the sweep is done. Segments freed between slices are skipped; items
-    /// moved between slices are found at the next sweep.
-    pub fn sweep_slice(&mut self, now: u32, max: usize) -> (u64, bool) {
-        let mut reclaimed = 0;
-        if self.sweep.is_none() {
-            self.prune_tombs();
-            self.resize_index();
-            self.prune_copies();
-            self.report_small_bytes();
-            let left = self.flushed.sweep();
-            self.stats.reclaimed += left.items;
-            self.stats.expired_unfetched += left.unfetched;
-            reclaimed += left.items;
-            let ids = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
-            self.sweep = Some(Sweep { ids, at: 0, off: 0 });
-            return (reclaimed, false);
-        }
-        let mut cur = self.sweep.take().expect("a sweep");
-        let mut looked = 0;
-        while let Some(&id) = cur.ids.get(cur.at) {
-            if looked >= max {
-                self.sweep = Some(cur);
-                return (reclaimed, false);
-            }
-            if self.segs.get(id as usize).is_none_or(|s| s.is_none()) {
-                cur.at += 1;
-                cur.off = 0;
-                continue;
-            }
-            let end = self.seg(id).write;
-            let room = max - looked;
-            let mut n = 0;
-            while n < room {
-                let Some((loc, h)) = self.next_item(id, &mut cur.off, end) else {
-                    break;
-                };
-                n += 1;
-                if h.bits & item::DEAD == 0 && h.expired(now) {
-                    let hash = hash_key(self.key(loc));
-                    if self.index.contains(hash, loc) {
-                        if h.bits & item::FETCHED == 0 {
-                            self.stats.expired_unfetched += 1;
-                        }
-                        self.unlink_item(hash, loc);
-                        self.stats.reclaimed += 1;
-                        reclaimed += 1;
-                    }
-                }
-            }
-            looked += n;
-            if cur.off >= end {
-                cur.at += 1;
-                cur.off = 0;
-            }
-        }
-        // Free empty segments that are not a queue's open head (nor the
-        // one an evacuation ahead is emptying: it frees that one itself).
-        let evacuating = self.evacuating();
-        for q in 0..2 {
-            let head = self.queues[q].back().copied();
-            let empty: Vec<u32> = self.queues[q]
-                .iter()
-                .copied()
-                .filter(|&id| {
-                    Some(id) != head && Some(id) != evacuating && self.seg(id).live_items == 0
-                })
-                .collect();
-            for id in empty {
-                self.queues[q].retain(|&x| x != id);
-                let buf = self.close_segment(id);
-                self.shared.pool.give(buf);
-            }
-        }
-        (reclaimed, true)
     }
 }

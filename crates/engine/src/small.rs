@@ -12,6 +12,7 @@
 pub mod filter;
 pub mod flush;
 pub mod format;
+pub mod inval;
 pub mod invalidate;
 pub mod log;
 pub mod lookup;

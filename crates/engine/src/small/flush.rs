@@ -645,8 +645,8 @@ impl SmallStore {
         self.stats.invalidations += w.built.len() as u64;
         for (h, key, found) in w.found {
             if let Some(e) = self.invals.get_mut(&h).filter(|e| e.key == key) {
-                if e.state == super::invalidate::InvalState::Queued(job.id) {
-                    e.state = super::invalidate::InvalState::Done { found };
+                if e.state == super::inval::InvalState::Queued(job.id) {
+                    e.state = super::inval::InvalState::Done { found };
                 }
             }
         }

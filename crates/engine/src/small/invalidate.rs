@@ -5,26 +5,11 @@
 //! ([`SmallStore::invalidate`]). docs/SMALL.md has the crash rules.
 
 use super::format::{self, BlockError, Kind};
+use super::inval::{Inval, InvalState};
 use super::store::{place, SmallStore};
 use std::collections::HashMap;
 use std::io;
 use xxhash_rust::xxh3::xxh3_64;
-
-/// Where a key's invalidation stands ([`SmallStore::gate`]).
-pub(super) struct Inval {
-    pub(super) key: Vec<u8>,
-    pub(super) state: InvalState,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum InvalState {
-    /// The invalidation job of this number will rewrite the key's set.
-    Queued(u64),
-    /// No copy of the key is left on flash (none was admitted since the
-    /// job); `found`: the job's set held it, unexpired (until a change
-    /// takes that answer).
-    Done { found: bool },
-}
 
 /// What a change of a key must do first ([`SmallStore::gate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 use super::filter::SetFilters;
 use super::flush::Job;
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
-use super::invalidate::Inval;
+use super::inval::Inval;
 use super::log::{tag_of, LogIndex, MAX_PAGES};
 use super::sets::{page_offset, set_offset, verify_block};
 use super::SmallStats;
