@@ -20,31 +20,23 @@ this measures.
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib.util import free_port, port_open  # noqa: E402
+
 TESTS = ["SET", "GET", "INCR", "MSET (10 keys)"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def wait_port(port):
     for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        if port_open(port):
             return
-        except OSError:
-            time.sleep(0.05)
+        time.sleep(0.05)
     raise RuntimeError("no server on %d" % port)
 
 

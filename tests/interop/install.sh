@@ -61,36 +61,24 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     fi
 fi
 
-if ! python3 -c 'import pymemcache' >/dev/null 2>&1; then
-    echo "install.sh: pip install pymemcache"
+# pip_install PACKAGE DEBIAN_PACKAGE: PACKAGE from PyPI, for the
+# python3 on PATH. Debian's own python3 refuses pip installs (PEP 668) unless
+# told otherwise; Debian's package when PyPI cannot be used at all.
+pip_install() {
+    echo "install.sh: pip install $1"
     if ! python3 -m pip --version >/dev/null 2>&1; then
         apt_install python3-pip
     fi
-    # Debian's own python3 refuses pip installs (PEP 668) unless told otherwise;
-    # fall back to Debian's package if PyPI cannot be used at all.
-    python3 -m pip install --quiet pymemcache \
-        || python3 -m pip install --quiet --break-system-packages pymemcache \
-        || apt_install python3-pymemcache
-fi
+    python3 -m pip install --quiet "$1" \
+        || python3 -m pip install --quiet --break-system-packages "$1" \
+        || apt_install "$2"
+}
 
+python3 -c 'import pymemcache' >/dev/null 2>&1 || pip_install pymemcache python3-pymemcache
 # pytest, to run pymemcache's own integration tests (peer_suites.sh).
-if ! python3 -m pytest --version >/dev/null 2>&1; then
-    echo "install.sh: pip install pytest"
-    python3 -m pip install --quiet pytest \
-        || python3 -m pip install --quiet --break-system-packages pytest \
-        || apt_install python3-pytest
-fi
-
+python3 -m pytest --version >/dev/null 2>&1 || pip_install pytest python3-pytest
 # redis-py, for the RESP front end's client smoke test.
-if ! python3 -c 'import redis' >/dev/null 2>&1; then
-    echo "install.sh: pip install redis"
-    if ! python3 -m pip --version >/dev/null 2>&1; then
-        apt_install python3-pip
-    fi
-    python3 -m pip install --quiet redis \
-        || python3 -m pip install --quiet --break-system-packages redis \
-        || apt_install python3-redis
-fi
+python3 -c 'import redis' >/dev/null 2>&1 || pip_install redis python3-redis
 
 # node-redis (npm `redis` 4), the second client library of the RESP test
 # (redis_node_test.js), in a cache directory outside the repository; only
