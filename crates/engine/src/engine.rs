@@ -556,8 +556,10 @@ impl Engine {
     /// Over the memory limit (a lower `cache_memlimit`, a grown index):
     /// free buffers go first, then each shard, those holding the most
     /// first, gives back up to
-    /// [`GIVE_BACK_PER_PASS`] of its oldest segments, one per lock hold, so
-    /// that memory comes down without waiting for sets to reclaim.
+    /// [`GIVE_BACK_PER_PASS`] of its oldest segments, each evacuated
+    /// [`GIVE_BACK_SLICE_ITEMS`] items per lock hold, so that memory comes
+    /// down without waiting for sets to reclaim and without holding a
+    /// shard's lock for a whole segment.
     fn give_back_over_budget(&self, now: u32) {
         let pool = &self.shared.pool;
         pool.trim_free();
@@ -571,15 +573,23 @@ impl Engine {
             .collect();
         held.sort_unstable_by(|a, b| b.cmp(a));
         for (_, i) in held {
-            for _ in 0..GIVE_BACK_PER_PASS {
+            let mut given = 0;
+            // Bounded: a shard whose evacuations keep their items (into
+            // the spare) gives nothing for many slices.
+            let mut slices = 0;
+            while given < GIVE_BACK_PER_PASS && slices < GIVE_BACK_MAX_SLICES {
+                slices += 1;
                 if !pool.over_budget() {
                     return;
                 }
+                // One slice per lock hold: requests run between them.
                 let mut g = self.shards.list[i].lock();
                 g.catch_up(now);
                 // A head segment per queue stays: sets keep room.
-                if !g.give_back_segment(2).unwrap_or(false) {
-                    break;
+                match g.give_back_slice(2, GIVE_BACK_SLICE_ITEMS) {
+                    Ok(None) => {}
+                    Ok(Some(true)) => given += 1,
+                    Ok(Some(false)) | Err(_) => break,
                 }
             }
         }
@@ -645,6 +655,7 @@ impl Engine {
             total.evacuate_us += st.evacuate_us;
             total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
             total.evacuations_waited += st.evacuations_waited;
+            total.evacuations_late += st.evacuations_late;
         }
         total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {
@@ -696,6 +707,14 @@ use small_start::{attach_small, carve_small_region, start_small_flushers, SMALL_
 /// Segments a shard gives back per maintenance pass (once a second in the
 /// server) while the pool is over its budget.
 const GIVE_BACK_PER_PASS: usize = 16;
+
+/// Items a give-back evacuates per lock hold (as an evacuation ahead does
+/// per insert): tens of microseconds.
+const GIVE_BACK_SLICE_ITEMS: usize = 64;
+
+/// Lock holds a shard's give-back may take per maintenance pass: enough
+/// for [`GIVE_BACK_PER_PASS`] segments of small items.
+const GIVE_BACK_MAX_SLICES: usize = 4096;
 
 use sizing::{index_cap, index_size, min_segments, shards_for, too_small};
 pub use sizing::{index_dram_bytes, min_memory_mb};

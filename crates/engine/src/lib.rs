@@ -56,7 +56,9 @@ pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
 /// Shard-lock holds by cause, for `stats` and `/metrics`.
-pub use shard::hold::{hold_bucket_bound_us, HoldCause, HoldStats, HOLD_BUCKETS, HOLD_CAUSES};
+pub use shard::hold::{
+    hold_bucket_bound_us, HoldCause, HoldStats, CPU_BOUND_US, HOLD_BUCKETS, HOLD_CAUSES,
+};
 pub mod small;
 pub(crate) mod wait;
 

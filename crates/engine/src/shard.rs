@@ -120,6 +120,10 @@ pub struct ShardStats {
     /// (`segment_evacuations_waited`): the others were done ahead, a slice
     /// per insert (see `Shard::evacuate_ahead`).
     pub evacuations_waited: u64,
+    /// Evacuations ahead a set needed the segment of while much was left,
+    /// and got a segment over the budget instead of waiting
+    /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
+    pub evacuations_late: u64,
 }
 
 /// A new item's metadata.
@@ -196,6 +200,8 @@ pub struct Shard {
     small: Option<small::SmallPart>,
     /// Maintenance that ran in the current lock hold ([`Shard::mark_hold`]).
     hold_mark: Option<hold::HoldCause>,
+    /// The thread's CPU clock when the current hold's maintenance began.
+    hold_cpu: Option<u64>,
     /// Lock holds by cause ([`hold`]).
     holds: hold::HoldStats,
 }
@@ -242,6 +248,7 @@ impl Shard {
             index_floor: buckets,
             small: None,
             hold_mark: None,
+            hold_cpu: None,
             holds: hold::HoldStats::default(),
         }
     }

@@ -246,6 +246,7 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         "segment_evacuations_waited",
         e.shard.evacuations_waited,
     );
+    stat(out, "segment_evacuations_late", e.shard.evacuations_late);
     locks::general(out, &e.holds);
     stat(out, "bytes", e.shard.bytes);
     stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));

@@ -109,6 +109,55 @@ impl Shard {
         Ok(true)
     }
 
+    /// One slice of giving a segment back to the pool, for the maintenance
+    /// thread: the segment an evacuation freed ahead (`ready`) goes at
+    /// once; else the oldest segment's evacuation is begun or continued
+    /// ahead, at most `max_items` of its items in this lock hold; with no
+    /// more than `keep` segments queued, the spare goes. `Some`: whether a
+    /// segment went back (false: nothing left to give); `None`: none yet,
+    /// call again (with the lock released
+    /// between, so requests run between the slices).
+    pub(crate) fn give_back_slice(
+        &mut self,
+        keep: usize,
+        max_items: usize,
+    ) -> Result<Option<bool>, InsertError> {
+        if let Some(b) = self.ready.take() {
+            self.shared.pool.release(b);
+            return Ok(Some(true));
+        }
+        let before = self.held_segments();
+        if self.ahead.is_none() {
+            if self.queues.iter().map(|q| q.len()).sum::<usize>() <= keep {
+                // Down to the queues' heads: the spare goes last (the shard
+                // takes one again when the pool has it).
+                return Ok(match self.spare.take() {
+                    Some(b) => {
+                        self.shared.pool.release(b);
+                        Some(true)
+                    }
+                    None => Some(false),
+                });
+            }
+            if !self.begin_ahead() {
+                // The victim is a queue's open head or a jumbo segment:
+                // given back whole (a jumbo segment is one item).
+                return self.give_back_segment(keep).map(Some);
+            }
+        }
+        self.ahead_slice(max_items)?;
+        if self.ahead.is_some() {
+            return Ok(None);
+        }
+        // Done: its segment went to the pool, or waits in `ready`, or
+        // became the spare (the evacuation used the old one: then none
+        // went back yet, call again).
+        if let Some(b) = self.ready.take() {
+            self.shared.pool.release(b);
+        }
+        Ok((self.held_segments() < before).then_some(true))
+    }
+
     /// Puts segment `id` in queue `q` just behind its head (the segment
     /// items are bumped into), or as the head of an empty queue.
     pub(super) fn queue_behind_head(&mut self, q: Queue, id: u32) {
@@ -161,6 +210,9 @@ impl Shard {
     /// of the queue the policy names; returns the freed buffer.
     pub(super) fn reclaim(&mut self) -> Result<Box<[u8]>, InsertError> {
         self.mark_hold(super::hold::HoldCause::Evacuation);
+        if let Some(buf) = self.head_over_budget()? {
+            return Ok(buf);
+        }
         // An evacuation begun ahead is finished first: its segment is the
         // oldest of its queue, and its items are half moved.
         // (Counted once per evacuation: a set told Busy asks again.)
@@ -373,6 +425,11 @@ impl Shard {
 /// microseconds of 100-byte items.
 const AHEAD_SLICE_ITEMS: usize = 64;
 
+/// What an evacuation ahead may have left when a set needs its segment and
+/// the set still finishes it in its own lock hold: an eighth of a 1 MiB
+/// segment, about 1,000 small items (a few hundred microseconds).
+const LATE_AHEAD_BYTES: usize = 128 << 10;
+
 /// An evacuation begun before a segment is needed (see
 /// [`Shard::evacuate_ahead`]): its victim stays the oldest of its queue,
 /// where lookups, sweeps and snapshots see the items not yet moved.
@@ -402,6 +459,10 @@ impl Shard {
             let Some(&head) = self.queues[q as usize].back() else {
                 return;
             };
+            // Begun only when the next segment must come from this shard:
+            // one begun while the pool has room evicts ahead of need (2Q
+            // then lost hot keys in tests/hot_keys.rs). One begun late is
+            // not finished by a set (see `head_over_budget`).
             let seg_size = self.shared.pool.seg_size();
             if self.seg(head).room() * 8 > seg_size || self.shared.pool.has_room() {
                 return;
@@ -412,6 +473,30 @@ impl Shard {
         }
         // Busy: the next insert tries again; a reclaim waits as it would.
         let _ = self.ahead_slice(AHEAD_SLICE_ITEMS);
+    }
+
+    /// A set needs a segment while an evacuation ahead has more than
+    /// [`LATE_AHEAD_BYTES`] left (it began late: the pool had room when
+    /// the head segment was nearly full, and other shards took it since).
+    /// Rather than finishing it in this lock hold, the set gets a segment
+    /// over the memory budget, and the evacuation goes on a slice per
+    /// insert; the segment it frees then goes back to the pool (which is
+    /// over its budget by that one segment until then). The spare is not
+    /// used: the evacuation needs it for the items it keeps. None: the
+    /// evacuation is to be finished (little is left).
+    fn head_over_budget(&mut self) -> Result<Option<Box<[u8]>>, InsertError> {
+        let Some(a) = &self.ahead else {
+            return Ok(None);
+        };
+        if a.end - a.off <= LATE_AHEAD_BYTES {
+            return Ok(None);
+        }
+        self.stats.evacuations_late += 1;
+        self.ahead_slice(AHEAD_SLICE_ITEMS)?;
+        Ok(Some(match self.ready.take() {
+            Some(b) => b,
+            None => self.shared.pool.take_over_budget(),
+        }))
     }
 
     /// Picks the victim as [`reclaim`](Self::reclaim) would and starts an

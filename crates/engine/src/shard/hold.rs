@@ -12,6 +12,15 @@
 //!
 //! Recording happens under the lock, into the shard's own counters: no
 //! atomics, two clock reads per hold.
+//!
+//! A hold's wall time includes the time its thread was descheduled while
+//! holding (on a busy machine, milliseconds), which no engine change can
+//! remove. Maintenance holds (every cause but a plain command or `stats`)
+//! are also timed on the holding thread's CPU clock, from the moment the
+//! maintenance began: their longest and the count over [`CPU_BOUND_US`]
+//! are the engine's own share, the bound a slice is designed to keep
+//! (`shard_lock_hold_<cause>_cpu_max_us`). Two more clock reads, a system
+//! call each, only for maintenance holds.
 
 use super::Shard;
 use parking_lot::{Mutex, MutexGuard};
@@ -80,12 +89,20 @@ pub fn hold_bucket_bound_us(i: usize) -> Option<u64> {
     (i + 1 < HOLD_BUCKETS).then(|| 1u64 << i)
 }
 
-/// Lock holds by cause: a histogram, the count, the sum and the longest.
+/// The on-CPU time a maintenance hold is designed to stay within (issue
+/// 31's 200 µs, rounded up to the histogram's power of two).
+pub const CPU_BOUND_US: u64 = 256;
+
+/// Lock holds by cause: a histogram, the count, the sum and the longest
+/// of their wall time; of maintenance holds, also the longest on-CPU time
+/// and how many were over [`CPU_BOUND_US`] on the CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HoldStats {
     pub buckets: [[u64; HOLD_BUCKETS]; HOLD_CAUSES.len()],
     pub sum_ns: [u64; HOLD_CAUSES.len()],
     pub max_ns: [u64; HOLD_CAUSES.len()],
+    pub cpu_max_ns: [u64; HOLD_CAUSES.len()],
+    pub cpu_over_bound: [u64; HOLD_CAUSES.len()],
 }
 
 impl HoldStats {
@@ -103,6 +120,15 @@ impl HoldStats {
         self.max_ns[c] = self.max_ns[c].max(ns);
     }
 
+    /// Counts the on-CPU time of a maintenance hold of `cause`.
+    pub fn record_cpu(&mut self, cause: HoldCause, ns: u64) {
+        let c = cause as usize;
+        self.cpu_max_ns[c] = self.cpu_max_ns[c].max(ns);
+        if ns > CPU_BOUND_US * 1000 {
+            self.cpu_over_bound[c] += 1;
+        }
+    }
+
     /// Adds another shard's.
     pub fn add(&mut self, o: &HoldStats) {
         for c in 0..HOLD_CAUSES.len() {
@@ -111,6 +137,8 @@ impl HoldStats {
             }
             self.sum_ns[c] += o.sum_ns[c];
             self.max_ns[c] = self.max_ns[c].max(o.max_ns[c]);
+            self.cpu_max_ns[c] = self.cpu_max_ns[c].max(o.cpu_max_ns[c]);
+            self.cpu_over_bound[c] += o.cpu_over_bound[c];
         }
     }
 
@@ -146,7 +174,10 @@ impl ShardLock {
     /// Locks it for `cause`.
     #[inline]
     pub fn lock_for(&self, cause: HoldCause) -> ShardGuard<'_> {
-        let g = self.0.lock();
+        let mut g = self.0.lock();
+        if cause > HoldCause::Command {
+            g.hold_cpu = Some(thread_cpu_ns());
+        }
         ShardGuard {
             g,
             cause,
@@ -191,7 +222,18 @@ impl Drop for ShardGuard<'_> {
             .take()
             .map_or(self.cause, |m| m.max(self.cause));
         self.g.holds.record(cause, ns);
+        if let Some(cpu) = self.g.hold_cpu.take() {
+            self.g
+                .holds
+                .record_cpu(cause, thread_cpu_ns().saturating_sub(cpu));
+        }
     }
+}
+
+/// The calling thread's CPU time so far, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl Shard {
@@ -200,6 +242,9 @@ impl Shard {
     #[inline]
     pub(crate) fn mark_hold(&mut self, cause: HoldCause) {
         self.hold_mark = Some(self.hold_mark.map_or(cause, |m| m.max(cause)));
+        if self.hold_cpu.is_none() {
+            self.hold_cpu = Some(thread_cpu_ns());
+        }
     }
 
     /// The lock holds counted so far.
@@ -234,6 +279,30 @@ mod tests {
         assert_eq!(h.over_us(HoldCause::Command, 256), 1);
         assert_eq!(h.over_us(HoldCause::Command, 128), 2);
         assert_eq!(h.count(HoldCause::Flush), 0);
+    }
+
+    #[test]
+    fn cpu_time_counts_work_not_sleep() {
+        let mut h = HoldStats::default();
+        let a = thread_cpu_ns();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let slept = thread_cpu_ns() - a;
+        assert!(slept < 10_000_000, "sleeping is not on the CPU: {slept} ns");
+        let b = thread_cpu_ns();
+        let mut x = 0u64;
+        while thread_cpu_ns() - b < 2_000_000 {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let spun = thread_cpu_ns() - b;
+        assert!(spun >= 2_000_000 && x > 0);
+        h.record_cpu(HoldCause::Evacuation, spun);
+        h.record_cpu(HoldCause::Evacuation, 1000);
+        let e = HoldCause::Evacuation as usize;
+        assert_eq!(h.cpu_max_ns[e], spun);
+        assert_eq!(
+            h.cpu_over_bound[e], 1,
+            "2 ms is over the bound, 1 µs is not"
+        );
     }
 
     #[test]

@@ -62,6 +62,7 @@ pub const COUNTERS: &[&str] = &[
     "reinserted",
     "segment_evacuations",
     "segment_evacuations_waited",
+    "segment_evacuations_late",
     "segment_evacuate_us",
     "shard_lock_holds",
     // extstore's names for the flash tier.

@@ -3,14 +3,25 @@
 //! the histogram per cause; in `/metrics`, the histogram
 //! `tiercache_shard_lock_hold_seconds{cause}`. A request waits behind at
 //! most the longest hold, so these bound what maintenance adds to it.
+//! Maintenance holds are also timed on the CPU (`_cpu_max_us`, and in
+//! `stats locks` the count over the engine's bound): a wall time far above
+//! its CPU time is a holder the machine descheduled, not work to slice.
 
 use super::line::stat;
 use std::fmt::Write;
-use tiercache_engine::{hold_bucket_bound_us, HoldStats, HOLD_BUCKETS, HOLD_CAUSES};
+use tiercache_engine::{
+    hold_bucket_bound_us, HoldCause, HoldStats, CPU_BOUND_US, HOLD_BUCKETS, HOLD_CAUSES,
+};
+
+/// The causes whose holds are timed on the CPU too: maintenance.
+fn maintenance() -> impl Iterator<Item = HoldCause> {
+    HOLD_CAUSES.into_iter().filter(|&c| c > HoldCause::Command)
+}
 
 /// The general `stats` lines: `shard_lock_holds` (every hold),
 /// `shard_lock_hold_max_us` (the longest of any cause but `stats` reading
-/// the shards) and `shard_lock_hold_<cause>_max_us`.
+/// the shards), `shard_lock_hold_<cause>_max_us`, and for maintenance
+/// `shard_lock_hold_cpu_max_us` and `shard_lock_hold_<cause>_cpu_max_us`.
 pub fn general(out: &mut Vec<u8>, h: &HoldStats) {
     let holds: u64 = HOLD_CAUSES.iter().map(|&c| h.count(c)).sum();
     stat(out, "shard_lock_holds", holds);
@@ -25,11 +36,18 @@ pub fn general(out: &mut Vec<u8>, h: &HoldStats) {
         let name = format!("shard_lock_hold_{}_max_us", c.name());
         stat(out, &name, h.max_ns[c as usize] / 1000);
     }
+    let cpu = maintenance().map(|c| h.cpu_max_ns[c as usize]).max();
+    stat(out, "shard_lock_hold_cpu_max_us", cpu.unwrap_or(0) / 1000);
+    for c in maintenance() {
+        let name = format!("shard_lock_hold_{}_cpu_max_us", c.name());
+        stat(out, &name, h.cpu_max_ns[c as usize] / 1000);
+    }
 }
 
 /// `stats locks`: per cause its count, the sum and the longest, and the
 /// holds in each bucket (`shard_lock_hold_<cause>_le_<µs>`; `_le_inf` the
-/// rest), not cumulative.
+/// rest), not cumulative; for maintenance, the longest on the CPU and the
+/// holds over the bound there (`shard_lock_holds_<cause>_cpu_over_256us`).
 pub fn group(out: &mut Vec<u8>, h: &HoldStats) {
     for c in HOLD_CAUSES {
         let i = c as usize;
@@ -47,6 +65,18 @@ pub fn group(out: &mut Vec<u8>, h: &HoldStats) {
                 out,
                 &format!("shard_lock_hold_{n}_le_{le}"),
                 h.buckets[i][b],
+            );
+        }
+        if c > HoldCause::Command {
+            stat(
+                out,
+                &format!("shard_lock_hold_{n}_cpu_max_us"),
+                h.cpu_max_ns[i] / 1000,
+            );
+            stat(
+                out,
+                &format!("shard_lock_holds_{n}_cpu_over_{CPU_BOUND_US}us"),
+                h.cpu_over_bound[i],
             );
         }
     }
@@ -81,6 +111,18 @@ pub fn metrics_text(h: &HoldStats) -> String {
             h.sum_ns[i] as f64 / 1e9
         );
         let _ = writeln!(s, "{name}_count{{cause=\"{}\"}} {acc}", c.name());
+    }
+    // The longest on the CPU is exported from `stats` as
+    // `tiercache_shard_lock_hold_<cause>_cpu_max_seconds`.
+    let over = "tiercache_shard_lock_holds_cpu_over_bound_total";
+    let _ = writeln!(
+        s,
+        "# HELP {over} Maintenance holds of a shard's lock over {CPU_BOUND_US} microseconds on the CPU, by cause."
+    );
+    let _ = writeln!(s, "# TYPE {over} counter");
+    for c in maintenance() {
+        let v = h.cpu_over_bound[c as usize];
+        let _ = writeln!(s, "{over}{{cause=\"{}\"}} {v}", c.name());
     }
     s
 }
