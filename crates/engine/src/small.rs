@@ -23,7 +23,7 @@ pub mod store;
 mod tests;
 
 pub use format::Obj;
-pub use invalidate::Gate;
+pub use invalidate::{Check, Gate};
 pub use lookup::{Found, Step};
 pub use recover::Recovered;
 pub use store::{SmallConfig, SmallStore};
@@ -53,6 +53,10 @@ pub struct SmallStats {
     pub invalidate_jobs: u64,
     pub invalidate_keys: u64,
     pub invalidate_waits: u64,
+    /// Changes whose key the filter or a log tag said the store may hold,
+    /// cleared by reading its blocks instead of waiting for a job
+    /// ([`SmallStore::check_with`]).
+    pub change_checks: u64,
     pub hits_buffer: u64,
     pub hits_log: u64,
     pub hits_set: u64,
@@ -116,6 +120,7 @@ impl SmallStats {
         self.invalidate_jobs += o.invalidate_jobs;
         self.invalidate_keys += o.invalidate_keys;
         self.invalidate_waits += o.invalidate_waits;
+        self.change_checks += o.change_checks;
         self.hits_buffer += o.hits_buffer;
         self.hits_log += o.hits_log;
         self.hits_set += o.hits_set;

@@ -239,3 +239,50 @@ fn deletes_set_rewrites_are_charged_to_the_write_budget() {
         "the deletes' writes were not charged"
     );
 }
+
+/// A set of a key the store never held does not wait for an invalidation
+/// job when its set's filter says "maybe" (a false positive): the set and
+/// the key's log pages are read like a get's, and the set goes ahead once
+/// they show no copy (issue 32). Keys the store does hold still never come
+/// back with an old value.
+#[test]
+fn a_set_of_a_new_key_never_waits_for_an_invalidation_job() {
+    let mut c = config();
+    c.flash.as_mut().unwrap().small_background = true;
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(c, vec![dev]).unwrap();
+    load(&e);
+    assert!(small_objects(&e) > N / 2, "{}", small_objects(&e));
+    let before = e.small_stats().unwrap().stats;
+    let mut read = 0;
+    for i in 0..20_000u64 {
+        let k = format!("fresh:{i:08}").into_bytes();
+        let st = common::plain_set(&k, b"new value");
+        common::run(&e, &k, |fetched, may_read| {
+            let r = e.store(&st, NOW, fetched, may_read);
+            read += u64::from(r == Err(tiercache_engine::command::Wait::Reads));
+            r
+        });
+    }
+    let after = e.small_stats().unwrap().stats;
+    assert_eq!(
+        (after.invalidate_waits, after.invalidate_jobs),
+        (before.invalidate_waits, before.invalidate_jobs),
+        "sets of new keys waited for invalidation jobs"
+    );
+    assert!(
+        read > 100,
+        "only {read} sets read their set: no false positive to test"
+    );
+    // Overwrites of keys the store holds still drop the old copies.
+    for i in (0..N).step_by(7) {
+        common::set(&e, &key(i), &val(i, 2));
+    }
+    for i in 0..N {
+        match common::get(&e, &key(i), false) {
+            Some(v) if i % 7 == 0 => assert_eq!(v, val(i, 2), "key {i}"),
+            Some(v) => assert_eq!(v, val(i, 1), "key {i}"),
+            None => {}
+        }
+    }
+}

@@ -253,6 +253,23 @@ impl Shard {
         SmallFound::Need
     }
 
+    /// Before a change of `key`: whether the store needs blocks that are
+    /// not in `fetched` to tell that it holds no copy of the key (its filter
+    /// or a log tag said maybe: [`SmallStore::check_with`]). When the blocks
+    /// show none, the change will not wait for an invalidation job. The
+    /// blocks are the ones a get reads ([`probe`](Self::probe) asks for
+    /// them).
+    pub(crate) fn small_check_needs_reads(&mut self, key: &[u8], fetched: &Fetched) -> bool {
+        let Some(p) = self.small.as_mut() else {
+            return false;
+        };
+        matches!(
+            p.store
+                .check_with(key, &|off| fetched.block(block_loc(off)).flatten()),
+            crate::small::Check::Read(_)
+        )
+    }
+
     /// [`small_find`](Self::small_find) without reads, for a command that
     /// runs on what was fetched.
     pub fn small_lookup(&mut self, key: &[u8], now: u32, fetched: &Fetched) -> SmallFound {

@@ -54,6 +54,7 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
     stat(out, "small_invalidate_jobs", st.invalidate_jobs);
     stat(out, "small_invalidate_keys", st.invalidate_keys);
     stat(out, "small_invalidate_waits", st.invalidate_waits);
+    stat(out, "small_change_checks", st.change_checks);
     stat(out, "small_deferred", st.deferred);
     stat(out, "small_log_segments_written", st.log_segments_written);
     stat(out, "small_flush_waits", st.flush_waits);
