@@ -1029,3 +1029,57 @@ fn a_graceful_stop_that_finishes_a_job_writes_everything() {
         present.len()
     );
 }
+
+/// In the log's first pass a segment flush is one sequential write that
+/// moves nothing: a burst of admissions queues up to 16 sealed segments
+/// for the flusher instead of being refused (sent to the log tier) after
+/// two; once the log has wrapped, flushes move objects into sets and two
+/// wait at most again.
+#[test]
+fn a_burst_in_the_logs_first_pass_is_queued_not_refused() {
+    let c = SmallConfig {
+        sets: 64,
+        log_segments: 40,
+        seg_pages: 2,
+        filter_bits: 128,
+        move_threshold: 2,
+    };
+    let (_dev, mut st) = mem(c);
+    // A flusher that is told of jobs and runs them only when the test says.
+    let (tx, _rx) = crossbeam_channel::unbounded::<u32>();
+    st.set_background(tx);
+    st.set_flush_duty(3);
+    let mut i = 0usize;
+    let mut fill = |st: &mut SmallStore| {
+        let before = st.stats.deferred;
+        while st.stats.deferred == before {
+            st.insert(obj(&format!("k{i}"), &val(i, 1))).unwrap();
+            i += 1;
+        }
+        st.flush_jobs()
+    };
+    assert_eq!(
+        fill(&mut st),
+        16,
+        "sealed segments queued in the first pass"
+    );
+    let st = parking_lot::Mutex::new(st);
+    let drain = || {
+        while !st.lock().jobs.is_empty() {
+            super::flush::run_sealed_job(&|f| f(&mut st.lock()));
+        }
+    };
+    drain();
+    while st.lock().seg_gen.contains(&0) {
+        fill(&mut st.lock());
+        drain();
+    }
+    for _ in 0..5 {
+        let queued = fill(&mut st.lock());
+        assert!(queued <= 2, "{queued} queued after the log wrapped");
+        drain();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let s = st.lock().stats;
+    assert!(s.moved > 0, "{s:?}");
+}
