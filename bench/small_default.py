@@ -31,6 +31,7 @@ K = fl.knobs(NS="1000000,4000000,12000000", VLEN=100, MEM=48, SIZE="2G", RUNS=3,
 
 STATS = ["small_objects_admitted", "small_deferred", "small_invalidate_waits",
          "small_invalidate_jobs", "small_change_checks", "small_objects",
+         "small_log_objects", "small_dram_bytes", "small_dram_filter_bytes", "small_dram_log_bytes",
          "small_dram_bytes_per_object", "small_write_amplification", "extstore_objects_evicted",
          "extstore_objects_used", "flash_write_amplification", "curr_items", "evictions"]
 
@@ -65,7 +66,7 @@ def one(n, small, port):
 
 def main():
     fl.build(TAG)
-    lines = []
+    lines, notes = [], []
     for n in [int(x) for x in K.NS.split(",")]:
         res = {"log": [], "small": []}
         for r in range(K.RUNS):
@@ -85,11 +86,12 @@ def main():
                      f"{med['small']['sets'] / med['log']['sets']:.2f}x | "
                      f"{fl.fmt_runs([x['hit'] for x in res['log']], '{:.3f}')} | "
                      f"{fl.fmt_runs([x['hit'] for x in res['small']], '{:.3f}')} |")
-        last = res["small"][-1]["stats"]
-        lines.append(f"|  | small's last run: {', '.join(f'{k} {v}' for k, v in last.items())} "
-                     f"| log's: {', '.join(f'{k} {v}' for k, v in res['log'][-1]['stats'].items())} |||")
+        for name in ("small", "log"):
+            st = res[name][-1]["stats"]
+            notes.append(f"- {n:,} keys, {name}'s last run: "
+                         + ", ".join(f"`{k}` {v}" for k, v in st.items() if v != "-"))
         cmds = (res["log"][0]["cmd"], res["small"][0]["cmd"])
-        print("\n".join(lines[-2:]), flush=True)
+        print("\n".join(lines[-1:] + notes[-2:]), flush=True)
     body = [f"- command: `NS={K.NS} RUNS={K.RUNS} SECS={K.SECS} SMALL={K.SMALL} BASE={K.BASE} "
             f"python3 bench/run.py {TAG}` ({fl.now_utc()}, commit {fl.commit()}; {fl.machine()})",
             f"- servers: log `{cmds[0]}`; small `{cmds[1]}`",
@@ -98,7 +100,7 @@ def main():
             "",
             "| keys | log: sets/s (runs) | small: sets/s (runs) | sets small/log (medians) "
             "| log: hit ratio (runs) | small: hit ratio (runs) |",
-            "| ---: | --- | --- | ---: | --- | --- |"] + lines
+            "| ---: | --- | --- | ---: | --- | --- |"] + lines + [""] + notes
     print("\n".join(body))
     fl.write_results("Issue 32: the small store against the log tier alone (small_default.py)",
                      "\n".join(body), TAG)

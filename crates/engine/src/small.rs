@@ -89,6 +89,12 @@ pub struct SmallTotals {
     pub objects: u64,
     /// DRAM the store holds (filters, log index, segment buffers).
     pub dram_bytes: u64,
+    /// Objects in the log (its index's entries), of `objects`.
+    pub log_objects: u64,
+    /// Of `dram_bytes`: the per-set filters (a fixed cost, sized for the
+    /// region), and the log index (which grows with the log's objects).
+    pub dram_filter_bytes: u64,
+    pub dram_log_bytes: u64,
     /// Device bytes of the store's regions.
     pub region_bytes: u64,
 }
@@ -99,6 +105,9 @@ impl SmallTotals {
         self.stats.add(&o.stats);
         self.objects += o.objects;
         self.dram_bytes += o.dram_bytes;
+        self.log_objects += o.log_objects;
+        self.dram_filter_bytes += o.dram_filter_bytes;
+        self.dram_log_bytes += o.dram_log_bytes;
         self.region_bytes += o.region_bytes;
     }
 }

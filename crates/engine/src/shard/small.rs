@@ -126,10 +126,14 @@ impl Shard {
     /// The store's figures for this shard's region; None without one.
     pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
         let p = self.small.as_ref()?;
+        let (filters, log, _) = p.store.dram_parts();
         Some(crate::small::SmallTotals {
             stats: p.store.stats,
             objects: p.store.objects(),
             dram_bytes: p.store.dram_bytes(),
+            log_objects: p.store.log_objects(),
+            dram_filter_bytes: filters,
+            dram_log_bytes: log,
             region_bytes: p.store.config().region_bytes(),
         })
     }

@@ -455,6 +455,11 @@ impl SmallStore {
         self.set_objects + self.log.len() as u64 + self.unwritten().count() as u64
     }
 
+    /// Objects in the log (indexed, older copies of a key included).
+    pub fn log_objects(&self) -> u64 {
+        self.log.len() as u64
+    }
+
     /// DRAM the store holds: filters, log index, segment generations, the segment buffer.
     pub fn dram_bytes(&self) -> u64 {
         let (f, l, o) = self.dram_parts();
