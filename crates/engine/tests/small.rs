@@ -240,6 +240,17 @@ fn deletes_set_rewrites_are_charged_to_the_write_budget() {
     );
 }
 
+/// An engine whose store's flushes and invalidation jobs run on the
+/// background flusher, as in the server, loaded with the N keys.
+fn loaded_with_flusher() -> Engine {
+    let mut c = config();
+    c.flash.as_mut().unwrap().small_background = true;
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
+    let e = Engine::with_devices(c, vec![dev]).unwrap();
+    load(&e);
+    e
+}
+
 /// A set of a key the store never held does not wait for an invalidation
 /// job when its set's filter says "maybe" (a false positive): the set and
 /// the key's log pages are read like a get's, and the set goes ahead once
@@ -247,11 +258,7 @@ fn deletes_set_rewrites_are_charged_to_the_write_budget() {
 /// back with an old value.
 #[test]
 fn a_set_of_a_new_key_never_waits_for_an_invalidation_job() {
-    let mut c = config();
-    c.flash.as_mut().unwrap().small_background = true;
-    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(96 << 20));
-    let e = Engine::with_devices(c, vec![dev]).unwrap();
-    load(&e);
+    let e = loaded_with_flusher();
     assert!(small_objects(&e) > N / 2, "{}", small_objects(&e));
     let before = e.small_stats().unwrap().stats;
     let mut read = 0;
@@ -285,4 +292,38 @@ fn a_set_of_a_new_key_never_waits_for_an_invalidation_job() {
             None => {}
         }
     }
+}
+
+/// The server gives a command a few rounds of reads, and its last round
+/// may not ask for more: a set of a new key whose blocks the round before
+/// read goes ahead in that last round without an invalidation job.
+#[test]
+fn a_set_of_a_new_key_in_its_last_read_round_uses_the_blocks_read_before() {
+    let e = loaded_with_flusher();
+    let flash = e.flash().unwrap();
+    let before = e.small_stats().unwrap().stats;
+    let mut read = 0;
+    for i in 0..20_000u64 {
+        let k = format!("fresh:{i:08}").into_bytes();
+        let st = common::plain_set(&k, b"new value");
+        let empty = tiercache_engine::flash::Fetched::default();
+        let r = e.store(&st, NOW, &empty, true);
+        if r != Err(tiercache_engine::command::Wait::Reads) {
+            continue;
+        }
+        read += 1;
+        let (mut fetched, mut reads) = (tiercache_engine::flash::Fetched::default(), Vec::new());
+        e.probe(&k, NOW, &mut fetched, &mut reads);
+        flash.read_blocking(&mut fetched, &mut reads);
+        // Busy here would be a wait for an invalidation job (or the crash
+        // journal, which new keys of the store do not need).
+        let r = e.store(&st, NOW, &fetched, false);
+        assert!(
+            matches!(r, Ok(tiercache_engine::command::StoreResult::Stored { .. })),
+            "{r:?}"
+        );
+    }
+    let after = e.small_stats().unwrap().stats;
+    assert!(read > 100, "only {read} sets read their set");
+    assert_eq!(after.invalidate_jobs, before.invalidate_jobs);
 }
