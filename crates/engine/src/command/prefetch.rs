@@ -105,8 +105,14 @@ impl Engine {
             return Prep::Ready;
         }
         let keys = keys_of(req, !after_miss);
+        let plain_set = plain_set_key(req).is_some();
         for key in &keys {
             self.probe(key, now, fetched, reads);
+            if plain_set {
+                // The small store's blocks its check needs, in this round.
+                let hash = Engine::hash(key);
+                self.lock(hash, now).small_check_reads(key, fetched, reads);
+            }
         }
         if reads.is_empty() {
             Prep::Ready

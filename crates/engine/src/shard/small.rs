@@ -240,6 +240,18 @@ impl Shard {
             Some(Step::Read(offsets)) => offsets,
             step => return found(step, now),
         };
+        self.read_small_blocks(offsets, fetched, reads)
+    }
+
+    /// Adds the reads of the store's blocks at `offsets` to `reads` (those
+    /// not read yet, and those read before they changed); Absent when one
+    /// could not be read (asking again would not end).
+    fn read_small_blocks(
+        &mut self,
+        offsets: Vec<u64>,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) -> SmallFound {
         let Some(flash) = self.flash.as_ref() else {
             return SmallFound::Absent;
         };
@@ -272,6 +284,28 @@ impl Shard {
                 .check_with(key, &|off| fetched.block(block_loc(off)).flatten()),
             crate::small::Check::Read(_)
         )
+    }
+
+    /// Before a plain set of `key`: the reads of the store's blocks that
+    /// [`small_check_needs_reads`](Self::small_check_needs_reads) will ask
+    /// for, added to `reads` in the same round as the log tier's (whose
+    /// pending reads make [`probe`](Self::probe) leave the store's for a
+    /// later round, and the server gives a command three).
+    pub(crate) fn small_check_reads(
+        &mut self,
+        key: &[u8],
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) {
+        let Some(p) = self.small.as_mut() else {
+            return;
+        };
+        let check = p
+            .store
+            .check_with(key, &|off| fetched.block(block_loc(off)).flatten());
+        if let crate::small::Check::Read(offsets) = check {
+            self.read_small_blocks(offsets, fetched, reads);
+        }
     }
 
     /// [`small_find`](Self::small_find) without reads, for a command that
