@@ -23,7 +23,7 @@ pub mod store;
 mod tests;
 
 pub use format::Obj;
-pub use invalidate::Gate;
+pub use invalidate::{Check, Gate};
 pub use lookup::{Found, Step};
 pub use recover::Recovered;
 pub use store::{SmallConfig, SmallStore};
@@ -53,6 +53,10 @@ pub struct SmallStats {
     pub invalidate_jobs: u64,
     pub invalidate_keys: u64,
     pub invalidate_waits: u64,
+    /// Changes whose key the filter or a log tag said the store may hold,
+    /// cleared by reading its blocks instead of waiting for a job
+    /// ([`SmallStore::check_with`]).
+    pub change_checks: u64,
     pub hits_buffer: u64,
     pub hits_log: u64,
     pub hits_set: u64,
@@ -85,6 +89,12 @@ pub struct SmallTotals {
     pub objects: u64,
     /// DRAM the store holds (filters, log index, segment buffers).
     pub dram_bytes: u64,
+    /// Objects in the log (its index's entries), of `objects`.
+    pub log_objects: u64,
+    /// Of `dram_bytes`: the per-set filters (a fixed cost, sized for the
+    /// region), and the log index (which grows with the log's objects).
+    pub dram_filter_bytes: u64,
+    pub dram_log_bytes: u64,
     /// Device bytes of the store's regions.
     pub region_bytes: u64,
 }
@@ -95,6 +105,9 @@ impl SmallTotals {
         self.stats.add(&o.stats);
         self.objects += o.objects;
         self.dram_bytes += o.dram_bytes;
+        self.log_objects += o.log_objects;
+        self.dram_filter_bytes += o.dram_filter_bytes;
+        self.dram_log_bytes += o.dram_log_bytes;
         self.region_bytes += o.region_bytes;
     }
 }
@@ -116,6 +129,7 @@ impl SmallStats {
         self.invalidate_jobs += o.invalidate_jobs;
         self.invalidate_keys += o.invalidate_keys;
         self.invalidate_waits += o.invalidate_waits;
+        self.change_checks += o.change_checks;
         self.hits_buffer += o.hits_buffer;
         self.hits_log += o.hits_log;
         self.hits_set += o.hits_set;

@@ -20,19 +20,6 @@ pub enum Prep {
     Wait,
 }
 
-/// What a request needs of its keys' flash records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Need {
-    /// Read them.
-    Read,
-    /// A plain set: its first run stores at once, unless its key has
-    /// entries under its tag on flash and reading them has been paying (the
-    /// store says [`Wait::Reads`](super::Wait::Reads)); then the records are read and the set
-    /// runs again, keeping other keys' records instead of dropping them with
-    /// the key's.
-    Verify,
-}
-
 /// The key of a plain set (`set`, or `ms` in set mode without a CAS; `I`
 /// without a CAS changes nothing, as [`Store::is_plain_set`](super::Store)
 /// says): it replaces the key's item whatever it was, so it need not
@@ -69,33 +56,35 @@ pub fn asks_for_reads(req: &Request<'_>) -> bool {
     )
 }
 
-/// The keys a request touches and what it needs of them. Plain gets and
+/// The keys a request touches whose flash records it needs. Plain gets and
 /// plain sets run first (`first_run`) and are probed only when the run asks
-/// for it (a get missed in RAM, a set found its tag on flash), so requests
+/// for it (a get missed in RAM, a set found its tag on flash or the small
+/// store's filter said maybe; a set asks again when a block it read
+/// changed, so its retries are probed too), so requests
 /// on keys that are not on flash cost nothing extra; the others are probed
 /// before their first run.
-fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> (Vec<Cow<'a, [u8]>>, Need) {
+fn keys_of<'a>(req: &'a Request<'a>, first_run: bool) -> Vec<Cow<'a, [u8]>> {
     if let Some(key) = plain_set_key(req) {
         let keys = if first_run {
             Vec::new()
         } else {
             vec![Cow::Borrowed(key)]
         };
-        return (keys, Need::Verify);
+        return keys;
     }
     match req {
-        Request::Get(g) if g.touch.is_none() && first_run => (Vec::new(), Need::Read),
-        Request::Get(g) => (g.keys().map(Cow::Borrowed).collect(), Need::Read),
-        Request::Store(s) => (vec![Cow::Borrowed(s.key)], Need::Read),
+        Request::Get(g) if g.touch.is_none() && first_run => Vec::new(),
+        Request::Get(g) => g.keys().map(Cow::Borrowed).collect(),
+        Request::Store(s) => vec![Cow::Borrowed(s.key)],
         Request::Delete { key, .. } | Request::Arith { key, .. } | Request::Touch { key, .. } => {
-            (vec![Cow::Borrowed(*key)], Need::Read)
+            vec![Cow::Borrowed(*key)]
         }
         Request::MetaSet { key, .. }
         | Request::MetaGet { key, .. }
         | Request::MetaDelete { key, .. }
         | Request::MetaArith { key, .. }
-        | Request::MetaDebug { key } => (vec![Cow::Borrowed(&key[..])], Need::Read),
-        _ => (Vec::new(), Need::Read),
+        | Request::MetaDebug { key } => vec![Cow::Borrowed(&key[..])],
+        _ => Vec::new(),
     }
 }
 
@@ -115,13 +104,15 @@ impl Engine {
         if self.flash().is_none() {
             return Prep::Ready;
         }
-        let (keys, need) = keys_of(req, !after_miss);
-        if need == Need::Verify && !fetched.is_empty() {
-            // A retried set: its records were read on the first try.
-            return Prep::Ready;
-        }
+        let keys = keys_of(req, !after_miss);
+        let plain_set = plain_set_key(req).is_some();
         for key in &keys {
             self.probe(key, now, fetched, reads);
+            if plain_set {
+                // The small store's blocks its check needs, in this round.
+                let hash = Engine::hash(key);
+                self.lock(hash, now).small_check_reads(key, fetched, reads);
+            }
         }
         if reads.is_empty() {
             Prep::Ready

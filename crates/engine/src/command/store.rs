@@ -109,6 +109,14 @@ impl Engine {
             // The modes that look at the old item see it in RAM.
             s.settle_for_change(a.key, a.hash, now, fetched, may_read)?;
         }
+        // A key the small store's filter says it may hold (a false
+        // positive, for a new key) has its blocks read first, like a get's,
+        // rather than wait for an invalidation job (issue 32). The last
+        // round, which may not ask for reads, still clears the key with the
+        // blocks the rounds before it read.
+        if s.small_check_needs_reads(a.key, fetched) && may_read {
+            return Err(Wait::Reads);
+        }
         let keep = s.other_keys_on_flash(a.key, a.hash, fetched);
         match ops::store_keeping(&mut s, &a, now, &keep) {
             StoreResult::Busy => Err(Wait::Busy),

@@ -126,10 +126,14 @@ impl Shard {
     /// The store's figures for this shard's region; None without one.
     pub fn small_stats(&self) -> Option<crate::small::SmallTotals> {
         let p = self.small.as_ref()?;
+        let (filters, log, _) = p.store.dram_parts();
         Some(crate::small::SmallTotals {
             stats: p.store.stats,
             objects: p.store.objects(),
             dram_bytes: p.store.dram_bytes(),
+            log_objects: p.store.log_objects(),
+            dram_filter_bytes: filters,
+            dram_log_bytes: log,
             region_bytes: p.store.config().region_bytes(),
         })
     }
@@ -236,6 +240,18 @@ impl Shard {
             Some(Step::Read(offsets)) => offsets,
             step => return found(step, now),
         };
+        self.read_small_blocks(offsets, fetched, reads)
+    }
+
+    /// Adds the reads of the store's blocks at `offsets` to `reads` (those
+    /// not read yet, and those read before they changed); Absent when one
+    /// could not be read (asking again would not end).
+    fn read_small_blocks(
+        &mut self,
+        offsets: Vec<u64>,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) -> SmallFound {
         let Some(flash) = self.flash.as_ref() else {
             return SmallFound::Absent;
         };
@@ -251,6 +267,45 @@ impl Shard {
             reads.push(fetched.add_block_read(loc, 0, off, &flash.stats));
         }
         SmallFound::Need
+    }
+
+    /// Before a change of `key`: whether the store needs blocks that are
+    /// not in `fetched` to tell that it holds no copy of the key (its filter
+    /// or a log tag said maybe: [`SmallStore::check_with`]). When the blocks
+    /// show none, the change will not wait for an invalidation job. The
+    /// blocks are the ones a get reads ([`probe`](Self::probe) asks for
+    /// them).
+    pub(crate) fn small_check_needs_reads(&mut self, key: &[u8], fetched: &Fetched) -> bool {
+        let Some(p) = self.small.as_mut() else {
+            return false;
+        };
+        matches!(
+            p.store
+                .check_with(key, &|off| fetched.block(block_loc(off)).flatten()),
+            crate::small::Check::Read(_)
+        )
+    }
+
+    /// Before a plain set of `key`: the reads of the store's blocks that
+    /// [`small_check_needs_reads`](Self::small_check_needs_reads) will ask
+    /// for, added to `reads` in the same round as the log tier's (whose
+    /// pending reads make [`probe`](Self::probe) leave the store's for a
+    /// later round, and the server gives a command three).
+    pub(crate) fn small_check_reads(
+        &mut self,
+        key: &[u8],
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+    ) {
+        let Some(p) = self.small.as_mut() else {
+            return;
+        };
+        let check = p
+            .store
+            .check_with(key, &|off| fetched.block(block_loc(off)).flatten());
+        if let crate::small::Check::Read(offsets) = check {
+            self.read_small_blocks(offsets, fetched, reads);
+        }
     }
 
     /// [`small_find`](Self::small_find) without reads, for a command that

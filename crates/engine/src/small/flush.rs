@@ -200,9 +200,11 @@ impl Job {
             }
         }
         write_many(&*self.dev, &layout, &built, false)?;
-        if p.old.is_some() {
+        if !built.is_empty() {
             // Set writes that replaced older copies are durable before the
-            // log copies that supersede them are overwritten.
+            // log copies that supersede them are overwritten. (Every job
+            // that wrote sets synced them so: a job that wrote none has
+            // nothing to make durable.)
             self.dev.sync()?;
         }
         let pages = self.cfg.seg_pages;
@@ -223,8 +225,20 @@ impl Job {
                 &objs,
             );
         }
-        self.dev
-            .write_durable(buf.as_slice(), page_offset(self.base, first))?;
+        let at = page_offset(self.base, first);
+        if p.old.is_some() {
+            // Objects of the old segment that DRAM forgets at the commit
+            // (dropped from the log) must not come back after a crash.
+            self.dev.write_durable(buf.as_slice(), at)?;
+        } else {
+            // A segment never written since the region was formatted (or
+            // its floor raised) holds nothing that verifies: overwriting it
+            // need not wait for the device (the log's first pass writes at
+            // sequential speed). Should a crash lose the write, its objects
+            // are lost, never stale: a change of one rewrites its set above
+            // the segment's generation, durably.
+            self.dev.write_at(buf.as_slice(), at)?;
+        }
         Ok(Written {
             built,
             drops: p.drops,

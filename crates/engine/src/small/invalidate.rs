@@ -6,6 +6,7 @@
 
 use super::format::{self, BlockError, Kind};
 use super::inval::{Inval, InvalState};
+use super::lookup::PageIn;
 use super::store::{place, SmallStore};
 use std::collections::HashMap;
 use std::io;
@@ -18,6 +19,22 @@ pub enum Gate {
     Clear(bool),
     /// Ask again once the flusher has run the key's invalidation.
     Wait,
+}
+
+/// What a change of a key needs read first ([`SmallStore::check_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing: the gate decides.
+    Ready,
+    /// Read these blocks (device offsets, 4 KiB each), then ask again.
+    Read(Vec<u64>),
+}
+
+/// Whether blocks show no copy of a key ([`SmallStore::check_with`]).
+enum Absent {
+    Yes,
+    No,
+    Read(Vec<u64>),
 }
 
 /// Keys answered [`Gate::Clear`] kept per region (each spares a change of
@@ -121,13 +138,110 @@ impl SmallStore {
         }
     }
 
-    /// Queues `key` for an invalidation job and notes that its change waits.
-    fn queue_key(&mut self, h: u64, key: &[u8]) {
+    /// Before a change of `key`, with a background flusher: when its set's
+    /// filter or a log entry with its tag says the store may hold it (a
+    /// false positive, for a key it never held), the blocks that would hold
+    /// a copy, its log pages and its set, are read like a get's
+    /// ([`Check::Read`]: read them into `have`, then ask again); when they
+    /// show no copy, the key is answered as an invalidation job would answer
+    /// it (no copy on flash since its last admission), so that the change
+    /// does not wait for one ([`must_wait`](Self::must_wait) finds the
+    /// answer). [`Check::Ready`] otherwise: nothing to read, or a copy is
+    /// there (or a block did not verify), which the gate's job drops.
+    pub fn check_with<'a>(&mut self, key: &[u8], have: &dyn Fn(u64) -> Option<&'a [u8]>) -> Check {
+        if self.notify.is_none() || self.failed {
+            return Check::Ready;
+        }
+        let (h, set, tag) = place(key, self.cfg.sets);
+        if self.invals.get(&h).is_some_and(|e| e.key == key)
+            || self.jobs.iter().any(|j| j.seals(h, key))
+        {
+            return Check::Ready;
+        }
+        let filter = self.filters.may_contain(set as usize, h);
+        let pages = self.key_pages(set, tag);
+        if !filter && pages.is_empty() {
+            return Check::Ready;
+        }
+        // While a flush writes, the blocks it replaces are read from its
+        // view: they are what DRAM describes until it commits.
+        let verdict = match self.jobs.front().cloned() {
+            None => self.absent_in(key, set, &pages, filter, have),
+            Some(job) => job.with_view(|view| {
+                self.absent_in(key, set, &pages, filter, &|off| {
+                    view.get(&off).map(|b| b.as_slice()).or_else(|| have(off))
+                })
+            }),
+        };
+        match verdict {
+            Absent::Yes => {
+                self.make_room();
+                self.invals.insert(
+                    h,
+                    Inval {
+                        key: key.to_vec(),
+                        state: InvalState::Done { found: false },
+                    },
+                );
+                self.stats.change_checks += 1;
+                Check::Ready
+            }
+            Absent::No => Check::Ready,
+            Absent::Read(offsets) => Check::Read(offsets),
+        }
+    }
+
+    /// Whether the blocks DRAM describes for `key` (its log `pages`, its
+    /// set if `filter`) hold no copy of it, expired or not.
+    fn absent_in<'b>(
+        &self,
+        key: &[u8],
+        set: u32,
+        pages: &[u32],
+        filter: bool,
+        have: &dyn Fn(u64) -> Option<&'b [u8]>,
+    ) -> Absent {
+        let mut missing = Vec::new();
+        for &page in pages {
+            match self.log_page_in(page, have) {
+                PageIn::Missing(off) | PageIn::Stale(off) => missing.push(off),
+                PageIn::Bad => return Absent::No,
+                PageIn::Current(b, hd) => {
+                    if format::objects(b, &hd).any(|o| o.key == key) {
+                        return Absent::No;
+                    }
+                }
+            }
+        }
+        if filter {
+            let off = self.set_offset(set);
+            match have(off).map(|b| (b, self.verify(b, Kind::Set, set))) {
+                None => missing.push(off),
+                Some((b, Ok(hd)))
+                    if hd.generation as u16 == self.filters.generation(set as usize) =>
+                {
+                    if format::find(b, &hd, key).is_some() {
+                        return Absent::No;
+                    }
+                }
+                Some((_, Ok(_))) => missing.push(off),
+                Some((_, Err(BlockError::Empty))) => {}
+                Some((_, Err(_))) => return Absent::No,
+            }
+        }
+        if missing.is_empty() {
+            Absent::Yes
+        } else {
+            Absent::Read(missing)
+        }
+    }
+
+    /// Past the bound of kept answers: forgets those a change has taken
+    /// first. An answer still to be taken ("the store held it") is kept for
+    /// its change, which asks again within milliseconds, unless its
+    /// connection went away; those go past four times the bound.
+    fn make_room(&mut self) {
         if self.invals.len() >= DONE_KEPT {
-            // Answers a change has taken first: an answer still to be taken
-            // ("the store held it") is kept for its change, which asks again
-            // within milliseconds, unless its connection went away; those
-            // go past four times the bound.
             self.invals
                 .retain(|_, e| e.state != InvalState::Done { found: false });
             if self.invals.len() >= DONE_KEPT * 4 {
@@ -135,6 +249,11 @@ impl SmallStore {
                     .retain(|_, e| matches!(e.state, InvalState::Queued(_)));
             }
         }
+    }
+
+    /// Queues `key` for an invalidation job and notes that its change waits.
+    fn queue_key(&mut self, h: u64, key: &[u8]) {
+        self.make_room();
         let (id, new) = self.queue_invalidation(h, key);
         self.invals.insert(
             h,

@@ -99,7 +99,13 @@ impl LogIndex {
     pub fn push(&mut self, r: LogRef) {
         let b = self.bucket(r.set);
         let e = self.encode(r);
-        self.buckets[b].push(e);
+        let bucket = &mut self.buckets[b];
+        if bucket.len() == bucket.capacity() {
+            // A quarter more, not twice: doubling left much of the index's
+            // DRAM spare (9.8 B per 6-byte entry in the test below, 8.0 so).
+            bucket.reserve_exact(bucket.len() / 4 + 2);
+        }
+        bucket.push(e);
         self.len += 1;
     }
 
@@ -177,6 +183,30 @@ impl LogIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DRAM per entry of an index whose buckets hold a few dozen entries
+    /// each, as the store's do (two buckets a log page): the entries' 6 B,
+    /// the buckets' headers, and spare capacity.
+    #[test]
+    fn an_index_holds_its_entries_in_little_more_than_their_bytes() {
+        let (buckets, sets) = (2048, 8192);
+        let mut ix = LogIndex::new(buckets, sets);
+        let mut x = 12345u64;
+        for page in 0..40_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ix.push(LogRef {
+                set: ((x >> 33) % sets as u64) as u32,
+                page: page % MAX_PAGES as u32,
+                tag: (x >> 20) as u16 & 0x7ff,
+                hit: false,
+            });
+        }
+        let per_entry = ix.bytes() as f64 / ix.len() as f64;
+        println!("{per_entry:.2} B per entry");
+        assert!(per_entry < 8.5, "{per_entry:.2} B per entry");
+    }
 
     #[test]
     fn entries_pack_and_are_found_by_set_in_write_order() {

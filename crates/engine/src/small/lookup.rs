@@ -96,22 +96,12 @@ impl SmallStore {
             self.stats.hits_buffer += 1;
             return Step::Hit(Found::Buffer(o));
         }
-        let mut pages: Vec<u32> = Vec::new();
-        for r in self.log.of_set(set).rev().filter(|r| r.tag == tag) {
-            if !pages.contains(&r.page) {
-                pages.push(r.page);
-            }
-        }
         let mut missing = Vec::new();
-        for page in pages {
-            let off = self.page_offset(page);
-            let Some(b) = have(off) else {
-                missing.push(off);
-                continue;
-            };
-            let seg = page as usize / self.cfg.seg_pages;
-            match self.verify(b, Kind::Log, page) {
-                Ok(hd) if hd.generation == self.seg_gen[seg] => {
+        for page in self.key_pages(set, tag) {
+            match self.log_page_in(page, have) {
+                PageIn::Missing(off) | PageIn::Stale(off) => missing.push(off),
+                PageIn::Bad => self.stats.verify_failures += 1,
+                PageIn::Current(b, hd) => {
                     // The newest copy in the page is the last one.
                     let found = format::objects(b, &hd).filter(|o| o.key == key).last();
                     if let Some(o) = found {
@@ -128,8 +118,6 @@ impl SmallStore {
                     }
                     self.stats.reads += 1;
                 }
-                Ok(_) => missing.push(off),
-                Err(_) => self.stats.verify_failures += 1,
             }
         }
         if !self.filters.may_contain(set as usize, h) {
@@ -170,6 +158,50 @@ impl SmallStore {
             }
         }
     }
+}
+
+impl SmallStore {
+    /// The log pages that may hold a copy of a key of `set` with `tag`
+    /// (its log entries'), newest first, each once.
+    pub(super) fn key_pages(&self, set: u32, tag: u16) -> Vec<u32> {
+        let mut pages: Vec<u32> = Vec::new();
+        for r in self.log.of_set(set).rev().filter(|r| r.tag == tag) {
+            if !pages.contains(&r.page) {
+                pages.push(r.page);
+            }
+        }
+        pages
+    }
+
+    /// A log page as `have` holds it, verified against DRAM.
+    pub(super) fn log_page_in<'b>(
+        &self,
+        page: u32,
+        have: &dyn Fn(u64) -> Option<&'b [u8]>,
+    ) -> PageIn<'b> {
+        let off = self.page_offset(page);
+        let Some(b) = have(off) else {
+            return PageIn::Missing(off);
+        };
+        let seg = page as usize / self.cfg.seg_pages;
+        match self.verify(b, Kind::Log, page) {
+            Ok(hd) if hd.generation == self.seg_gen[seg] => PageIn::Current(b, hd),
+            Ok(_) => PageIn::Stale(off),
+            Err(_) => PageIn::Bad,
+        }
+    }
+}
+
+/// A log page read for a key ([`SmallStore::log_page_in`]).
+pub(super) enum PageIn<'b> {
+    /// Not read yet: read it at this offset.
+    Missing(u64),
+    /// Read before the page was written again: read it anew.
+    Stale(u64),
+    /// It does not verify.
+    Bad,
+    /// What DRAM describes.
+    Current(&'b [u8], format::BlockHead),
 }
 
 /// What [`SmallStore::lookup_with`] needs next.

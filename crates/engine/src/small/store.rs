@@ -22,6 +22,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// Sealed segments waiting for, or under, a background flush at most.
 const QUEUED_SEGMENTS: usize = 2;
+/// [`QUEUED_SEGMENTS`] in the log's first pass ([`SmallStore::queue_full`]).
+const FIRST_PASS_QUEUED: usize = 16;
 
 /// RRIP value of an object entering a set (of 0..=7; 7 is evicted first).
 pub const RRIP_INSERT: u8 = 6;
@@ -453,6 +455,11 @@ impl SmallStore {
         self.set_objects + self.log.len() as u64 + self.unwritten().count() as u64
     }
 
+    /// Objects in the log (indexed, older copies of a key included).
+    pub fn log_objects(&self) -> u64 {
+        self.log.len() as u64
+    }
+
     /// DRAM the store holds: filters, log index, segment generations, the segment buffer.
     pub fn dram_bytes(&self) -> u64 {
         let (f, l, o) = self.dram_parts();
@@ -524,7 +531,7 @@ impl SmallStore {
             self.buffer_used + size > BLOCK_PAYLOAD && self.buffer.len() == self.cfg.seg_pages;
         // With a duty of 0 nothing is deferred: a full queue is waited for.
         full && self.flush_duty > 0
-            && (self.flush_jobs() >= self.max_jobs()
+            && (self.queue_full()
                 || self.seg_gen[self.head] != 0
                     && self
                         .next_flush_at
@@ -589,7 +596,7 @@ impl SmallStore {
         let size = obj.size();
         if self.buffer_used + size > BLOCK_PAYLOAD {
             if self.buffer.len() == self.cfg.seg_pages {
-                if self.flush_jobs() >= self.max_jobs() {
+                if self.queue_full() {
                     // Up to the first segment flush: the invalidations
                     // queued behind it need not run under the caller's lock.
                     let first = self.jobs.iter().position(|j| !j.invalidate);
@@ -630,6 +637,23 @@ impl SmallStore {
             Some(_) => QUEUED_SEGMENTS.min(self.cfg.log_segments - 1).max(1),
             None => 1,
         }
+    }
+
+    /// Whether another sealed segment must wait for the queue: it holds
+    /// [`max_jobs`](Self::max_jobs), unless every queued flush and the
+    /// next one write over slots never written since the region was
+    /// formatted (the log's first pass: each is one sequential write that
+    /// moves nothing), where up to [`FIRST_PASS_QUEUED`] wait, so that a
+    /// burst (a RAM segment leaving RAM at once holds about fifteen
+    /// segments of small items) is queued instead of sent to the log tier.
+    pub(super) fn queue_full(&self) -> bool {
+        let n = self.flush_jobs();
+        if n < self.max_jobs() {
+            return false;
+        }
+        let deep = FIRST_PASS_QUEUED.min(self.cfg.log_segments - 1);
+        let fresh = (0..=n).all(|i| self.seg_gen[(self.head + i) % self.cfg.log_segments] == 0);
+        !(self.notify.is_some() && n < deep && fresh)
     }
 
     /// Tells the background flusher that the first job can start; false

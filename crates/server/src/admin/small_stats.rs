@@ -36,6 +36,9 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
         0.0
     };
     stat(out, "small_dram_bytes_per_object", format!("{per_obj:.2}"));
+    stat(out, "small_log_objects", s.log_objects);
+    stat(out, "small_dram_filter_bytes", s.dram_filter_bytes);
+    stat(out, "small_dram_log_bytes", s.dram_log_bytes);
     stat(out, "small_objects_admitted", st.objects_admitted);
     stat(out, "small_bytes_admitted", st.bytes_admitted);
     stat(out, "small_log_bytes_written", st.log_bytes_written);
@@ -54,6 +57,7 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
     stat(out, "small_invalidate_jobs", st.invalidate_jobs);
     stat(out, "small_invalidate_keys", st.invalidate_keys);
     stat(out, "small_invalidate_waits", st.invalidate_waits);
+    stat(out, "small_change_checks", st.change_checks);
     stat(out, "small_deferred", st.deferred);
     stat(out, "small_log_segments_written", st.log_segments_written);
     stat(out, "small_flush_waits", st.flush_waits);

@@ -125,6 +125,7 @@ pub const COUNTERS: &[&str] = &[
     "small_invalidate_jobs",
     "small_invalidate_keys",
     "small_invalidate_waits",
+    "small_change_checks",
     "small_deferred",
     "small_log_segments_written",
     "small_flush_waits",
