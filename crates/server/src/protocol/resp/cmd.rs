@@ -12,7 +12,7 @@ pub mod keys;
 pub mod server;
 pub mod strings;
 
-use super::db::{Db, Failed};
+use super::db::{Db, Failed, Run};
 use super::reply::Out;
 use super::{Env, Session};
 use crate::stats::add;
@@ -55,6 +55,9 @@ impl Call<'_> {
     }
     /// A get of one key, in memcached's counters (`cmd_get`, hits, misses).
     pub fn count_get(&self, hit: bool) {
+        if self.db.stopped() {
+            return;
+        }
         let s = &self.env.stats;
         add(&s.cmd_get, 1);
         add(if hit { &s.get_hits } else { &s.get_misses }, 1);
@@ -198,13 +201,44 @@ fn printable(b: &[u8], max: usize) -> String {
         .collect()
 }
 
+/// The keys of a command as its entry places them (EXEC: those of the
+/// commands queued), each given to `f`.
+pub fn for_each_key(args: &[&[u8]], sess: &Session, f: &mut dyn FnMut(&[u8])) {
+    let Some(spec) = lookup(args[0]) else {
+        return;
+    };
+    if spec.name == "exec" {
+        for q in sess.multi.iter().flatten() {
+            let a: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+            for_each_key(&a, sess, f);
+        }
+        return;
+    }
+    if spec.first_key <= 0 {
+        return;
+    }
+    let n = args.len() as i32;
+    let last = if spec.last_key < 0 {
+        n + spec.last_key
+    } else {
+        spec.last_key.min(n - 1)
+    };
+    let mut i = spec.first_key;
+    while i <= last {
+        f(args[i as usize]);
+        i += spec.step.max(1);
+    }
+}
+
 /// Commands a connection may send before it has authenticated.
 fn before_auth(name: &str) -> bool {
     matches!(name, "auth" | "hello" | "quit" | "reset")
 }
 
 /// Runs one command (`args` non-empty), appending its reply to `out`.
-pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
+/// When `run` stops (it waits for flash, see [`super::db`]) the reply is
+/// incomplete: the caller drops it and runs the command again later.
+pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env, run: &Run<'_>) {
     let Some(spec) = lookup(args[0]) else {
         if sess.multi.is_some() {
             sess.multi_failed = true;
@@ -231,7 +265,7 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
         }
     }
     sess.last_cmd = spec.name;
-    let started = std::time::Instant::now();
+    let started = run.started;
     let mark = out.buf.len();
     let mut call = Call {
         args,
@@ -240,10 +274,14 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
         env,
         db: Db {
             engine: &env.shared.engine,
+            run,
         },
         spec,
     };
     (spec.run)(&mut call);
+    if run.stopped().is_some() {
+        return;
+    }
     if spec.write {
         add(&env.stats.cmd_set, 1);
     }

@@ -507,6 +507,13 @@ pub fn exec(c: &mut Call<'_>) {
     c.out.array(q.len());
     for cmd in &q {
         let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-        super::dispatch(&args, c.out, c.sess, c.env);
+        super::dispatch(&args, c.out, c.sess, c.env, c.db.run);
+        if c.db.stopped() {
+            break;
+        }
+    }
+    if c.db.stopped() {
+        // Runs again once the flash records are read: queued as before.
+        c.sess.multi = Some(q);
     }
 }
