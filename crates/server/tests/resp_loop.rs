@@ -130,4 +130,114 @@ fn gets_from_flash_on_many_connections() {
         .unwrap_or_else(|| panic!("no flash_hits in {info}"));
     assert!(hits > 1000, "flash_hits {hits}");
     is(&mut s, &["PING"], "+PONG\r\n");
+    // A transaction over old keys of one shard: read from flash first,
+    // then run under the shard's hold.
+    let e = &h.shared.engine;
+    let shard = e.shard_of(b"k10");
+    let keys: Vec<usize> = (11..4000)
+        .filter(|i| e.shard_of(format!("k{i}").as_bytes()) == shard)
+        .take(5)
+        .chain([10])
+        .collect();
+    let mut cmds: Vec<_> = keys
+        .iter()
+        .map(|i| cmd(&["GET", &format!("k{i}")]))
+        .collect();
+    cmds.push(cmd(&["APPEND", "k10", "+"]));
+    let got = transaction(&mut s, &cmds);
+    assert_eq!(got[1 + cmds.len()], format!("*{}", cmds.len()).into_bytes());
+    let values = &got[2 + cmds.len()..];
+    let good = keys
+        .iter()
+        .zip(values)
+        .filter(|(i, v)| **v == value(**i).into_bytes())
+        .count();
+    assert!(good >= 5, "{good} of 6 values read back in EXEC");
+    let want = format!("{}+", value(10));
+    let got = pipeline(&mut s, &[cmd(&["GET", "k10"])]);
+    assert_eq!(got[0], want.into_bytes());
+}
+
+/// Two keys `{prefix}N` in one engine shard, and one in another.
+fn same_and_other(
+    h: &tiercache_server::server::ServerHandle,
+    prefix: &str,
+) -> (String, String, String) {
+    let e = &h.shared.engine;
+    let a = format!("{prefix}0");
+    let shard = e.shard_of(a.as_bytes());
+    let find = |same: bool| {
+        (1..100_000)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|k| (e.shard_of(k.as_bytes()) == shard) == same)
+            .expect("a key")
+    };
+    (a, find(true), find(false))
+}
+
+/// MULTI, the commands, EXEC: the replies (EXEC's array's elements
+/// after its header), `n` of them after the header.
+fn transaction(s: &mut std::net::TcpStream, cmds: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut all = vec![cmd(&["MULTI"])];
+    all.extend(cmds.iter().cloned());
+    all.push(cmd(&["EXEC"]));
+    // Each EXEC element is read as one more item.
+    all.extend(cmds.iter().map(|_| Vec::new()));
+    pipeline(s, &all)
+}
+
+#[test]
+fn exec_on_one_shard_is_isolated() {
+    let h = server_with(|c| c.server.threads = 2);
+    let (a, b, other) = same_and_other(&h, "tx");
+    let mut w = redis(&h);
+    is(&mut w, &["MSET", &a, "0", &b, "0"], "+OK\r\n");
+    let (a2, b2) = (a.clone(), b.clone());
+    let mut r = redis(&h);
+    // A reader's transactions always see both counters equal: the
+    // writer's two INCRs are never split by them.
+    let reader = std::thread::spawn(move || {
+        for _ in 0..2000 {
+            let got = transaction(&mut r, &[cmd(&["GET", &a2]), cmd(&["GET", &b2])]);
+            assert_eq!(got[3], b"*2");
+            assert_eq!(got[4], got[5], "a transaction saw half of another");
+        }
+    });
+    for i in 1..=2000 {
+        let got = transaction(&mut w, &[cmd(&["INCR", &a]), cmd(&["INCR", &b])]);
+        assert_eq!(got[..4], [&b"+OK"[..], b"+QUEUED", b"+QUEUED", b"*2"]);
+        assert_eq!(got[4], format!(":{i}").into_bytes());
+        assert_eq!(got[5], format!(":{i}").into_bytes());
+    }
+    reader.join().unwrap();
+    // Keys of two shards: refused when queued, then EXECABORT.
+    let got = pipeline(
+        &mut w,
+        &[
+            cmd(&["MULTI"]),
+            cmd(&["SET", &a, "x"]),
+            cmd(&["SET", &other, "y"]),
+            cmd(&["MGET", &a, &other]),
+            cmd(&["DBSIZE"]),
+            cmd(&["EXEC"]),
+            cmd(&["GET", &a]),
+        ],
+    );
+    let cross = b"-CROSSSHARD Keys in a MULTI/EXEC transaction must all be in one tiercache shard";
+    assert_eq!(got[0], b"+OK");
+    assert_eq!(got[1], b"+QUEUED");
+    assert_eq!(got[2], cross);
+    assert_eq!(got[3], cross);
+    assert_eq!(
+        got[4],
+        b"-CROSSSHARD 'dbsize' works on every shard and cannot run in a MULTI/EXEC transaction"
+    );
+    assert_eq!(
+        got[5],
+        b"-EXECABORT Transaction discarded because of previous errors."
+    );
+    assert_eq!(got[6], b"2000", "nothing of the aborted transaction ran");
+    // A transaction of keyless commands, and one key's.
+    let got = transaction(&mut w, &[cmd(&["PING"]), cmd(&["SET", &other, "1"])]);
+    assert_eq!(got[3..], [&b"*2"[..], b"+PONG", b"+OK"]);
 }

@@ -31,12 +31,13 @@ impl RespConn {
             let resp3 = self.out.resp3;
             let fetched = std::mem::take(&mut self.fetched);
             let asynch = ctx.reader.is_some();
-            let run = Run::new(
+            let mut run = Run::new(
                 &fetched,
                 asynch && self.reruns < MAX_REREADS,
                 asynch,
                 started,
             );
+            run.probed = self.reruns > 0;
             dispatch(args, &mut self.out, &mut self.sess, &self.env, &run);
             let stopped = run.stopped();
             self.fetched = fetched;

@@ -12,7 +12,7 @@ pub mod keys;
 pub mod server;
 pub mod strings;
 
-use super::db::{Db, Failed, Run};
+use super::db::{Db, Failed, HeldShard, Run};
 use super::reply::Out;
 use super::{Env, Session};
 use crate::stats::add;
@@ -230,6 +230,38 @@ pub fn for_each_key(args: &[&[u8]], sess: &Session, f: &mut dyn FnMut(&[u8])) {
     }
 }
 
+/// The error for a key in another shard than the transaction's.
+pub const CROSS_SHARD: &str =
+    "CROSSSHARD Keys in a MULTI/EXEC transaction must all be in one tiercache shard";
+
+/// A command queued in MULTI: its keys must be in the shard of the keys
+/// queued before (which it sets, for the first), and it may not be one
+/// that works on every shard.
+fn one_shard(args: &[&[u8]], spec: &Spec, sess: &mut Session, env: &Env) -> Result<(), String> {
+    if matches!(
+        spec.name,
+        "flushdb" | "flushall" | "dbsize" | "scan" | "randomkey" | "info"
+    ) {
+        return Err(format!(
+            "CROSSSHARD '{}' works on every shard and cannot run in a MULTI/EXEC transaction",
+            spec.name
+        ));
+    }
+    let engine = &env.shared.engine;
+    let mut shard = sess.multi_shard;
+    let mut cross = false;
+    for_each_key(args, sess, &mut |k| {
+        let s = engine.shard_of(k);
+        cross |= shard.is_some_and(|t| t != s);
+        shard.get_or_insert(s);
+    });
+    if cross {
+        return Err(CROSS_SHARD.to_string());
+    }
+    sess.multi_shard = shard;
+    Ok(())
+}
+
 /// Commands a connection may send before it has authenticated.
 fn before_auth(name: &str) -> bool {
     matches!(name, "auth" | "hello" | "quit" | "reset")
@@ -239,6 +271,18 @@ fn before_auth(name: &str) -> bool {
 /// When `run` stops (it waits for flash, see [`super::db`]) the reply is
 /// incomplete: the caller drops it and runs the command again later.
 pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env, run: &Run<'_>) {
+    dispatch_in(args, out, sess, env, run, None)
+}
+
+/// [`dispatch`], with the shard EXEC holds (its keys are in that shard).
+pub fn dispatch_in(
+    args: &[&[u8]],
+    out: &mut Out,
+    sess: &mut Session,
+    env: &Env,
+    run: &Run<'_>,
+    held: Option<&dyn HeldShard>,
+) {
     let Some(spec) = lookup(args[0]) else {
         if sess.multi.is_some() {
             sess.multi_failed = true;
@@ -258,11 +302,16 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env, ru
             "ERR wrong number of arguments for '{name}' command"
         ));
     }
-    if let Some(q) = &mut sess.multi {
-        if !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
-            q.push(args.iter().map(|a| a.to_vec()).collect());
-            return out.simple("QUEUED");
+    if sess.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset")
+    {
+        if let Err(e) = one_shard(args, spec, sess, env) {
+            sess.multi_failed = true;
+            return out.err(&e);
         }
+        if let Some(q) = &mut sess.multi {
+            q.push(args.iter().map(|a| a.to_vec()).collect());
+        }
+        return out.simple("QUEUED");
     }
     sess.last_cmd = spec.name;
     let started = run.started;
@@ -275,6 +324,7 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env, ru
         db: Db {
             engine: &env.shared.engine,
             run,
+            held,
         },
         spec,
     };

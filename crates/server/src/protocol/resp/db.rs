@@ -24,10 +24,11 @@
 //! milliseconds is rounded up to the next second, so an item never expires
 //! early and lives at most 999 ms longer than asked.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tiercache_engine::command::{Found, Held, ItemView, MetaDeleted};
 use tiercache_engine::command::{Mode, Store, StoreResult, Wait};
-use tiercache_engine::flash::Fetched;
+use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_engine::Engine;
 
 /// The memcached flags that mark an item as a Redis hash.
@@ -95,6 +96,9 @@ impl Item {
 pub enum Failed {
     /// Larger than the item size limit (`-I`).
     TooLarge,
+    /// In EXEC, after an earlier command of it changed an item: the flash
+    /// tier is behind, this command changed nothing.
+    Busy,
     /// No memory even after eviction, or the flash tier stayed busy.
     NoMemory,
     /// The run stopped to wait for flash (see the module doc): the reply
@@ -109,6 +113,7 @@ impl Failed {
             Failed::TooLarge => "ERR string exceeds maximum allowed size (item size limit, -I)",
             Failed::NoMemory => "OOM command not allowed when used memory > 'maxmemory'.",
             Failed::Stopped => "ERR stopped (not sent)",
+            Failed::Busy => "TRYAGAIN the flash tier is busy; this command changed nothing",
         }
     }
 }
@@ -134,6 +139,9 @@ pub struct Run<'a> {
     pub stop_on_wait: bool,
     /// When the request first ran (its latency includes its waits).
     pub started: std::time::Instant,
+    /// The request's keys were probed and their records read (EXEC runs
+    /// only then: its shard is held while it runs, no read may wait).
+    pub probed: bool,
     stopped: Cell<Option<Wait>>,
     changed: Cell<bool>,
 }
@@ -150,6 +158,7 @@ impl<'a> Run<'a> {
             may_read,
             stop_on_wait,
             started,
+            probed: false,
             stopped: Cell::new(None),
             changed: Cell::new(false),
         }
@@ -165,16 +174,91 @@ impl<'a> Run<'a> {
         self.changed.get()
     }
 
-    /// Marks a change made outside [`Db`].
-    pub fn mark_changed(&self) {
-        self.changed.set(true);
+    /// Stops the run (nothing changed yet): it runs again after `w`.
+    pub fn stop(&self, w: Wait) {
+        self.stopped.set(Some(w));
     }
 }
 
-/// The engine, for one command.
+/// The engine, for one command: its key's shard held by EXEC, or not.
 pub struct Db<'a> {
     pub engine: &'a Engine,
     pub run: &'a Run<'a>,
+    pub held: Option<&'a dyn HeldShard>,
+}
+
+/// The shard EXEC holds, as [`Db`] uses it: a trait object, so that a
+/// `Db`'s lifetime need not be the hold's.
+pub trait HeldShard {
+    fn get(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        fetched: &Fetched,
+        may_read: bool,
+        f: &mut dyn FnMut(ItemView<'_>),
+    ) -> Result<(), Wait>;
+    fn store(
+        &self,
+        engine: &Engine,
+        st: &Store<'_>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait>;
+    /// `md` with `cas`, else a delete.
+    fn delete(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        cas: Option<u64>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait>;
+    fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>);
+}
+
+impl HeldShard for RefCell<Held<'_>> {
+    fn get(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        fetched: &Fetched,
+        may_read: bool,
+        f: &mut dyn FnMut(ItemView<'_>),
+    ) -> Result<(), Wait> {
+        self.borrow_mut()
+            .get_with(engine, key, fetched, may_read, |_, v| f(v))
+            .map(|_| ())
+    }
+    fn store(
+        &self,
+        engine: &Engine,
+        st: &Store<'_>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
+        self.borrow_mut().store(engine, st, fetched, may_read)
+    }
+    fn delete(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        cas: Option<u64>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait> {
+        let mut h = self.borrow_mut();
+        match cas {
+            Some(_) => h.meta_delete(engine, key, cas, None, fetched, may_read),
+            None => h.delete(engine, key, fetched, may_read).map(|d| match d {
+                true => MetaDeleted::Deleted,
+                false => MetaDeleted::NotFound,
+            }),
+        }
+    }
+    fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
+        self.borrow_mut().probe(engine, key, fetched, reads);
+    }
 }
 
 /// Runs `f` again while the flash tier is busy (up to [`BUSY_WAIT`]).
@@ -219,6 +303,7 @@ impl Db<'_> {
                 run.stopped.set(Some(w));
                 return Err(w);
             }
+            Err(_) if self.held.is_some() => self.held_blocking(key, &mut cmd),
             Err(_) => {
                 let now = self.now();
                 patient(|| self.engine.run_blocking(key, now, &mut cmd))
@@ -229,6 +314,80 @@ impl Db<'_> {
             run.changed.set(true);
         }
         r
+    }
+
+    /// [`Engine::run_blocking`] in the held shard (its probe must not
+    /// lock it again); a busy flash tier is not waited for under the hold.
+    fn held_blocking<R>(
+        &self,
+        key: &[u8],
+        cmd: &mut impl FnMut(&Fetched, bool) -> Result<R, Wait>,
+    ) -> Result<R, Wait> {
+        let (mut fetched, mut reads) = (Fetched::default(), Vec::new());
+        for round in 0..8 {
+            match cmd(&fetched, round < 7) {
+                Err(Wait::Reads) => {
+                    if let Some(h) = self.held {
+                        h.probe(self.engine, key, &mut fetched, &mut reads);
+                    }
+                    if let Some(f) = self.engine.flash() {
+                        f.read_blocking(&mut fetched, &mut reads);
+                    }
+                }
+                r => return r,
+            }
+        }
+        Err(Wait::Reads)
+    }
+
+    fn eng_get<R>(
+        &self,
+        key: &[u8],
+        fetched: &Fetched,
+        may_read: bool,
+        f: impl FnOnce(Found, ItemView<'_>) -> R,
+    ) -> Result<Option<R>, Wait> {
+        match self.held {
+            Some(h) => {
+                let (mut f, mut got) = (Some(f), None);
+                h.get(self.engine, key, fetched, may_read, &mut |v| {
+                    got = f.take().map(|f| f(Found::Ram, v));
+                })?;
+                Ok(got)
+            }
+            None => self.engine.get_with(key, self.now(), fetched, may_read, f),
+        }
+    }
+
+    fn eng_store(
+        &self,
+        st: &Store<'_>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
+        match self.held {
+            Some(h) => h.store(self.engine, st, fetched, may_read),
+            None => self.engine.store(st, self.now(), fetched, may_read),
+        }
+    }
+
+    fn eng_delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait> {
+        let e = self.engine;
+        let deleted = |d| match d {
+            true => MetaDeleted::Deleted,
+            false => MetaDeleted::NotFound,
+        };
+        match (self.held, cas) {
+            (Some(h), _) => h.delete(e, key, cas, fetched, may_read),
+            (None, Some(_)) => e.meta_delete(key, self.now(), cas, None, fetched, may_read),
+            (None, None) => e.delete(key, self.now(), fetched, may_read).map(deleted),
+        }
     }
 
     /// The key's item, its access recorded (as a get).
@@ -247,11 +406,10 @@ impl Db<'_> {
         key: &[u8],
         f: impl FnOnce(tiercache_engine::command::ItemView<'_>) -> R,
     ) -> Option<R> {
-        let now = self.now();
         let mut f = Some(f);
         self.call(key, false, |fetched, may_read| {
-            let run = |_, v: tiercache_engine::command::ItemView<'_>| (f.take().expect("once"))(v);
-            self.engine.get_with(key, now, fetched, may_read, run)
+            let run = |_, v: ItemView<'_>| (f.take().expect("once"))(v);
+            self.eng_get(key, fetched, may_read, run)
         })
         .ok()
         .flatten()
@@ -289,14 +447,14 @@ impl Db<'_> {
             set_stale: false,
             binary_key: false,
         };
-        let now = self.now();
         let r = self.call(key, true, |fetched, may_read| {
-            self.engine.store(&st, now, fetched, may_read)
+            self.eng_store(&st, fetched, may_read)
         });
         match r {
             Ok(StoreResult::TooLarge) => Err(Failed::TooLarge),
             Ok(StoreResult::NoMemory | StoreResult::Busy) => Err(Failed::NoMemory),
             Err(_) if self.stopped() => Err(Failed::Stopped),
+            Err(Wait::Busy) if self.held.is_some() => Err(Failed::Busy),
             Err(_) => Err(Failed::NoMemory),
             Ok(r) => Ok(r),
         }
@@ -304,20 +462,16 @@ impl Db<'_> {
 
     /// Deletes the key; true if it was there.
     pub fn delete(&self, key: &[u8]) -> bool {
-        let now = self.now();
-        self.call(key, true, |fetched, may_read| {
-            self.engine.delete(key, now, fetched, may_read)
-        })
-        .unwrap_or(false)
+        let r = self.call(key, true, |fetched, may_read| {
+            self.eng_delete(key, None, fetched, may_read)
+        });
+        matches!(r, Ok(MetaDeleted::Deleted))
     }
 
     /// Deletes the key if its CAS is still `cas`; true if deleted.
     fn delete_cas(&self, key: &[u8], cas: u64) -> bool {
-        use tiercache_engine::command::MetaDeleted;
-        let now = self.now();
         let r = self.call(key, true, |fetched, may_read| {
-            self.engine
-                .meta_delete(key, now, Some(cas), None, fetched, may_read)
+            self.eng_delete(key, Some(cas), fetched, may_read)
         });
         matches!(r, Ok(MetaDeleted::Deleted))
     }
