@@ -3,11 +3,17 @@
 
 Starts redis-server (no persistence) and tiercache (`-t THREADS`, RAM only,
 `-o redis_port`) side by side and runs, for each of unpipelined and `-P
-PIPELINE`, `redis-benchmark -t set,get,incr,mset -n N -c CONNS -q` against
+PIPELINE`, `redis-benchmark -t set,get,incr,mset -n N -c CONNS --csv` against
 each server, R paired rounds alternating which goes first. Prints each
-round's requests per second, the medians, and the median of the per-round
-ratios (tiercache / redis) per test; with --results appends a table to
-bench/RESULTS.md.
+round's requests per second and p99 latency, the medians, and the median of
+the per-round ratios (tiercache / redis) per test; with --results appends a
+table to bench/RESULTS.md.
+
+With --flash DIR, instead: tiercache gets `-m FLASH_MB` and a flash file in
+DIR, both servers are loaded with --flash-keys keys of 1000 bytes (`SET -r
+KEYS -d 1000 -P 16`, about 10x `-m` by default), then R paired rounds of
+unpipelined `GET -r KEYS` (random keys, most of tiercache's on flash) give
+requests per second and p99; RSS of both after the load is printed.
 
   python3 bench/run.py redis_compare -- --tiercache target/release/tiercache \\
       [--threads 2] [--requests 100000] [--conns 50] [--pipeline 16] \\
@@ -42,15 +48,53 @@ def wait_port(port):
 
 def bench(port, n, conns, pipeline):
     """requests per second per test of one redis-benchmark run."""
-    cmd = ["redis-benchmark", "-p", str(port), "-t", "set,get,incr,mset", "-n", str(n),
-           "-c", str(conns), "-P", str(pipeline), "-q"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
+    return run_csv(["-t", "set,get,incr,mset", "-n", str(n), "-c", str(conns), "-P", str(pipeline)], port)
+
+
+def run_csv(args, port):
+    """{test: (requests per second, p99 ms)} of one redis-benchmark --csv run."""
+    cmd = ["redis-benchmark", "-p", str(port), "--csv"] + args
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200).stdout
     got = {}
-    for line in out.replace("\r", "\n").splitlines():
-        if "requests per second" in line:
-            name, rest = line.split(":", 1)
-            got[name.strip()] = float(rest.split()[0])
+    for line in out.splitlines():
+        f = [x.strip('"') for x in line.split('","')]
+        if len(f) >= 7 and f[0] != "test":
+            got[f[0]] = (float(f[1]), float(f[6]))
     return got
+
+
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def medians(runs, tests):
+    """Rows (test, redis rps, tiercache rps, ratio, redis p99, tiercache p99, p99 ratio)."""
+    rows = []
+    for t in tests:
+        rs = [x.get(t, (0.0, 0.0)) for x in runs["redis"]]
+        ts = [x.get(t, (0.0, 0.0)) for x in runs["tiercache"]]
+        ratio = statistics.median([b[0] / a[0] if a[0] else 0.0 for a, b in zip(rs, ts)])
+        pratio = statistics.median([b[1] / a[1] if a[1] else 0.0 for a, b in zip(rs, ts)])
+        rows.append((t, statistics.median(r[0] for r in rs), statistics.median(x[0] for x in ts), ratio,
+                     statistics.median(r[1] for r in rs), statistics.median(x[1] for x in ts), pratio))
+    return rows
+
+
+def paired(rounds, ports, f, label):
+    runs = {"redis": [], "tiercache": []}
+    for r in range(rounds):
+        order = list(ports.items())
+        if r % 2:
+            order.reverse()
+        for name, port in order:
+            runs[name].append(f(port))
+        print("%s round %d: redis %s | tiercache %s" % (label, r + 1, runs["redis"][-1],
+                                                         runs["tiercache"][-1]), flush=True)
+    return runs
 
 
 def main():
@@ -63,46 +107,67 @@ def main():
     ap.add_argument("--pipeline", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--results")
+    ap.add_argument("--flash", metavar="DIR", help="the flash case, flash file in DIR")
+    ap.add_argument("--flash-mb", type=int, default=32, help="tiercache -m in the flash case")
+    ap.add_argument("--flash-keys", type=int, default=320000)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="tc-redis-bench-")
     rport, tport, mport = free_port(), free_port(), free_port()
     procs = [subprocess.Popen([a.redis_server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
                                "--appendonly", "no", "--dir", tmp],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    args = [a.tiercache, "-p", str(mport), "-l", "127.0.0.1", "-t", str(a.threads), "-m", "1024",
-            "-o", "redis_port=%d" % tport, "-o", "ext_path=none"]
+    mem, ext = "1024", "none"
+    if a.flash:
+        mem, ext = str(a.flash_mb), "%s/tc-bench-flash:2G" % a.flash
+    args = [a.tiercache, "-p", str(mport), "-l", "127.0.0.1", "-t", str(a.threads), "-m", mem,
+            "-o", "redis_port=%d" % tport, "-o", "ext_path=" + ext]
     if os.geteuid() == 0:
         args += ["-u", "root"]
     procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    rows = []
+    ports = {"redis": rport, "tiercache": tport}
+    lines = []
     try:
         wait_port(rport)
         wait_port(tport)
-        for pipeline in (1, a.pipeline):
-            n = a.requests * (3 if pipeline > 1 else 1)
-            runs = {"redis": [], "tiercache": []}
-            for r in range(a.rounds):
-                order = [("redis", rport), ("tiercache", tport)]
-                if r % 2:
-                    order.reverse()
-                for name, port in order:
-                    runs[name].append(bench(port, n, a.conns, pipeline))
-                print("P=%d round %d: redis %s | tiercache %s" % (pipeline, r + 1, runs["redis"][-1],
-                                                                   runs["tiercache"][-1]), flush=True)
-            for t in TESTS:
-                rs = [x.get(t, 0.0) for x in runs["redis"]]
-                ts = [x.get(t, 0.0) for x in runs["tiercache"]]
-                ratio = statistics.median([b / a if a else 0.0 for a, b in zip(rs, ts)])
-                rows.append((pipeline, t, statistics.median(rs), statistics.median(ts), ratio))
+        if a.flash:
+            k = str(a.flash_keys)
+            for name, port in ports.items():
+                t0 = time.time()
+                run_csv(["-t", "set", "-n", str(a.flash_keys * 3), "-r", k, "-d", "1000", "-c", "50",
+                         "-P", "16"], port)
+                print("%s loaded in %.0f s" % (name, time.time() - t0), flush=True)
+            rss = [rss_mb(p.pid) for p in procs]
+            runs = paired(a.rounds, ports,
+                          lambda port: run_csv(["-t", "get", "-n", str(a.requests), "-r", k, "-c",
+                                                str(a.conns)], port), "flash GET")
+            lines += ["| test | redis-server 7 req/s | tiercache -t %d -m %s req/s | ratio | redis p99 ms | "
+                      "tiercache p99 ms | p99 ratio |" % (a.threads, mem),
+                      "| --- | --- | --- | --- | --- | --- | --- |"]
+            for t, r, tc, ratio, rp, tp, pr in medians(runs, ["GET"]):
+                lines.append("| GET random of %s keys (1000 B), -c %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |"
+                             % (k, a.conns, r, tc, ratio, rp, tp, pr))
+            lines.append("")
+            lines.append("RSS after the load: redis-server %.0f MB, tiercache %.0f MB." % (rss[0], rss[1]))
+        else:
+            lines += ["| -P | test | redis-server 7 req/s | tiercache -t %d req/s | ratio | redis p99 ms | "
+                      "tiercache p99 ms | p99 ratio |" % a.threads,
+                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for pipeline in (1, a.pipeline):
+                n = a.requests * (3 if pipeline > 1 else 1)
+                runs = paired(a.rounds, ports, lambda port: bench(port, n, a.conns, pipeline), "P=%d" % pipeline)
+                for t, r, tc, ratio, rp, tp, pr in medians(runs, TESTS):
+                    lines.append("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |"
+                                 % (pipeline, t, r, tc, ratio, rp, tp, pr))
     finally:
         for p in procs:
             p.terminate()
             p.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
-    lines = ["| -P | test | redis-server 7 req/s | tiercache -t %d req/s | ratio (median of rounds) |" % a.threads,
-             "| --- | --- | --- | --- | --- |"]
-    for p, t, r, tc, ratio in rows:
-        lines.append("| %d | %s | %.0f | %.0f | %.2f |" % (p, t, r, tc, ratio))
+        if a.flash:
+            try:
+                os.unlink("%s/tc-bench-flash" % a.flash)
+            except OSError:
+                pass
     table = "\n".join(lines)
     print(table)
     if a.results:

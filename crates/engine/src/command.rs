@@ -15,9 +15,11 @@
 //! - [`store`]: the storage modes, incr/decr;
 //! - [`meta`]: `mg` and `ma`, whose replies read the item in flag order;
 //! - [`view`]: the item as a reply sees it;
-//! - [`dump`]: the keys in RAM, walked a segment at a time.
+//! - [`dump`]: the keys in RAM, walked a segment at a time;
+//! - [`held`]: a run of commands on one shard, held between them.
 
 mod dump;
+mod held;
 mod meta;
 mod prefetch;
 mod read;
@@ -28,12 +30,14 @@ pub use crate::ops::{ArithResult, Mode, StoreResult};
 pub use crate::wait::Wait;
 pub(crate) use dump::last_access;
 pub use dump::{DumpCursor, DumpedKey};
+pub use held::Held;
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};
 pub use prefetch::{asks_for_reads, Prep};
 pub use store::Store;
 pub use view::ItemView;
 
 use crate::flash::Fetched;
+use crate::shard::Shard;
 use crate::Engine;
 
 /// Where a get found its item.
@@ -69,6 +73,18 @@ impl Engine {
         may_read: bool,
     ) -> Result<bool, Wait> {
         let (hash, mut s) = self.lock_key(key, now);
+        Self::delete_in(&mut s, hash, key, now, fetched, may_read)
+    }
+
+    /// [`delete`](Self::delete) in the key's shard, held by the caller.
+    pub(super) fn delete_in(
+        s: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<bool, Wait> {
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         if s.remove_key(key, hash, now, &ok) {
             return Ok(true);
@@ -146,6 +162,31 @@ impl Engine {
         may_read: bool,
     ) -> Result<MetaDeleted, Wait> {
         let (hash, mut s) = self.lock_key(key, now);
+        Self::meta_delete_in(
+            &mut s,
+            hash,
+            key,
+            now,
+            compare_cas,
+            invalidate,
+            fetched,
+            may_read,
+        )
+    }
+
+    /// [`meta_delete`](Self::meta_delete) in the key's shard, held by the
+    /// caller.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn meta_delete_in(
+        s: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        now: u32,
+        compare_cas: Option<u64>,
+        invalidate: Option<Option<u32>>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait> {
         let found = s.ram_item(key, hash, now, fetched, may_read)?;
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
         let Some(loc) = found else {

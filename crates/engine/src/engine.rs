@@ -82,8 +82,13 @@ struct Shards {
 impl Shards {
     #[inline]
     fn of(&self, hash: u64) -> &ShardLock {
-        // High bits pick the shard; the index uses the low bits.
-        &self.list[((hash >> 40) & self.mask) as usize]
+        &self.list[self.index(hash)]
+    }
+
+    /// High bits pick the shard; the index uses the low bits.
+    #[inline]
+    fn index(&self, hash: u64) -> usize {
+        ((hash >> 40) & self.mask) as usize
     }
 }
 
@@ -484,8 +489,12 @@ impl Engine {
         (hash, self.lock(hash, now))
     }
 
-    /// Locks the shard that owns `hash`, applying any pending flush first.
+    /// The shard that owns `hash`.
     #[inline]
+    pub(crate) fn shard_index(&self, hash: u64) -> usize {
+        self.shards.index(hash)
+    }
+
     /// Shard `i` (in 0..its count), locked and caught up; None past the last.
     pub(crate) fn lock_nth(&self, i: usize, now: u32) -> Option<ShardGuard<'_>> {
         let mut g = self.shards.list.get(i)?.lock();
@@ -493,6 +502,8 @@ impl Engine {
         Some(g)
     }
 
+    /// Locks the shard that owns `hash`, applying any pending flush first.
+    #[inline]
     pub fn lock(&self, hash: u64, now: u32) -> ShardGuard<'_> {
         let mut g = self.shards.of(hash).lock();
         g.catch_up(now);

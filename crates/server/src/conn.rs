@@ -50,6 +50,7 @@ use tiercache_engine::command::Wait;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_proto::{parse, Limits, Parsed, Request};
 
+pub mod client;
 pub mod flights;
 mod io;
 mod multiget;

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::shared::Shared;
 use crate::stats::{ConnStats, WorkerStats};
-use crate::transport::Bound;
+use crate::transport::{Bound, Proto};
 use anyhow::{Context, Result};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -559,6 +559,22 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         .collect::<std::io::Result<Vec<_>>>()?;
     let registries: Vec<_> = polls.iter().map(|p| p.registry()).collect();
     let dispatch = Arc::new(crate::worker::Dispatch::new(&registries)?);
+    // The RESP listeners are further listening sockets of every worker,
+    // speaking TLS too with -Z.
+    let tls_on = shared.tls.is_some();
+    let listeners: Vec<(Bound, Proto)> = listeners
+        .into_iter()
+        .map(|b| (b, Proto::Memcached))
+        .chain(
+            redis_listeners
+                .into_iter()
+                .map(|l| (Bound::Tcp(l, tls_on), Proto::Redis)),
+        )
+        .collect();
+    let resp_env = (!redis_addrs.is_empty()).then(|| {
+        tracing::info!(redis = ?redis_addrs, "Redis (RESP) listener");
+        Arc::new(crate::protocol::resp::Env::new(shared.clone(), resp_stats))
+    });
     let mut threads = Vec::new();
     let nworkers = workers.len();
     // The last worker gets the sockets themselves, whose fds `stats conns`
@@ -569,12 +585,13 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         let ls = match &originals {
             Some(l) if i + 1 < nworkers => l
                 .iter()
-                .map(Bound::try_clone)
+                .map(|(b, p)| Ok((b.try_clone()?, *p)))
                 .collect::<std::io::Result<Vec<_>>>()?,
             _ => originals.take().unwrap_or_default(),
         };
         let sh = shared.clone();
         let d = dispatch.clone();
+        let env = resp_env.clone();
         // The watch thread writes out, at a stop, what the workers log of
         // the connections they close: it waits for them.
         shared.watch.worker_started();
@@ -582,7 +599,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
             std::thread::Builder::new()
                 .name(format!("worker-{i}"))
                 .spawn(move || {
-                    if let Err(e) = crate::worker::run(i, poll, ls, sh.clone(), stats, d) {
+                    if let Err(e) = crate::worker::run(i, poll, ls, sh.clone(), stats, d, env) {
                         tracing::error!(error = %e, "worker {i} failed; stopping the server");
                         sh.shutdown.store(true, Ordering::Relaxed);
                     }
@@ -604,14 +621,6 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
                 crate::admin::watch::run(&sh.watch, &sh.shutdown, &sh.conns.curr_connections)
             })?,
     );
-    if !redis_listeners.is_empty() {
-        tracing::info!(redis = ?redis_addrs, "Redis (RESP) listener");
-        threads.push(crate::conn::resp::start(
-            shared.clone(),
-            redis_listeners,
-            resp_stats,
-        )?);
-    }
     let unix_path = (!shared.config.server.unix_socket.is_empty())
         .then(|| shared.config.server.unix_socket.clone().into());
     undo.disarm();

@@ -41,11 +41,22 @@ pub enum Accepted {
     Unix(UnixStream),
 }
 
+/// The protocol a listening socket serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// memcached's (text, meta, binary).
+    Memcached,
+    /// Redis's RESP (`-o redis_port`).
+    Redis,
+}
+
 /// An accepted connection on its way to the worker that will own it.
 pub struct Incoming {
     pub conn: Accepted,
     pub peer: Endpoint,
     pub local: Endpoint,
+    /// Its listener's protocol.
+    pub proto: Proto,
 }
 
 impl Incoming {
@@ -241,6 +252,7 @@ impl Listener {
                     conn: Accepted::Tcp { sock, tls: *tls },
                     peer: Endpoint::Tcp(peer),
                     local: Endpoint::Tcp(local),
+                    proto: Proto::Memcached,
                 })
             }
             Listener::Unix(l, path) => {
@@ -249,6 +261,7 @@ impl Listener {
                     conn: Accepted::Unix(s),
                     peer: Endpoint::UnixPeer,
                     local: path.clone(),
+                    proto: Proto::Memcached,
                 })
             }
         }

@@ -16,11 +16,14 @@
 //! ```
 
 use crate::admin::registry::ConnInfo;
+use crate::conn::client::Client;
+use crate::conn::resp::RespConn;
 use crate::conn::{split_token, token_base, Conn, State};
 use crate::ctx::Ctx;
+use crate::protocol::resp::Env;
 use crate::shared::Shared;
 use crate::stats::{bump, WorkerStats};
-use crate::transport::{Bound, Incoming, Listener, Stream};
+use crate::transport::{Accepted, Bound, Endpoint, Incoming, Listener, Proto, Stream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 use std::cell::RefCell;
@@ -103,22 +106,30 @@ fn listener_of(t: Token, n: usize) -> Option<usize> {
 /// A worker's connections: the slab and, by the same key, what `stats
 /// conns` and the idle timeout know of each.
 pub struct Conns {
-    slab: Slab<Conn>,
+    slab: Slab<Client>,
     info: Vec<Option<Arc<ConnInfo>>>,
     me: usize,
+    /// What the RESP connections share (with a Redis port).
+    resp: Option<Arc<Env>>,
 }
 
-/// Runs worker `me` on `poll` (whose registry made mailbox `me`).
+/// Runs worker `me` on `poll` (whose registry made mailbox `me`), over
+/// its listening sockets, each tagged with its protocol; `resp`: what
+/// RESP connections share, when there is a Redis port.
 pub fn run(
     me: usize,
     mut poll: Poll,
-    listeners: Vec<Bound>,
+    listeners: Vec<(Bound, Proto)>,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
     dispatch: Arc<Dispatch>,
+    resp: Option<Arc<Env>>,
 ) -> io::Result<()> {
-    let mut listeners: Vec<Listener> = listeners.into_iter().map(Listener::from_bound).collect();
-    for (i, l) in listeners.iter_mut().enumerate() {
+    let mut listeners: Vec<(Listener, Proto)> = listeners
+        .into_iter()
+        .map(|(b, p)| (Listener::from_bound(b), p))
+        .collect();
+    for (i, (l, _)) in listeners.iter_mut().enumerate() {
         poll.registry()
             .register(l.source(), Token(LISTENERS - i), Interest::READABLE)?;
     }
@@ -126,6 +137,7 @@ pub fn run(
         slab: Slab::new(),
         info: Vec::new(),
         me,
+        resp,
     };
     let idle_timeout = shared.config.server.idle_timeout;
     let mut last_idle_check = unix_now();
@@ -240,8 +252,7 @@ pub fn run(
             }
             // Requests parked for back-pressure try again.
             for (key, conn) in conns.slab.iter_mut() {
-                if conn.busy {
-                    conn.busy = false;
+                if conn.take_busy() {
                     ready.push(key);
                 }
             }
@@ -263,7 +274,7 @@ pub fn run(
         if let Some(r) = &reader {
             r.borrow_mut().flush();
         }
-        any_busy = reader.is_some() && conns.slab.iter().any(|(_, c)| c.busy);
+        any_busy = reader.is_some() && conns.slab.iter().any(|(_, c)| c.busy());
         if accept_blocked {
             accept_blocked = accept(
                 &listeners,
@@ -306,7 +317,7 @@ fn kick_idle(poll: &Poll, conns: &mut Conns, shared: &Shared, mailbox: &Mailbox,
         .enumerate()
         .filter_map(|(key, i)| {
             let i = i.as_ref()?;
-            let waiting = conns.slab.get(key).is_some_and(|c| c.busy);
+            let waiting = conns.slab.get(key).is_some_and(Client::busy);
             (i.idle_secs(now) > limit && !waiting).then_some(key)
         })
         .collect();
@@ -322,7 +333,7 @@ fn kick_idle(poll: &Poll, conns: &mut Conns, shared: &Shared, mailbox: &Mailbox,
 /// Accepts what the listen queue holds and returns whether accepting is
 /// blocked (`was`: it was blocked before), counting and logging the changes.
 fn accept(
-    listeners: &[Listener],
+    listeners: &[(Listener, Proto)],
     poll: &Poll,
     conns: &mut Conns,
     shared: &Shared,
@@ -331,7 +342,7 @@ fn accept(
 ) -> bool {
     let all = listeners
         .iter()
-        .try_for_each(|l| accept_all(l, poll, conns, shared, dispatch));
+        .try_for_each(|(l, p)| accept_all(l, *p, poll, conns, shared, dispatch));
     let blocked = match all {
         Ok(()) => false,
         Err(e) => {
@@ -396,7 +407,7 @@ fn drive(
     match state {
         State::Open => {}
         State::Closed => {
-            let reason = conns.slab.get(key).map_or("normal", |c| c.close_reason);
+            let reason = conns.slab.get(key).map_or("normal", Client::close_reason);
             close(poll, conns, key, shared, mailbox, reason);
         }
         State::Watch => hand_to_watch(poll, conns, key, shared, mailbox),
@@ -411,6 +422,7 @@ fn drive(
 /// that retrying at once would not cure (`Err`: EMFILE, ENFILE, ...).
 fn accept_all(
     listener: &Listener,
+    proto: Proto,
     poll: &Poll,
     conns: &mut Conns,
     shared: &Shared,
@@ -419,7 +431,8 @@ fn accept_all(
     let me = conns.me;
     loop {
         match listener.accept() {
-            Ok(incoming) => {
+            Ok(mut incoming) => {
+                incoming.proto = proto;
                 let cur = shared
                     .conns
                     .curr_connections
@@ -431,7 +444,10 @@ fn accept_all(
                         .fetch_sub(1, Ordering::Relaxed);
                     bump(&shared.conns.rejected_connections);
                     tracing::warn!(peer = %incoming.peer, "connection refused: too many open connections");
-                    incoming.refuse(b"ERROR Too many open connections\r\n");
+                    incoming.refuse(match proto {
+                        Proto::Memcached => b"ERROR Too many open connections\r\n",
+                        Proto::Redis => b"-ERR max number of clients reached\r\n",
+                    });
                     continue;
                 }
                 bump(&shared.conns.total_connections);
@@ -470,7 +486,17 @@ fn adopt(
     mailbox: &Mailbox,
     now: u32,
 ) {
-    let Incoming { conn, peer, local } = incoming;
+    let Incoming {
+        conn,
+        peer,
+        local,
+        proto,
+    } = incoming;
+    // CLIENT KILL shuts a copy of a RESP connection's socket to wake us.
+    let handle = match (&conn, proto) {
+        (Accepted::Tcp { sock, .. }, Proto::Redis) => crate::conn::resp::kill_handle(sock),
+        _ => None,
+    };
     let mut stream = match Stream::new(conn, shared.tls.as_ref()) {
         Ok(s) => s,
         Err(e) => {
@@ -491,7 +517,19 @@ fn adopt(
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
     let info = Arc::new(ConnInfo::new(stream.raw_fd(), peer, local, now));
     let authed = shared.auth.is_none();
-    entry.insert(Conn::new(stream, token_base(token.0, serial), authed));
+    let base = token_base(token.0, serial);
+    let client = match (proto, &conns.resp) {
+        (Proto::Redis, Some(env)) => {
+            let addr = |e: &Endpoint| match e {
+                Endpoint::Tcp(a) => a.to_string(),
+                e => e.to_string(),
+            };
+            let (p, l) = (addr(&info.peer), addr(&info.local));
+            Client::Redis(RespConn::new(stream, env.clone(), handle, p, l, base))
+        }
+        _ => Client::Memcached(Conn::new(stream, base, authed)),
+    };
+    entry.insert(client);
     let key = token.0;
     if conns.info.len() <= key {
         conns.info.resize(key + 1, None);
@@ -515,8 +553,8 @@ fn close(
     }
     shared.registry.remove(conns.me, key);
     let mut conn = conns.slab.remove(key);
-    conn.stream.close();
-    let _ = poll.registry().deregister(&mut conn.stream);
+    conn.stream().close();
+    let _ = poll.registry().deregister(conn.stream());
     uncount(shared, mailbox);
 }
 
@@ -529,7 +567,7 @@ fn hand_to_watch(poll: &Poll, conns: &mut Conns, key: usize, shared: &Shared, ma
     }
     shared.registry.remove(conns.me, key);
     let mut conn = conns.slab.remove(key);
-    let _ = poll.registry().deregister(&mut conn.stream);
+    let _ = poll.registry().deregister(conn.stream());
     match conn.into_watcher() {
         Some((w, stream)) => {
             mailbox.conns.fetch_sub(1, Ordering::Relaxed);

@@ -7,7 +7,7 @@
 
 use super::{Found, ItemView, Wait};
 use crate::flash::{Fetched, ReadReq};
-use crate::shard::SmallFound;
+use crate::shard::{Shard, SmallFound};
 use crate::Engine;
 
 /// Rounds of reads a blocking get does before it calls the key a miss (a
@@ -43,6 +43,21 @@ impl Engine {
         f: impl FnOnce(Found, ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
         let (hash, mut s) = self.lock_key(key, now);
+        Self::lookup_in(&mut s, hash, key, now, fetched, may_read, update, f)
+    }
+
+    /// [`lookup`](Self::lookup) in the key's shard, held by the caller.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn lookup_in<R>(
+        s: &mut Shard,
+        hash: u64,
+        key: &[u8],
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+        update: bool,
+        f: impl FnOnce(Found, ItemView<'_>) -> R,
+    ) -> Result<Option<R>, Wait> {
         if let Some(mut loc) = s.find(key, hash, now) {
             if update {
                 loc = s.hit(hash, loc, now);
@@ -57,7 +72,6 @@ impl Engine {
             if update {
                 s.flash_hit(hash, loc, item);
             }
-            drop(s);
             return Ok(Some(f(Found::Flash, ItemView::of_bytes(item))));
         }
         match s.small_lookup(key, now, fetched) {
@@ -65,7 +79,6 @@ impl Engine {
                 if update {
                     s.small_hit(hash, &item);
                 }
-                drop(s);
                 return Ok(Some(f(Found::Flash, ItemView::of_bytes(&item))));
             }
             SmallFound::Need if may_read => return Err(Wait::Reads),

@@ -5,6 +5,7 @@
 use super::Wait;
 use crate::flash::Fetched;
 use crate::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
+use crate::shard::Shard;
 use crate::Engine;
 
 /// A storage command: set, add, replace, append, prepend, cas, and meta
@@ -24,7 +25,23 @@ pub struct Store<'a> {
     pub binary_key: bool,
 }
 
-impl Store<'_> {
+impl<'a> Store<'a> {
+    /// As the store layer takes it.
+    pub(super) fn args(&self) -> StoreArgs<'a> {
+        StoreArgs {
+            mode: self.mode,
+            key: self.key,
+            hash: Engine::hash(self.key),
+            flags: self.flags,
+            exptime: self.exptime,
+            data: self.data,
+            compare_cas: self.compare_cas,
+            new_cas: 0,
+            set_stale: self.set_stale,
+            binary_key: self.binary_key,
+        }
+    }
+
     /// A plain set replaces the key's item whatever it was: it need not
     /// promote it from flash, only keep other keys' records under its tag.
     pub fn is_plain_set(&self) -> bool {
@@ -88,19 +105,20 @@ impl Engine {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<StoreResult, Wait> {
-        let a = StoreArgs {
-            mode: st.mode,
-            key: st.key,
-            hash: Engine::hash(st.key),
-            flags: st.flags,
-            exptime: st.exptime,
-            data: st.data,
-            compare_cas: st.compare_cas,
-            new_cas: 0,
-            set_stale: st.set_stale,
-            binary_key: st.binary_key,
-        };
+        let a = st.args();
         let mut s = self.lock(a.hash, now);
+        Self::store_in(&mut s, &a, st, now, fetched, may_read)
+    }
+
+    /// A storage command's work in the key's shard, held by the caller.
+    pub(super) fn store_in(
+        s: &mut Shard,
+        a: &StoreArgs<'_>,
+        st: &Store<'_>,
+        now: u32,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
         if st.is_plain_set() {
             if may_read && fetched.is_empty() && s.worth_verifying(a.hash) {
                 return Err(Wait::Reads);
@@ -118,7 +136,7 @@ impl Engine {
             return Err(Wait::Reads);
         }
         let keep = s.other_keys_on_flash(a.key, a.hash, fetched);
-        match ops::store_keeping(&mut s, &a, now, &keep) {
+        match ops::store_keeping(s, a, now, &keep) {
             StoreResult::Busy => Err(Wait::Busy),
             r => Ok(r),
         }

@@ -75,21 +75,7 @@ impl Conn {
 
     /// Writes pending output. Returns bytes written.
     pub(super) fn flush(&mut self) -> io::Result<usize> {
-        let mut total = 0;
-        // TLS records that the socket did not take last time go first.
-        self.stream.push()?;
-        while self.wpos < self.wbuf.len() {
-            match self.stream.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.wpos += n;
-                    total += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let total = write_out(&mut self.stream, &self.wbuf, &mut self.wpos)?;
         if self.wpos == self.wbuf.len() {
             self.wbuf.clear();
             self.wpos = 0;
@@ -123,4 +109,28 @@ impl Conn {
         }
         Ok(total)
     }
+}
+
+/// Writes `buf[*wpos..]` until the socket takes no more (TLS records the
+/// socket did not take last time go first). Returns bytes written.
+pub(super) fn write_out(
+    stream: &mut crate::transport::Stream,
+    buf: &[u8],
+    wpos: &mut usize,
+) -> io::Result<usize> {
+    let mut total = 0;
+    stream.push()?;
+    while *wpos < buf.len() {
+        match stream.write(&buf[*wpos..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                *wpos += n;
+                total += n;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
 }

@@ -110,19 +110,42 @@ impl Conn {
         if flight.waiting == 0 {
             return;
         }
-        let engine = &ctx.shared.engine;
-        if engine.flash().is_none() {
-            return;
-        }
-        match engine.complete_read(&mut flight.fetched, slot, result, queued_us) {
-            Some(more) => {
-                if let Some(r) = ctx.reader {
-                    let base = self.token_base | u64::from(id) << 16;
-                    r.borrow_mut().submit(read_op(base, more));
-                }
+        let flight_base = self.token_base | u64::from(id) << 16;
+        complete(
+            &mut flight.fetched,
+            &mut flight.waiting,
+            flight_base,
+            slot,
+            result,
+            queued_us,
+            ctx,
+        );
+    }
+}
+
+/// A read for `fetched`'s entry `slot` finished: its record is kept, or
+/// the further read it needs is submitted (tokens from `flight_base`);
+/// `waiting` counts down when the entry is done. Both protocols' connections.
+pub(super) fn complete(
+    fetched: &mut tiercache_engine::flash::Fetched,
+    waiting: &mut usize,
+    flight_base: u64,
+    slot: usize,
+    result: io::Result<(AlignedBuf, usize)>,
+    queued_us: u64,
+    ctx: &Ctx<'_>,
+) {
+    let engine = &ctx.shared.engine;
+    if engine.flash().is_none() {
+        return;
+    }
+    match engine.complete_read(fetched, slot, result, queued_us) {
+        Some(more) => {
+            if let Some(r) = ctx.reader {
+                r.borrow_mut().submit(read_op(flight_base, more));
             }
-            None => flight.waiting -= 1,
         }
+        None => *waiting -= 1,
     }
 }
 

@@ -1,37 +1,44 @@
-//! The Redis port's connections: an accept thread per server over the
-//! RESP listeners, and a thread per connection with blocking socket I/O.
-//! Each connection reads what the client sent, answers every complete
-//! request in it (pipelining: one write per batch, or every 64 KiB), and
-//! checks the server's stop and CLIENT KILL between reads. Its flash reads
-//! run on its own thread ([`crate::protocol::resp::db`]), so a slow device
-//! never holds up a memcached worker.
+//! The Redis port's connections, served by the workers' event loops like
+//! the memcached connections: the RESP listeners are further listening
+//! sockets of every worker (tagged [`Proto::Redis`]), an accepted
+//! connection is handed to the worker with the fewest, and its requests
+//! are parsed and run on that worker. Pipelining: every complete request
+//! read is answered, the replies written with one system call.
+//!
+//! Flash reads never block the worker: a command that needs records not
+//! read yet stops ([`crate::protocol::resp::db`]), its keys are probed and
+//! their reads submitted to the worker's asynchronous reader (the same as
+//! memcached gets, [`flash`]), and it runs again once they completed; a
+//! command that waits for a busy flash tier runs again at the worker's
+//! next wake-up. Requests after it wait their turn (replies stay in
+//! order).
 //!
 //! Bounds: a bulk string at most the item size limit (`-I`, at least
-//! 1 MiB), an unfinished request at most [`MAX_REQUEST`] (then the
+//! 1 MiB); an unfinished request at most [`MAX_REQUEST`] (then the
 //! connection is closed, as Redis closes a client over its query buffer
-//! limit), replies written out every [`FLUSH_AT`] bytes (a client that
-//! never reads blocks its own thread, holding at most that much).
-//! Connections count against `-c` (maxclients).
+//! limit); while `max_pending_output` bytes of replies wait for a client
+//! that does not read, nothing more is read from it nor run. Connections
+//! count against `-c` (maxclients) with the memcached ones.
 
-use crate::protocol::resp::cmd::dispatch;
+mod flash;
+
+use crate::conn::State;
+use crate::ctx::Ctx;
 use crate::protocol::resp::codec::{parse, Frame};
 use crate::protocol::resp::reply::Out;
-use crate::protocol::resp::Env;
-use crate::shared::Shared;
-use crate::stats::{add, WorkerStats};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
+use crate::protocol::resp::{Env, Session};
+use crate::stats::add;
+use crate::transport::Stream;
+use std::io::{self, Read};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use tiercache_engine::flash::{Fetched, ReadReq};
 
 /// Longest unfinished request held.
 pub const MAX_REQUEST: usize = 64 << 20;
-/// Replies written out once this many bytes wait.
-const FLUSH_AT: usize = 64 << 10;
-/// How often a connection waiting for input checks for a stop.
-const POLL: Duration = Duration::from_millis(100);
+/// Bytes asked of one read.
+const READ_CHUNK: usize = 64 << 10;
 
 /// Binds the RESP listeners of the configuration (none without a port).
 pub fn bind(cfg: &crate::config::Config) -> anyhow::Result<Vec<TcpListener>> {
@@ -61,173 +68,261 @@ pub fn bind(cfg: &crate::config::Config) -> anyhow::Result<Vec<TcpListener>> {
     Ok(out)
 }
 
-/// Starts the accept thread; it returns once the server stops and every
-/// connection it started has ended.
-pub fn start(
-    shared: Arc<Shared>,
-    listeners: Vec<TcpListener>,
-    stats: Arc<WorkerStats>,
-) -> std::io::Result<JoinHandle<()>> {
-    let env = Arc::new(Env::new(shared, stats));
-    std::thread::Builder::new()
-        .name("resp-accept".into())
-        .spawn(move || accept_loop(env, listeners))
+/// One RESP client connection on a worker.
+pub struct RespConn {
+    pub stream: Stream,
+    env: Arc<Env>,
+    sess: Session,
+    /// Set by CLIENT KILL (of another connection): close now.
+    kill: Arc<AtomicBool>,
+    /// Input; the unconsumed part is `rbuf[rpos..rend]`.
+    rbuf: Vec<u8>,
+    rpos: usize,
+    rend: usize,
+    /// Replies; `out.buf[wpos..]` is not written yet.
+    out: Out,
+    wpos: usize,
+    /// The last read came back short: wait for the next readiness event.
+    drained: bool,
+    eof: bool,
+    hup: bool,
+    /// Close once the replies are written (QUIT, a protocol error).
+    closing: bool,
+    /// Input holds no complete request (at EOF nothing more will run).
+    input_done: bool,
+    pub close_reason: &'static str,
+    /// The head request waits for the flash tier to catch up.
+    pub busy: bool,
+    /// The head request's flash records, and the reads it waits for.
+    fetched: Fetched,
+    waiting: usize,
+    /// Times the head request ran and stopped for reads.
+    reruns: u8,
+    /// Carried in read tokens: a completion of an earlier head's read
+    /// is ignored.
+    flight: u8,
+    token_base: u64,
+    reads: Vec<ReadReq>,
+    /// When the head request first ran (its latency includes its waits).
+    started: Option<std::time::Instant>,
+    /// What the client list shows: (name, RESP3).
+    shown: (Vec<u8>, bool),
 }
 
-fn accept_loop(env: Arc<Env>, listeners: Vec<TcpListener>) {
-    let mut conns: Vec<JoinHandle<()>> = Vec::new();
-    while !env.shared.shutdown.load(Ordering::Relaxed) {
-        let mut any = false;
-        for l in &listeners {
-            while let Ok((s, peer)) = l.accept() {
-                any = true;
-                conns.retain(|c| !c.is_finished());
-                let max = env.shared.config.server.max_connections;
-                if env.clients().len() >= max {
-                    let mut s = s;
-                    let _ = s.write_all(b"-ERR max number of clients reached\r\n");
-                    continue;
-                }
-                let e = env.clone();
-                match std::thread::Builder::new()
-                    .name("resp-conn".into())
-                    .spawn(move || serve(&e, s, peer))
-                {
-                    Ok(h) => conns.push(h),
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot start a RESP connection thread")
+impl RespConn {
+    /// A new connection: registered in the client list. `handle` is a
+    /// copy of its socket, which CLIENT KILL shuts to wake its worker.
+    pub fn new(
+        stream: Stream,
+        env: Arc<Env>,
+        handle: Option<std::net::TcpStream>,
+        peer: String,
+        local: String,
+        token_base: u64,
+    ) -> RespConn {
+        let (sess, kill) = env.open(handle, peer, local);
+        RespConn {
+            stream,
+            env,
+            sess,
+            kill,
+            rbuf: Vec::new(),
+            rpos: 0,
+            rend: 0,
+            out: Out::default(),
+            wpos: 0,
+            drained: false,
+            eof: false,
+            hup: false,
+            closing: false,
+            input_done: true,
+            close_reason: "normal",
+            busy: false,
+            fetched: Fetched::default(),
+            waiting: 0,
+            reruns: 0,
+            flight: 0,
+            token_base,
+            reads: Vec::new(),
+            started: None,
+            shown: (Vec::new(), false),
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.out.buf.len() - self.wpos
+    }
+
+    /// Handles readiness (`readable`: a socket event came; `hup`: it said
+    /// the peer closed or reset) or a wake-up (flash reads completed, the
+    /// flash tier caught up): read, run, write until nothing moves.
+    pub fn drive(&mut self, ctx: &Ctx<'_>, readable: bool, hup: bool) -> State {
+        if readable {
+            self.drained = false;
+        }
+        self.hup |= hup;
+        let max_pending = ctx.shared.config.server.max_pending_output.max(1);
+        loop {
+            if self.kill.load(Ordering::Relaxed) {
+                return State::Closed;
+            }
+            let mut progress = false;
+            if !self.eof && !self.closing && !self.drained && self.pending() < max_pending {
+                match self.fill() {
+                    Ok(n) => progress |= n > 0,
+                    Err(_) => {
+                        self.close_reason = "error";
+                        return State::Closed;
                     }
                 }
             }
-        }
-        if !any {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    for c in conns {
-        let _ = c.join();
-    }
-}
-
-/// A connection's byte stream: the socket, or TLS over it.
-trait Io: Read + Write {}
-impl<T: Read + Write> Io for T {}
-
-fn serve(env: &Env, tcp: TcpStream, peer: SocketAddr) {
-    let _ = tcp.set_nonblocking(false);
-    let _ = tcp.set_nodelay(true);
-    let _ = tcp.set_read_timeout(Some(POLL));
-    let _ = tcp.set_write_timeout(Some(POLL));
-    let laddr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let handle = tcp.try_clone().ok();
-    // With -Z the RESP port speaks TLS too (rustls, blocking over the socket).
-    let mut s: Box<dyn Io> = match &env.shared.tls {
-        Some(t) => match rustls::ServerConnection::new(t.current()) {
-            Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
-            Err(e) => {
-                tracing::warn!(error = %e, "RESP: cannot start TLS");
-                return;
+            progress |= self.process(ctx, max_pending);
+            match self.flush() {
+                Ok(n) => progress |= n > 0,
+                Err(_) => {
+                    self.close_reason = "error";
+                    return State::Closed;
+                }
             }
-        },
-        None => Box::new(tcp),
-    };
-    let (mut sess, kill) = env.open(handle, peer.to_string(), laddr);
-    let stop = || env.shared.shutdown.load(Ordering::Relaxed) || kill.load(Ordering::Relaxed);
-    let max_bulk = env.shared.config.cache.max_item_size.max(1 << 20);
-    let mut rbuf: Vec<u8> = Vec::new();
-    let mut out = Out::default();
-    let mut chunk = vec![0u8; 64 << 10];
-    // What the client list shows was last updated with (name, RESP3): it
-    // is updated when they change, not on every request (one lock for all
-    // connections).
-    let mut shown = (Vec::new(), false);
-    'conn: loop {
-        if stop() {
-            break;
+            if self.shown.0 != self.sess.name || self.shown.1 != self.out.resp3 {
+                self.env.update(&self.sess, self.out.resp3);
+                self.shown = (self.sess.name.clone(), self.out.resp3);
+            }
+            let waiting = self.busy || self.waiting > 0;
+            let eof_done = self.eof && !waiting && self.input_done;
+            if (self.closing || eof_done) && self.pending() == 0 && !self.stream.pending() {
+                return State::Closed;
+            }
+            if !progress {
+                return State::Open;
+            }
         }
-        let n = match s.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if timed_out(&e) => continue,
-            Err(_) => break,
-        };
-        rbuf.extend_from_slice(&chunk[..n]);
-        add(&env.stats.bytes_read, n as u64);
-        let mut pos = 0;
-        let mut close = false;
-        while pos < rbuf.len() && !close {
-            match parse(&rbuf[pos..], max_bulk, !sess.authed) {
-                Frame::Incomplete => break,
+    }
+
+    /// Runs the complete requests in the input, in order, until one waits
+    /// for flash, the output is over its bound, or the input runs out.
+    /// True if any ran.
+    fn process(&mut self, ctx: &Ctx<'_>, max_pending: usize) -> bool {
+        let rbuf = std::mem::take(&mut self.rbuf);
+        let cfg = &ctx.shared.config;
+        let max_bulk = cfg.cache.max_item_size.max(1 << 20);
+        let mut ran = false;
+        self.input_done = false;
+        while !self.closing && !self.busy && self.waiting == 0 && self.pending() < max_pending {
+            let buf = &rbuf[self.rpos..self.rend];
+            if buf.is_empty() {
+                self.input_done = true;
+                break;
+            }
+            match parse(buf, max_bulk, !self.sess.authed) {
+                Frame::Incomplete => {
+                    self.input_done = true;
+                    if buf.len() > MAX_REQUEST {
+                        tracing::warn!(client = %self.sess.addr, "RESP request over {MAX_REQUEST} bytes: closing the connection");
+                        self.closing = true;
+                        self.rpos = self.rend;
+                    }
+                    break;
+                }
                 Frame::Error(e) => {
-                    out.err(&format!("ERR {e}"));
-                    close = true;
+                    self.out.err(&format!("ERR {e}"));
+                    self.closing = true;
+                    self.rpos = self.rend;
+                    ran = true;
                 }
                 Frame::Command { args, consumed } => {
-                    pos += consumed;
                     if args.is_empty() {
+                        self.rpos += consumed;
                         continue;
                     }
                     let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
-                    dispatch(&args, &mut out, &mut sess, env);
-                    close = sess.close;
-                    if out.buf.len() >= FLUSH_AT {
-                        add(&env.stats.bytes_written, out.buf.len() as u64);
-                        if send(&mut s, &out.buf, &stop).is_err() {
-                            break 'conn;
-                        }
-                        out.buf.clear();
+                    if !self.run_head(&args, ctx) {
+                        break;
                     }
+                    self.rpos += consumed;
+                    self.closing |= self.sess.close;
+                    ran = true;
                 }
             }
         }
-        rbuf.drain(..pos);
-        if !out.buf.is_empty() {
-            add(&env.stats.bytes_written, out.buf.len() as u64);
-            if send(&mut s, &out.buf, &stop).is_err() {
-                break;
+        self.rbuf = rbuf;
+        ran
+    }
+
+    /// Reads once what the socket has. Returns bytes read.
+    fn fill(&mut self) -> io::Result<usize> {
+        let held = self.rend - self.rpos;
+        if self.rpos > 0 && self.rpos >= held {
+            self.rbuf.copy_within(self.rpos..self.rend, 0);
+            self.rend = held;
+            self.rpos = 0;
+        }
+        if self.rbuf.len() < self.rend + READ_CHUNK {
+            self.rbuf.resize(self.rend + READ_CHUNK, 0);
+        }
+        loop {
+            match self
+                .stream
+                .read(&mut self.rbuf[self.rend..self.rend + READ_CHUNK])
+            {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(0);
+                }
+                Ok(n) => {
+                    self.rend += n;
+                    add(&self.env.stats.bytes_read, n as u64);
+                    if n < READ_CHUNK && !self.hup && self.stream.short_read_drains() {
+                        self.drained = true;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.drained = true;
+                    return Ok(0);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-            out.buf.clear();
-        }
-        if shown.0 != sess.name || shown.1 != out.resp3 {
-            env.update(&sess, out.resp3);
-            shown = (sess.name.clone(), out.resp3);
-        }
-        if close {
-            break;
-        }
-        if rbuf.len() > MAX_REQUEST {
-            tracing::warn!(client = %peer, "RESP request over {MAX_REQUEST} bytes: closing the connection");
-            break;
         }
     }
-    env.close(sess.id);
+
+    /// Writes pending replies. Returns bytes written.
+    fn flush(&mut self) -> io::Result<usize> {
+        let total = crate::conn::io::write_out(&mut self.stream, &self.out.buf, &mut self.wpos)?;
+        add(&self.env.stats.bytes_written, total as u64);
+        if self.wpos == self.out.buf.len() {
+            self.out.buf.clear();
+            self.wpos = 0;
+            if self.out.buf.capacity() > 1 << 20 {
+                self.out.buf.shrink_to(64 << 10);
+            }
+        } else if self.wpos > 0 && self.wpos >= self.out.buf.len() - self.wpos {
+            self.out.buf.drain(..self.wpos);
+            self.wpos = 0;
+        }
+        // A large request is done with: give its buffer back.
+        if self.rbuf.len() > 4 * READ_CHUNK && self.rend == self.rpos {
+            self.rpos = 0;
+            self.rend = 0;
+            self.rbuf.truncate(READ_CHUNK);
+            self.rbuf.shrink_to(READ_CHUNK);
+        }
+        Ok(total)
+    }
 }
 
-/// Whether an I/O error is the socket's timeout (try again).
-fn timed_out(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-    )
+impl Drop for RespConn {
+    fn drop(&mut self) {
+        self.env.close(self.sess.id);
+    }
 }
 
-/// Writes replies out (through TLS's buffer, when there is one). A client
-/// that does not read blocks it, but the socket's timeout lets it see the
-/// server's stop and CLIENT KILL (`stop`), so a stop never waits on it.
-fn send(s: &mut Box<dyn Io>, b: &[u8], stop: &dyn Fn() -> bool) -> std::io::Result<()> {
-    let mut at = 0;
-    while at < b.len() {
-        match s.write(&b[at..]) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => at += n,
-            Err(e) if timed_out(&e) && !stop() => {}
-            Err(e) => return Err(e),
-        }
-    }
-    loop {
-        match s.flush() {
-            Err(e) if timed_out(&e) && !stop() => {}
-            r => return r,
-        }
-    }
+/// A copy of an accepted TCP socket, for CLIENT KILL to shut.
+pub fn kill_handle(s: &mio::net::TcpStream) -> Option<std::net::TcpStream> {
+    use std::os::fd::AsFd;
+    s.as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(std::net::TcpStream::from)
 }

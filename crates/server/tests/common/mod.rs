@@ -4,6 +4,7 @@
 
 pub mod memcached;
 pub mod process;
+pub mod resp;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -12,7 +12,7 @@ pub mod keys;
 pub mod server;
 pub mod strings;
 
-use super::db::{Db, Failed};
+use super::db::{Db, Failed, HeldShard, Run};
 use super::reply::Out;
 use super::{Env, Session};
 use crate::stats::add;
@@ -55,6 +55,9 @@ impl Call<'_> {
     }
     /// A get of one key, in memcached's counters (`cmd_get`, hits, misses).
     pub fn count_get(&self, hit: bool) {
+        if self.db.stopped() {
+            return;
+        }
         let s = &self.env.stats;
         add(&s.cmd_get, 1);
         add(if hit { &s.get_hits } else { &s.get_misses }, 1);
@@ -198,13 +201,88 @@ fn printable(b: &[u8], max: usize) -> String {
         .collect()
 }
 
+/// The keys of a command as its entry places them (EXEC: those of the
+/// commands queued), each given to `f`.
+pub fn for_each_key(args: &[&[u8]], sess: &Session, f: &mut dyn FnMut(&[u8])) {
+    let Some(spec) = lookup(args[0]) else {
+        return;
+    };
+    if spec.name == "exec" {
+        for q in sess.multi.iter().flatten() {
+            let a: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
+            for_each_key(&a, sess, f);
+        }
+        return;
+    }
+    if spec.first_key <= 0 {
+        return;
+    }
+    let n = args.len() as i32;
+    let last = if spec.last_key < 0 {
+        n + spec.last_key
+    } else {
+        spec.last_key.min(n - 1)
+    };
+    let mut i = spec.first_key;
+    while i <= last {
+        f(args[i as usize]);
+        i += spec.step.max(1);
+    }
+}
+
+/// The error for a key in another shard than the transaction's.
+pub const CROSS_SHARD: &str =
+    "CROSSSHARD Keys in a MULTI/EXEC transaction must all be in one tiercache shard";
+
+/// A command queued in MULTI: its keys must be in the shard of the keys
+/// queued before (which it sets, for the first), and it may not be one
+/// that works on every shard.
+fn one_shard(args: &[&[u8]], spec: &Spec, sess: &mut Session, env: &Env) -> Result<(), String> {
+    if matches!(
+        spec.name,
+        "flushdb" | "flushall" | "dbsize" | "scan" | "randomkey" | "info"
+    ) {
+        return Err(format!(
+            "CROSSSHARD '{}' works on every shard and cannot run in a MULTI/EXEC transaction",
+            spec.name
+        ));
+    }
+    let engine = &env.shared.engine;
+    let mut shard = sess.multi_shard;
+    let mut cross = false;
+    for_each_key(args, sess, &mut |k| {
+        let s = engine.shard_of(k);
+        cross |= shard.is_some_and(|t| t != s);
+        shard.get_or_insert(s);
+    });
+    if cross {
+        return Err(CROSS_SHARD.to_string());
+    }
+    sess.multi_shard = shard;
+    Ok(())
+}
+
 /// Commands a connection may send before it has authenticated.
 fn before_auth(name: &str) -> bool {
     matches!(name, "auth" | "hello" | "quit" | "reset")
 }
 
 /// Runs one command (`args` non-empty), appending its reply to `out`.
-pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
+/// When `run` stops (it waits for flash, see [`super::db`]) the reply is
+/// incomplete: the caller drops it and runs the command again later.
+pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env, run: &Run<'_>) {
+    dispatch_in(args, out, sess, env, run, None)
+}
+
+/// [`dispatch`], with the shard EXEC holds (its keys are in that shard).
+pub fn dispatch_in(
+    args: &[&[u8]],
+    out: &mut Out,
+    sess: &mut Session,
+    env: &Env,
+    run: &Run<'_>,
+    held: Option<&dyn HeldShard>,
+) {
     let Some(spec) = lookup(args[0]) else {
         if sess.multi.is_some() {
             sess.multi_failed = true;
@@ -224,14 +302,19 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
             "ERR wrong number of arguments for '{name}' command"
         ));
     }
-    if let Some(q) = &mut sess.multi {
-        if !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
-            q.push(args.iter().map(|a| a.to_vec()).collect());
-            return out.simple("QUEUED");
+    if sess.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset")
+    {
+        if let Err(e) = one_shard(args, spec, sess, env) {
+            sess.multi_failed = true;
+            return out.err(&e);
         }
+        if let Some(q) = &mut sess.multi {
+            q.push(args.iter().map(|a| a.to_vec()).collect());
+        }
+        return out.simple("QUEUED");
     }
     sess.last_cmd = spec.name;
-    let started = std::time::Instant::now();
+    let started = run.started;
     let mark = out.buf.len();
     let mut call = Call {
         args,
@@ -240,10 +323,15 @@ pub fn dispatch(args: &[&[u8]], out: &mut Out, sess: &mut Session, env: &Env) {
         env,
         db: Db {
             engine: &env.shared.engine,
+            run,
+            held,
         },
         spec,
     };
     (spec.run)(&mut call);
+    if run.stopped().is_some() {
+        return;
+    }
     if spec.write {
         add(&env.stats.cmd_set, 1);
     }

@@ -1,9 +1,20 @@
 //! The engine as RESP commands see it: whole items (value, type, expiry,
-//! CAS) read and written through the engine's command API, its flash
-//! reads done on the calling thread ([`Engine::run_blocking`]) and a busy
-//! flash tier waited out, and read-modify-write commands (INCR, APPEND,
-//! SET ... GET, HSET...) as a compare-and-swap loop, so that no update is
-//! lost between two clients (on either port).
+//! CAS) read and written through the engine's command API, and
+//! read-modify-write commands (INCR, APPEND, SET ... GET, HSET...) as a
+//! compare-and-swap loop, so that no update is lost between two clients
+//! (on either port).
+//!
+//! Flash: a command runs on a worker, which must not wait for the device.
+//! Each run of a command has a [`Run`]: the flash records the connection
+//! has read for it so far. When an engine call answers that it needs
+//! records not read yet ([`Wait::Reads`]) or that the flash tier is behind
+//! ([`Wait::Busy`]), and the command has changed nothing yet, the run
+//! *stops*: every later call of the command fails at once, the connection
+//! drops its reply, reads the records asynchronously (or waits for the
+//! flash tier's waker), then runs the command again from the start. Once a
+//! command has changed an item it cannot be run again: a later wait (a
+//! record that moved between the probe and the run, rare) is waited out
+//! on the calling thread, as before the workers served RESP.
 //!
 //! Types: a Redis string is any item whose memcached flags are not
 //! [`HASH_FLAGS`] (memcached-port items are strings); a hash is an item
@@ -13,8 +24,11 @@
 //! milliseconds is rounded up to the next second, so an item never expires
 //! early and lives at most 999 ms longer than asked.
 
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tiercache_engine::command::{Found, Held, ItemView, MetaDeleted};
 use tiercache_engine::command::{Mode, Store, StoreResult, Wait};
+use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_engine::Engine;
 
 /// The memcached flags that mark an item as a Redis hash.
@@ -82,8 +96,14 @@ impl Item {
 pub enum Failed {
     /// Larger than the item size limit (`-I`).
     TooLarge,
+    /// In EXEC, after an earlier command of it changed an item: the flash
+    /// tier is behind, this command changed nothing.
+    Busy,
     /// No memory even after eviction, or the flash tier stayed busy.
     NoMemory,
+    /// The run stopped to wait for flash (see the module doc): the reply
+    /// is dropped and the command runs again.
+    Stopped,
 }
 
 impl Failed {
@@ -92,6 +112,8 @@ impl Failed {
         match self {
             Failed::TooLarge => "ERR string exceeds maximum allowed size (item size limit, -I)",
             Failed::NoMemory => "OOM command not allowed when used memory > 'maxmemory'.",
+            Failed::Stopped => "ERR stopped (not sent)",
+            Failed::Busy => "TRYAGAIN the flash tier is busy; this command changed nothing",
         }
     }
 }
@@ -107,9 +129,136 @@ pub enum Change {
     },
 }
 
-/// The engine, for one command.
+/// One run of a command: the flash records read for it, whether an
+/// engine call may still ask for more, and whether the run stopped or
+/// changed an item (see the module doc).
+pub struct Run<'a> {
+    pub fetched: &'a Fetched,
+    pub may_read: bool,
+    /// Stop rather than wait (a worker); false: wait on this thread.
+    pub stop_on_wait: bool,
+    /// When the request first ran (its latency includes its waits).
+    pub started: std::time::Instant,
+    /// The request's keys were probed and their records read (EXEC runs
+    /// only then: its shard is held while it runs, no read may wait).
+    pub probed: bool,
+    stopped: Cell<Option<Wait>>,
+    changed: Cell<bool>,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(
+        fetched: &'a Fetched,
+        may_read: bool,
+        stop_on_wait: bool,
+        started: std::time::Instant,
+    ) -> Run<'a> {
+        Run {
+            fetched,
+            may_read,
+            stop_on_wait,
+            started,
+            probed: false,
+            stopped: Cell::new(None),
+            changed: Cell::new(false),
+        }
+    }
+
+    /// Why the run stopped, if it did.
+    pub fn stopped(&self) -> Option<Wait> {
+        self.stopped.get()
+    }
+
+    /// Whether the run changed an item (then it is not run again).
+    pub fn changed(&self) -> bool {
+        self.changed.get()
+    }
+
+    /// Stops the run (nothing changed yet): it runs again after `w`.
+    pub fn stop(&self, w: Wait) {
+        self.stopped.set(Some(w));
+    }
+}
+
+/// The engine, for one command: its key's shard held by EXEC, or not.
 pub struct Db<'a> {
     pub engine: &'a Engine,
+    pub run: &'a Run<'a>,
+    pub held: Option<&'a dyn HeldShard>,
+}
+
+/// The shard EXEC holds, as [`Db`] uses it: a trait object, so that a
+/// `Db`'s lifetime need not be the hold's.
+pub trait HeldShard {
+    fn get(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        fetched: &Fetched,
+        may_read: bool,
+        f: &mut dyn FnMut(ItemView<'_>),
+    ) -> Result<(), Wait>;
+    fn store(
+        &self,
+        engine: &Engine,
+        st: &Store<'_>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait>;
+    /// `md` with `cas`, else a delete.
+    fn delete(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        cas: Option<u64>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait>;
+    fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>);
+}
+
+impl HeldShard for RefCell<Held<'_>> {
+    fn get(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        fetched: &Fetched,
+        may_read: bool,
+        f: &mut dyn FnMut(ItemView<'_>),
+    ) -> Result<(), Wait> {
+        self.borrow_mut()
+            .get_with(engine, key, fetched, may_read, |_, v| f(v))
+            .map(|_| ())
+    }
+    fn store(
+        &self,
+        engine: &Engine,
+        st: &Store<'_>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
+        self.borrow_mut().store(engine, st, fetched, may_read)
+    }
+    fn delete(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        cas: Option<u64>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait> {
+        let mut h = self.borrow_mut();
+        match cas {
+            Some(_) => h.meta_delete(engine, key, cas, None, fetched, may_read),
+            None => h.delete(engine, key, fetched, may_read).map(|d| match d {
+                true => MetaDeleted::Deleted,
+                false => MetaDeleted::NotFound,
+            }),
+        }
+    }
+    fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
+        self.borrow_mut().probe(engine, key, fetched, reads);
+    }
 }
 
 /// Runs `f` again while the flash tier is busy (up to [`BUSY_WAIT`]).
@@ -130,27 +279,150 @@ impl Db<'_> {
         tiercache_engine::clock::unix_now()
     }
 
+    /// Whether the run stopped (every call fails at once then).
+    pub fn stopped(&self) -> bool {
+        self.run.stopped.get().is_some()
+    }
+
+    /// Runs an engine call on `key` (`write`: it changes the item when it
+    /// succeeds). A wait stops the run while it has changed nothing;
+    /// otherwise it is waited out here ([`Engine::run_blocking`], a busy
+    /// flash tier for up to [`BUSY_WAIT`]).
+    fn call<R>(
+        &self,
+        key: &[u8],
+        write: bool,
+        mut cmd: impl FnMut(&Fetched, bool) -> Result<R, Wait>,
+    ) -> Result<R, Wait> {
+        let run = self.run;
+        if let Some(w) = run.stopped.get() {
+            return Err(w);
+        }
+        let r = match cmd(run.fetched, run.may_read) {
+            Err(w) if run.stop_on_wait && !run.changed.get() => {
+                run.stopped.set(Some(w));
+                return Err(w);
+            }
+            Err(_) if self.held.is_some() => self.held_blocking(key, &mut cmd),
+            Err(_) => {
+                let now = self.now();
+                patient(|| self.engine.run_blocking(key, now, &mut cmd))
+            }
+            r => r,
+        };
+        if write && r.is_ok() {
+            run.changed.set(true);
+        }
+        r
+    }
+
+    /// [`Engine::run_blocking`] in the held shard (its probe must not
+    /// lock it again); a busy flash tier is not waited for under the hold.
+    fn held_blocking<R>(
+        &self,
+        key: &[u8],
+        cmd: &mut impl FnMut(&Fetched, bool) -> Result<R, Wait>,
+    ) -> Result<R, Wait> {
+        let (mut fetched, mut reads) = (Fetched::default(), Vec::new());
+        for round in 0..8 {
+            match cmd(&fetched, round < 7) {
+                Err(Wait::Reads) => {
+                    if let Some(h) = self.held {
+                        h.probe(self.engine, key, &mut fetched, &mut reads);
+                    }
+                    if let Some(f) = self.engine.flash() {
+                        f.read_blocking(&mut fetched, &mut reads);
+                    }
+                }
+                r => return r,
+            }
+        }
+        Err(Wait::Reads)
+    }
+
+    fn eng_get<R>(
+        &self,
+        key: &[u8],
+        fetched: &Fetched,
+        may_read: bool,
+        f: impl FnOnce(Found, ItemView<'_>) -> R,
+    ) -> Result<Option<R>, Wait> {
+        match self.held {
+            Some(h) => {
+                let (mut f, mut got) = (Some(f), None);
+                h.get(self.engine, key, fetched, may_read, &mut |v| {
+                    got = f.take().map(|f| f(Found::Ram, v));
+                })?;
+                Ok(got)
+            }
+            None => self.engine.get_with(key, self.now(), fetched, may_read, f),
+        }
+    }
+
+    fn eng_store(
+        &self,
+        st: &Store<'_>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<StoreResult, Wait> {
+        match self.held {
+            Some(h) => h.store(self.engine, st, fetched, may_read),
+            None => self.engine.store(st, self.now(), fetched, may_read),
+        }
+    }
+
+    fn eng_delete(
+        &self,
+        key: &[u8],
+        cas: Option<u64>,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<MetaDeleted, Wait> {
+        let e = self.engine;
+        let deleted = |d| match d {
+            true => MetaDeleted::Deleted,
+            false => MetaDeleted::NotFound,
+        };
+        match (self.held, cas) {
+            (Some(h), _) => h.delete(e, key, cas, fetched, may_read),
+            (None, Some(_)) => e.meta_delete(key, self.now(), cas, None, fetched, may_read),
+            (None, None) => e.delete(key, self.now(), fetched, may_read).map(deleted),
+        }
+    }
+
     /// The key's item, its access recorded (as a get).
     pub fn get(&self, key: &[u8]) -> Option<Item> {
-        self.engine
-            .get_blocking(key, self.now(), true, |_, v| Item {
-                value: v.value().to_vec(),
-                flags: v.flags(),
-                exptime: v.exptime(),
-                cas: v.cas(),
-            })
+        self.with_item(key, |v| Item {
+            value: v.value().to_vec(),
+            flags: v.flags(),
+            exptime: v.exptime(),
+            cas: v.cas(),
+        })
+    }
+
+    /// `f` with the key's item, read in place, its access recorded.
+    fn with_item<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(tiercache_engine::command::ItemView<'_>) -> R,
+    ) -> Option<R> {
+        let mut f = Some(f);
+        self.call(key, false, |fetched, may_read| {
+            let run = |_, v: ItemView<'_>| (f.take().expect("once"))(v);
+            self.eng_get(key, fetched, may_read, run)
+        })
+        .ok()
+        .flatten()
     }
 
     /// `f` with the key's value and type, read in place (GET, MGET).
     pub fn with<R>(&self, key: &[u8], f: impl FnOnce(&[u8], Kind) -> R) -> Option<R> {
-        self.engine.get_blocking(key, self.now(), true, |_, v| {
-            f(v.value(), Kind::of_flags(v.flags()))
-        })
+        self.with_item(key, |v| f(v.value(), Kind::of_flags(v.flags())))
     }
 
     /// The key's value length and type, without copying the value.
     pub fn len_kind(&self, key: &[u8]) -> Option<(usize, Kind, u32)> {
-        self.engine.get_blocking(key, self.now(), true, |_, v| {
+        self.with_item(key, |v| {
             (v.value().len(), Kind::of_flags(v.flags()), v.exptime())
         })
     }
@@ -175,39 +447,31 @@ impl Db<'_> {
             set_stale: false,
             binary_key: false,
         };
-        let now = self.now();
-        let r = patient(|| {
-            self.engine.run_blocking(key, now, |fetched, may_read| {
-                self.engine.store(&st, now, fetched, may_read)
-            })
+        let r = self.call(key, true, |fetched, may_read| {
+            self.eng_store(&st, fetched, may_read)
         });
         match r {
             Ok(StoreResult::TooLarge) => Err(Failed::TooLarge),
-            Ok(StoreResult::NoMemory | StoreResult::Busy) | Err(_) => Err(Failed::NoMemory),
+            Ok(StoreResult::NoMemory | StoreResult::Busy) => Err(Failed::NoMemory),
+            Err(_) if self.stopped() => Err(Failed::Stopped),
+            Err(Wait::Busy) if self.held.is_some() => Err(Failed::Busy),
+            Err(_) => Err(Failed::NoMemory),
             Ok(r) => Ok(r),
         }
     }
 
     /// Deletes the key; true if it was there.
     pub fn delete(&self, key: &[u8]) -> bool {
-        let now = self.now();
-        patient(|| {
-            self.engine.run_blocking(key, now, |fetched, may_read| {
-                self.engine.delete(key, now, fetched, may_read)
-            })
-        })
-        .unwrap_or(false)
+        let r = self.call(key, true, |fetched, may_read| {
+            self.eng_delete(key, None, fetched, may_read)
+        });
+        matches!(r, Ok(MetaDeleted::Deleted))
     }
 
     /// Deletes the key if its CAS is still `cas`; true if deleted.
     fn delete_cas(&self, key: &[u8], cas: u64) -> bool {
-        use tiercache_engine::command::MetaDeleted;
-        let now = self.now();
-        let r = patient(|| {
-            self.engine.run_blocking(key, now, |fetched, may_read| {
-                self.engine
-                    .meta_delete(key, now, Some(cas), None, fetched, may_read)
-            })
+        let r = self.call(key, true, |fetched, may_read| {
+            self.eng_delete(key, Some(cas), fetched, may_read)
         });
         matches!(r, Ok(MetaDeleted::Deleted))
     }
@@ -215,7 +479,8 @@ impl Db<'_> {
     /// Empties the cache (FLUSHALL).
     pub fn flush(&self) -> bool {
         let now = self.now();
-        patient(|| self.engine.flush(0, now)).is_ok()
+        self.call(b"", true, |_, _| self.engine.flush(0, now))
+            .is_ok()
     }
 
     /// Reads the item, lets `f` decide, applies its change only if nobody
@@ -227,6 +492,9 @@ impl Db<'_> {
     ) -> Result<R, Failed> {
         loop {
             let old = self.get(key);
+            if self.stopped() {
+                return Err(Failed::Stopped);
+            }
             let (change, r) = f(old.as_ref());
             let done = match change {
                 Change::Keep => true,
@@ -249,6 +517,9 @@ impl Db<'_> {
                     )
                 }
             };
+            if self.stopped() {
+                return Err(Failed::Stopped);
+            }
             if done {
                 return Ok(r);
             }

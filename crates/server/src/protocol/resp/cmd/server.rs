@@ -492,21 +492,59 @@ pub fn discard(c: &mut Call<'_>) {
     }
 }
 
-/// EXEC: the queued commands in order, their replies in one array. They
-/// run one after the other on this connection, not isolated from other
-/// clients (see docs/REDIS.md).
+/// EXEC: the queued commands in order, their replies in one array,
+/// isolated: their keys are all in one engine shard (refused at queue time
+/// otherwise, `cmd::one_shard`), which is held while they run, so no other
+/// command on those keys (either port, any worker) runs between them.
+/// With a flash tier the keys' records are read first (the run stops once
+/// for that, see `db`), so that no read waits under the hold.
 pub fn exec(c: &mut Call<'_>) {
     let Some(q) = c.sess.multi.take() else {
         return c.out.err("ERR EXEC without MULTI");
     };
+    c.sess.multi_shard = None;
     if std::mem::take(&mut c.sess.multi_failed) {
         return c
             .out
             .err("EXECABORT Transaction discarded because of previous errors.");
     }
-    c.out.array(q.len());
-    for cmd in &q {
-        let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-        super::dispatch(&args, c.out, c.sess, c.env);
+    let run = c.db.run;
+    let engine = c.db.engine;
+    let first = q.iter().find_map(|cmd| {
+        let a: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+        let mut k = None;
+        super::for_each_key(&a, c.sess, &mut |key| {
+            k.get_or_insert_with(|| key.to_vec());
+        });
+        k
+    });
+    if first.is_some()
+        && engine.flash().is_some()
+        && run.stop_on_wait
+        && run.may_read
+        && !run.probed
+    {
+        // The connection probes the queued keys, reads their records and
+        // runs EXEC again.
+        run.stop(tiercache_engine::command::Wait::Reads);
+    }
+    if run.stopped().is_none() {
+        let now = tiercache_engine::clock::unix_now();
+        let held = first.map(|k| std::cell::RefCell::new(engine.hold(&k, now)));
+        c.out.array(q.len());
+        for cmd in &q {
+            let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+            let h = held
+                .as_ref()
+                .map(|h| h as &dyn crate::protocol::resp::db::HeldShard);
+            super::dispatch_in(&args, c.out, c.sess, c.env, run, h);
+            if run.stopped().is_some() {
+                break;
+            }
+        }
+    }
+    if run.stopped().is_some() {
+        // Runs again once the flash records are read: queued as before.
+        c.sess.multi = Some(q);
     }
 }

@@ -1,0 +1,243 @@
+//! The Redis port on the workers' event loops: CLIENT KILL of another
+//! connection, the connection limit, gets served from flash to many
+//! connections at once (the worker waits for no read), and MULTI/EXEC on
+//! one shard. Real sockets to an in-process server.
+
+mod common;
+
+use common::resp::{cmd, is, pipeline, redis, server_with, tx};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+#[test]
+fn client_kill_closes_another_connection() {
+    let h = server_with(|_| {});
+    let mut victim = redis(&h);
+    is(&mut victim, &["CLIENT", "SETNAME", "victim"], "+OK\r\n");
+    tx(&mut victim, &cmd(&["CLIENT", "ID"]), b":");
+    let mut id = Vec::new();
+    let mut b = [0u8; 1];
+    while b[0] != b'\n' {
+        victim.read_exact(&mut b).unwrap();
+        id.push(b[0]);
+    }
+    let id = String::from_utf8_lossy(&id).trim().to_string();
+    let mut killer = redis(&h);
+    is(&mut killer, &["CLIENT", "KILL", "ID", &id], ":1\r\n");
+    // The victim is closed without a reply, while it waits in a read.
+    let mut rest = Vec::new();
+    let n = victim.read_to_end(&mut rest).unwrap_or(0);
+    assert_eq!(n, 0, "got {:?}", String::from_utf8_lossy(&rest));
+    is(&mut killer, &["PING"], "+PONG\r\n");
+    // Gone from the client list.
+    let list = pipeline(&mut killer, &[cmd(&["CLIENT", "LIST"])]);
+    assert!(!String::from_utf8_lossy(&list[0]).contains("name=victim"));
+    // QUIT still answers, then closes.
+    tx(&mut killer, &cmd(&["QUIT"]), b"+OK\r\n");
+    assert_eq!(killer.read(&mut [0u8; 8]).unwrap(), 0);
+}
+
+#[test]
+fn connections_over_the_limit_get_redis_error() {
+    let h = server_with(|c| c.server.max_connections = 3);
+    let mut held: Vec<_> = (0..3).map(|_| redis(&h)).collect();
+    for s in &mut held {
+        is(s, &["PING"], "+PONG\r\n");
+    }
+    let mut over = redis(&h);
+    let mut got = Vec::new();
+    let _ = over.read_to_end(&mut got);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR max number of clients reached\r\n"
+    );
+    drop(held.pop());
+    // The slot is free again once the server saw the close.
+    let ok = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        let mut s = redis(&h);
+        s.write_all(&cmd(&["PING"])).unwrap();
+        let mut r = [0u8; 7];
+        s.read_exact(&mut r).is_ok() && &r == b"+PONG\r\n"
+    });
+    assert!(ok, "no connection accepted after one closed");
+}
+
+fn value(i: usize) -> String {
+    format!("{i:06}:{}", "f".repeat(1000 + i % 300))
+}
+
+#[test]
+fn gets_from_flash_on_many_connections() {
+    let dir = common::tempdir("resp-loop-flash");
+    let path = dir.join("flash");
+    let h = server_with(|c| {
+        c.cache.memory_mb = 48;
+        c.server.threads = 2;
+        c.flash.paths = vec![format!("{}:256M", path.display())];
+    });
+    let n = 60_000;
+    let mut s = redis(&h);
+    for from in (0..n).step_by(1000) {
+        let cmds: Vec<_> = (from..from + 1000)
+            .map(|i| cmd(&["SET", &format!("k{i}"), &value(i)]))
+            .collect();
+        assert!(pipeline(&mut s, &cmds).iter().all(|r| r == b"+OK"));
+    }
+    // 16 clients read the oldest keys (on flash by now), unpipelined and
+    // pipelined, and check every value.
+    let clients: Vec<_> = (0..16)
+        .map(|t| {
+            let mut c = redis(&h);
+            std::thread::spawn(move || {
+                let mut good = 0;
+                for i in (t * 300..t * 300 + 300).step_by(3) {
+                    let got = pipeline(&mut c, &[cmd(&["GET", &format!("k{i}")])]);
+                    good += usize::from(got[0] == value(i).into_bytes());
+                }
+                let keys: Vec<String> = (0..100)
+                    .map(|j| format!("k{}", 5000 + t * 100 + j))
+                    .collect();
+                let cmds: Vec<_> = keys.iter().map(|k| cmd(&["GET", k])).collect();
+                let got = pipeline(&mut c, &cmds);
+                for (j, g) in got.iter().enumerate() {
+                    good += usize::from(*g == value(5000 + t * 100 + j).into_bytes());
+                }
+                let mut args = vec!["MGET".to_string()];
+                args.extend((0..20).map(|j| format!("k{}", 7000 + t * 20 + j)));
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                c.write_all(&cmd(&a)).unwrap();
+                let mut head = [0u8; 5];
+                c.read_exact(&mut head).unwrap();
+                assert_eq!(&head, b"*20\r\n");
+                good
+            })
+        })
+        .collect();
+    let good: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    // Reclaim may have dropped a few of the oldest; nearly all come back.
+    assert!(
+        good > 16 * 200 * 9 / 10,
+        "only {good} of {} values",
+        16 * 200
+    );
+    let info = pipeline(&mut s, &[cmd(&["INFO", "tiercache"])]);
+    let info = String::from_utf8_lossy(&info[0]).to_string();
+    let hits: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flash_hits:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no flash_hits in {info}"));
+    assert!(hits > 1000, "flash_hits {hits}");
+    is(&mut s, &["PING"], "+PONG\r\n");
+    // A transaction over old keys of one shard: read from flash first,
+    // then run under the shard's hold.
+    let e = &h.shared.engine;
+    let shard = e.shard_of(b"k10");
+    let keys: Vec<usize> = (11..4000)
+        .filter(|i| e.shard_of(format!("k{i}").as_bytes()) == shard)
+        .take(5)
+        .chain([10])
+        .collect();
+    let mut cmds: Vec<_> = keys
+        .iter()
+        .map(|i| cmd(&["GET", &format!("k{i}")]))
+        .collect();
+    cmds.push(cmd(&["APPEND", "k10", "+"]));
+    let got = transaction(&mut s, &cmds);
+    assert_eq!(got[1 + cmds.len()], format!("*{}", cmds.len()).into_bytes());
+    let values = &got[2 + cmds.len()..];
+    let good = keys
+        .iter()
+        .zip(values)
+        .filter(|(i, v)| **v == value(**i).into_bytes())
+        .count();
+    assert!(good >= 5, "{good} of 6 values read back in EXEC");
+    let want = format!("{}+", value(10));
+    let got = pipeline(&mut s, &[cmd(&["GET", "k10"])]);
+    assert_eq!(got[0], want.into_bytes());
+}
+
+/// Two keys `{prefix}N` in one engine shard, and one in another.
+fn same_and_other(
+    h: &tiercache_server::server::ServerHandle,
+    prefix: &str,
+) -> (String, String, String) {
+    let e = &h.shared.engine;
+    let a = format!("{prefix}0");
+    let shard = e.shard_of(a.as_bytes());
+    let find = |same: bool| {
+        (1..100_000)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|k| (e.shard_of(k.as_bytes()) == shard) == same)
+            .expect("a key")
+    };
+    (a, find(true), find(false))
+}
+
+/// MULTI, the commands, EXEC: the replies (EXEC's array's elements
+/// after its header), `n` of them after the header.
+fn transaction(s: &mut std::net::TcpStream, cmds: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut all = vec![cmd(&["MULTI"])];
+    all.extend(cmds.iter().cloned());
+    all.push(cmd(&["EXEC"]));
+    // Each EXEC element is read as one more item.
+    all.extend(cmds.iter().map(|_| Vec::new()));
+    pipeline(s, &all)
+}
+
+#[test]
+fn exec_on_one_shard_is_isolated() {
+    let h = server_with(|c| c.server.threads = 2);
+    let (a, b, other) = same_and_other(&h, "tx");
+    let mut w = redis(&h);
+    is(&mut w, &["MSET", &a, "0", &b, "0"], "+OK\r\n");
+    let (a2, b2) = (a.clone(), b.clone());
+    let mut r = redis(&h);
+    // A reader's transactions always see both counters equal: the
+    // writer's two INCRs are never split by them.
+    let reader = std::thread::spawn(move || {
+        for _ in 0..2000 {
+            let got = transaction(&mut r, &[cmd(&["GET", &a2]), cmd(&["GET", &b2])]);
+            assert_eq!(got[3], b"*2");
+            assert_eq!(got[4], got[5], "a transaction saw half of another");
+        }
+    });
+    for i in 1..=2000 {
+        let got = transaction(&mut w, &[cmd(&["INCR", &a]), cmd(&["INCR", &b])]);
+        assert_eq!(got[..4], [&b"+OK"[..], b"+QUEUED", b"+QUEUED", b"*2"]);
+        assert_eq!(got[4], format!(":{i}").into_bytes());
+        assert_eq!(got[5], format!(":{i}").into_bytes());
+    }
+    reader.join().unwrap();
+    // Keys of two shards: refused when queued, then EXECABORT.
+    let got = pipeline(
+        &mut w,
+        &[
+            cmd(&["MULTI"]),
+            cmd(&["SET", &a, "x"]),
+            cmd(&["SET", &other, "y"]),
+            cmd(&["MGET", &a, &other]),
+            cmd(&["DBSIZE"]),
+            cmd(&["EXEC"]),
+            cmd(&["GET", &a]),
+        ],
+    );
+    let cross = b"-CROSSSHARD Keys in a MULTI/EXEC transaction must all be in one tiercache shard";
+    assert_eq!(got[0], b"+OK");
+    assert_eq!(got[1], b"+QUEUED");
+    assert_eq!(got[2], cross);
+    assert_eq!(got[3], cross);
+    assert_eq!(
+        got[4],
+        b"-CROSSSHARD 'dbsize' works on every shard and cannot run in a MULTI/EXEC transaction"
+    );
+    assert_eq!(
+        got[5],
+        b"-EXECABORT Transaction discarded because of previous errors."
+    );
+    assert_eq!(got[6], b"2000", "nothing of the aborted transaction ran");
+    // A transaction of keyless commands, and one key's.
+    let got = transaction(&mut w, &[cmd(&["PING"]), cmd(&["SET", &other, "1"])]);
+    assert_eq!(got[3..], [&b"*2"[..], b"+PONG", b"+OK"]);
+}
