@@ -164,10 +164,12 @@ def main():
             p.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
         if a.flash:
-            try:
-                os.unlink("%s/tc-bench-flash" % a.flash)
-            except OSError:
-                pass
+            # The flash file, and the snapshot a graceful stop writes beside it.
+            for f in ("tc-bench-flash", "tc-bench-flash.snapshot"):
+                try:
+                    os.unlink("%s/%s" % (a.flash, f))
+                except OSError:
+                    pass
     table = "\n".join(lines)
     print(table)
     if a.results:
