@@ -22,8 +22,8 @@
 //! at the front, compaction steps): about 5 µs of a 64-item evacuation
 //! slice's CPU when the maps are cold. A table that needs none (an entry
 //! remembered while less than the capacity came in since) was tried and
-//! measured 3.5x shorter slices (the longest 240 against 850 µs of CPU), but it
-//! is not an exact FIFO, and the
+//! measured: the longest evacuation hold on the CPU about halved (394-411
+//! against 822-846 µs, bench/RESULTS.md), but it is not an exact FIFO, and the
 //! simulator's S3-FIFO then differed from libCacheSim's by up to 2.3%
 //! (tests/libcachesim_reference.rs asks for 2 misses): not taken yet.
 

@@ -175,9 +175,11 @@ impl ShardLock {
     #[inline]
     pub fn lock_for(&self, cause: HoldCause) -> ShardGuard<'_> {
         let mut g = self.0.lock();
-        if cause > HoldCause::Command {
-            g.hold_cpu = Some(thread_cpu_ns());
-        }
+        // Marks left by work done without the lock (the shard had one
+        // owner, `get_mut`) belong to no hold; a CPU clock read on another
+        // thread would be meaningless here.
+        g.hold_mark = None;
+        g.hold_cpu = (cause > HoldCause::Command).then(thread_cpu_ns);
         ShardGuard {
             g,
             cause,
