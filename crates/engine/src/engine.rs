@@ -667,6 +667,8 @@ impl Engine {
             total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
             total.evacuations_waited += st.evacuations_waited;
             total.evacuations_late += st.evacuations_late;
+            total.sweep_segments_walked += st.sweep_segments_walked;
+            total.sweep_segments_skipped += st.sweep_segments_skipped;
         }
         total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {
@@ -700,6 +702,8 @@ impl Engine {
             g.stats.evicted_unfetched = 0;
             g.stats.expired_unfetched = 0;
             g.stats.reclaimed = 0;
+            g.stats.sweep_segments_walked = 0;
+            g.stats.sweep_segments_skipped = 0;
             g.stats.reinserted = 0;
             g.stats.get_expired = 0;
             g.stats.get_flushed = 0;

@@ -124,6 +124,10 @@ pub struct ShardStats {
     /// and got a segment over the budget instead of waiting
     /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
     pub evacuations_late: u64,
+    /// Segments the expiry sweep walked, and those it skipped because
+    /// nothing in them could have expired (`sweep_segments_*`).
+    pub sweep_segments_walked: u64,
+    pub sweep_segments_skipped: u64,
 }
 
 /// A new item's metadata.
@@ -342,6 +346,7 @@ impl Shard {
     pub(crate) fn write_exptime(&mut self, loc: Loc, exptime: u32) {
         self.field_mut(loc, item::OFF_EXPTIME, 4)
             .copy_from_slice(&exptime.to_le_bytes());
+        self.seg_mut(loc.seg).note_expiry(exptime);
     }
 
     pub(crate) fn set_cas(&mut self, loc: Loc, cas: u64) {
@@ -480,7 +485,7 @@ impl Shard {
                         self.index.relocate(hash, loc, new);
                         self.seg_mut(loc.seg).live_items -= 1;
                         self.update_bits(loc, item::DEAD, 0);
-                        self.seg_mut(new.seg).live_items += 1;
+                        self.seg_mut(new.seg).gain(h.exptime);
                         return new;
                     }
                 }
@@ -640,7 +645,7 @@ impl Shard {
             seg.data[p..p + part.len()].copy_from_slice(part);
             p += part.len();
         }
-        seg.live_items += 1;
+        seg.gain(h.exptime);
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
         self.stats.bytes += size as u64;

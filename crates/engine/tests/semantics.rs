@@ -132,6 +132,50 @@ fn sweeper_frees_expired_segments() {
     assert!(after.segments < before.segments);
 }
 
+/// The sweep skips segments in which nothing can have expired, and still
+/// reclaims an item whose exptime a touch brought forward in one of them.
+#[test]
+fn sweep_skips_segments_until_something_in_them_expires() {
+    let e = engine(16, "s3fifo");
+    let v = vec![b'x'; 1000];
+    for i in 0..5000u32 {
+        set(&e, format!("k{i}").as_bytes(), &v);
+    }
+    let mut a = args(Mode::Set, b"later", &v);
+    a.exptime = NOW + 100;
+    store(&e, &a);
+    let items = e.stats(NOW).shard.curr_items;
+    assert_eq!(e.maintain(NOW + 1), 0);
+    let st = e.stats(NOW + 1).shard;
+    assert_eq!(st.sweep_segments_walked, 0, "no item can have expired yet");
+    assert!(st.sweep_segments_skipped >= st.segments, "{st:?}");
+    // A key in a long-skipped segment gets a short life.
+    let touched = format!("k{}", 17);
+    assert!(e
+        .touch(
+            touched.as_bytes(),
+            NOW + 3,
+            NOW + 1,
+            &Fetched::default(),
+            false
+        )
+        .unwrap());
+    assert_eq!(e.maintain(NOW + 2), 0);
+    assert_eq!(e.stats(NOW + 2).shard.curr_items, items);
+    assert_eq!(e.maintain(NOW + 4), 1, "the touched key is reclaimed");
+    let walked = e.stats(NOW + 4).shard.sweep_segments_walked;
+    assert!(walked >= 1);
+    assert!(get(&e, touched.as_bytes(), NOW + 4).is_none());
+    assert!(get(&e, b"k18", NOW + 4).is_some());
+    // Walked, that segment is skipped again; the one holding "later" is
+    // walked when "later" expires, not before.
+    assert_eq!(e.maintain(NOW + 5), 0);
+    assert_eq!(e.stats(NOW + 5).shard.sweep_segments_walked, walked);
+    assert_eq!(e.maintain(NOW + 100), 1, "\"later\" is reclaimed on time");
+    assert!(get(&e, b"later", NOW + 100).is_none());
+    assert_eq!(e.stats(NOW + 100).shard.curr_items, items - 2);
+}
+
 /// Writes far more than the limit: memory stays within budget and recent items survive.
 fn churn(policy: &str) {
     let e = engine(16, policy);

@@ -247,6 +247,14 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         e.shard.evacuations_waited,
     );
     stat(out, "segment_evacuations_late", e.shard.evacuations_late);
+    // The expiry sweep: segments walked, and skipped as holding nothing
+    // that can have expired yet.
+    stat(out, "sweep_segments_walked", e.shard.sweep_segments_walked);
+    stat(
+        out,
+        "sweep_segments_skipped",
+        e.shard.sweep_segments_skipped,
+    );
     locks::general(out, &e.holds);
     stat(out, "bytes", e.shard.bytes);
     stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));

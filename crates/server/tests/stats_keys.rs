@@ -222,6 +222,7 @@ const ONLY_TIERCACHE: &[(&str, &[&str], &str)] = &[
             "index_*",
             "sla_*",
             "segment_evacuat*",
+            "sweep_segments_*",
             "shard_lock_*",
             "malloc_trim*",
         ],

@@ -353,7 +353,7 @@ impl Shard {
                     let bits = (h.bits & !item::FREQ_MASK) | freq;
                     self.field_mut(new, item::OFF_BITS, 1)[0] = bits;
                     self.index.relocate(hash, loc, new);
-                    self.seg_mut(new.seg).live_items += 1;
+                    self.seg_mut(new.seg).gain(h.exptime);
                     self.stats.reinserted += 1;
                 }
                 None => {

@@ -351,7 +351,7 @@ impl Shard {
         let seg = self.seg_mut(new.seg);
         seg.data[o..o + len].copy_from_slice(&item_bytes[..len]);
         seg.data[o + item::OFF_BITS] = (h.bits & !item::FREQ_MASK) | item::FETCHED;
-        seg.live_items += 1;
+        seg.gain(h.exptime);
         self.stats.curr_items += 1;
         self.stats.bytes += size as u64;
         self.index_insert(hash, new);

@@ -91,6 +91,8 @@ impl Shard {
             let mut seg = Segment::new(data, queue);
             seg.write = write;
             seg.live_items = live_items;
+            // Not in the snapshot: the first sweep walks it and knows.
+            seg.soonest_expiry = 0;
             self.segs.push(Some(seg));
         }
         self.free_ids = r.list(n)?;

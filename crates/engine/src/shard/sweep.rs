@@ -1,8 +1,12 @@
 //! The expiry sweep: once a second the maintenance thread walks a shard's
 //! segments in slices (the lock released between them), unlinking expired
-//! items and freeing segments that hold nothing live.
+//! items and freeing segments that hold nothing live. A segment whose
+//! soonest expiry is still ahead is skipped whole (most of a cache with
+//! long or no TTLs), and a walk of a segment tightens that bound to what
+//! it saw, so a segment is walked again only when something in it expires.
 
 use super::*;
+use crate::segment::NEVER;
 
 /// Where an expiry sweep done in slices stands: the segments it walks
 /// (listed at its start), the one it is in and the offset in it.
@@ -11,6 +15,8 @@ pub(super) struct Sweep {
     ids: Vec<u32>,
     at: usize,
     off: usize,
+    /// The soonest exptime among the live items walked in this segment.
+    walk_min: u32,
 }
 
 impl Shard {
@@ -46,7 +52,12 @@ impl Shard {
             self.stats.expired_unfetched += left.unfetched;
             reclaimed += left.items;
             let ids = self.queues.iter().flat_map(|q| q.iter().copied()).collect();
-            self.sweep = Some(Sweep { ids, at: 0, off: 0 });
+            self.sweep = Some(Sweep {
+                ids,
+                at: 0,
+                off: 0,
+                walk_min: NEVER,
+            });
             return (reclaimed, false);
         }
         let mut cur = self.sweep.take().expect("a sweep");
@@ -60,6 +71,16 @@ impl Shard {
                 cur.at += 1;
                 cur.off = 0;
                 continue;
+            }
+            if cur.off == 0 {
+                if !self.seg(id).may_hold_expired(now) {
+                    self.stats.sweep_segments_skipped += 1;
+                    cur.at += 1;
+                    continue;
+                }
+                self.seg_mut(id).expiry_since_walk = NEVER;
+                cur.walk_min = NEVER;
+                self.stats.sweep_segments_walked += 1;
             }
             let end = self.seg(id).write;
             let room = max - looked;
@@ -79,10 +100,16 @@ impl Shard {
                         self.stats.reclaimed += 1;
                         reclaimed += 1;
                     }
+                } else if h.bits & item::DEAD == 0 && h.exptime != 0 {
+                    cur.walk_min = cur.walk_min.min(h.exptime);
                 }
             }
             looked += n;
             if cur.off >= end {
+                // Walked whole: what it holds expires no sooner than what
+                // the walk saw or what came (or was retimed) since.
+                let seg = self.seg_mut(id);
+                seg.soonest_expiry = cur.walk_min.min(seg.expiry_since_walk);
                 cur.at += 1;
                 cur.off = 0;
             }

@@ -380,7 +380,7 @@ impl Shard {
             self.update_bits(new, item::DEAD, 0);
             return Err(InsertError::NoMemory);
         }
-        self.seg_mut(new.seg).live_items += 1;
+        self.seg_mut(new.seg).gain(h.exptime);
         self.index.relocate(hash, loc, new);
         if let Some(f) = &self.flash {
             f.release(loc);

@@ -63,6 +63,8 @@ pub const COUNTERS: &[&str] = &[
     "segment_evacuations",
     "segment_evacuations_waited",
     "segment_evacuations_late",
+    "sweep_segments_walked",
+    "sweep_segments_skipped",
     "segment_evacuate_us",
     "shard_lock_holds",
     // extstore's names for the flash tier.
