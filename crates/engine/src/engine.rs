@@ -17,7 +17,7 @@ use crate::pool::SegmentPool;
 use crate::shard::hold::{HoldCause, HoldStats, ShardGuard, ShardLock};
 use crate::shard::{Shard, ShardStats, Shared};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -259,6 +259,7 @@ impl Engine {
             evictions: std::sync::OnceLock::new(),
             item_size_max: std::sync::atomic::AtomicUsize::new(0),
             segments_wanted: std::sync::atomic::AtomicUsize::new(0),
+            evacuator: Default::default(),
         });
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
@@ -286,6 +287,9 @@ impl Engine {
                 ))
             })
             .collect();
+        for (i, s) in list.iter_mut().enumerate() {
+            s.get_mut().set_position(i);
+        }
         if let (Some(region), Some(fc)) = (&small_region, &config.flash) {
             attach_small(region, &mut list, fc)?;
         }
@@ -553,6 +557,8 @@ impl Engine {
                 let mut g = s.lock_for(HoldCause::Sweep);
                 g.catch_up(now);
                 let (n, done) = g.sweep_slice(now, SWEEP_SLICE_ITEMS);
+                // A request waiting for the lock goes before the next slice.
+                g.unlock_fair();
                 reclaimed += n;
                 if done {
                     break;
@@ -562,6 +568,44 @@ impl Engine {
         self.give_back_over_budget(now);
         self.shared.pool.drop_released();
         reclaimed
+    }
+
+    /// The evacuator thread's body (see [`crate::evacuator`]): runs the
+    /// evacuations that sets begin ahead, a slice per lock hold, round
+    /// robin over the shards that asked, until `stop`. Sets run the slices
+    /// themselves while it is not running.
+    pub fn run_evacuator(&self, stop: &AtomicBool) {
+        use crate::evacuator::{shards_in, Slice};
+        let ev = &self.shared.evacuator;
+        ev.attach(true);
+        let n = self.shards.list.len();
+        while !stop.load(Ordering::Relaxed) {
+            let mut bits = ev.take(std::time::Duration::from_millis(100));
+            while bits != 0 && !stop.load(Ordering::Relaxed) {
+                let mut progress = false;
+                for b in shards_in(bits) {
+                    let mut left = false;
+                    for i in (b..n).step_by(64) {
+                        let mut g = self.shards.list[i].lock_for(HoldCause::Evacuation);
+                        g.catch_up(crate::clock::unix_now());
+                        let s = g.evacuator_slice();
+                        g.unlock_fair();
+                        progress |= s != Slice::Busy;
+                        left |= s != Slice::Done;
+                    }
+                    if !left {
+                        bits &= !(1 << b);
+                    }
+                }
+                if !progress {
+                    // The flash tier's write buffers are full: let the
+                    // flusher write.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                bits |= ev.take_now();
+            }
+        }
+        ev.attach(false);
     }
 
     /// Over the memory limit (a lower `cache_memlimit`, a grown index):
@@ -597,7 +641,9 @@ impl Engine {
                 let mut g = self.shards.list[i].lock();
                 g.catch_up(now);
                 // A head segment per queue stays: sets keep room.
-                match g.give_back_slice(2, GIVE_BACK_SLICE_ITEMS) {
+                let r = g.give_back_slice(2, GIVE_BACK_SLICE_ITEMS);
+                g.unlock_fair();
+                match r {
                     Ok(None) => {}
                     Ok(Some(true)) => given += 1,
                     Ok(Some(false)) | Err(_) => break,
@@ -667,6 +713,8 @@ impl Engine {
             total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
             total.evacuations_waited += st.evacuations_waited;
             total.evacuations_late += st.evacuations_late;
+            total.evacuation_slices_sets += st.evacuation_slices_sets;
+            total.evacuation_slices_evacuator += st.evacuation_slices_evacuator;
             total.sweep_segments_walked += st.sweep_segments_walked;
             total.sweep_segments_skipped += st.sweep_segments_skipped;
         }

@@ -27,6 +27,8 @@
 //!   probe that lists a key's flash reads), the crash journal's gate, CAS,
 //!   promotion and item bits inside, typed outcomes.
 //! - [`ops`]: memcached semantics (storage modes, incr/decr, touch).
+//! - [`evacuator`]: the thread that runs evacuations begun ahead, so
+//!   that sets do not.
 //! - [`engine`]: sharding, flush_all, stats, start-up (snapshot or crash
 //!   recovery) and shutdown.
 //! - [`error`]: typed configuration and snapshot errors (a device's are
@@ -44,6 +46,7 @@ pub(crate) mod credit;
 pub mod device;
 pub mod engine;
 pub mod error;
+pub mod evacuator;
 pub mod evictions;
 pub mod flash;
 pub(crate) mod flushed;

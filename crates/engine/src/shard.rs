@@ -61,6 +61,8 @@ pub struct Shared {
     /// (at most one per shard at a time); shards above theirs give one to
     /// the pool per reclaim until none is wanted.
     pub segments_wanted: std::sync::atomic::AtomicUsize,
+    /// Runs the evacuations begun ahead, when a thread is attached.
+    pub evacuator: crate::evacuator::Evacuator,
 }
 
 impl Shared {
@@ -124,6 +126,10 @@ pub struct ShardStats {
     /// and got a segment over the budget instead of waiting
     /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
     pub evacuations_late: u64,
+    /// Evacuation slices run by sets (inline, on a worker) and by the
+    /// evacuator thread (`segment_evacuation_slices_*`).
+    pub evacuation_slices_sets: u64,
+    pub evacuation_slices_evacuator: u64,
     /// Segments the expiry sweep walked, and those it skipped because
     /// nothing in them could have expired (`sweep_segments_*`).
     pub sweep_segments_walked: u64,
@@ -208,6 +214,8 @@ pub struct Shard {
     hold_cpu: Option<u64>,
     /// Lock holds by cause ([`hold`]).
     holds: hold::HoldStats,
+    /// This shard's bit in the evacuator's requests.
+    evacuator_bit: u64,
 }
 
 impl Shard {
@@ -254,7 +262,13 @@ impl Shard {
             hold_mark: None,
             hold_cpu: None,
             holds: hold::HoldStats::default(),
+            evacuator_bit: 1,
         }
+    }
+
+    /// Shard `i` of the engine: its bit in the evacuator's requests.
+    pub(crate) fn set_position(&mut self, i: usize) {
+        self.evacuator_bit = 1 << (i % 64);
     }
 
     pub fn shared(&self) -> &Shared {

@@ -8,57 +8,88 @@
 //! 2,000 one-time sets (10 reads a second beside 20,000 sets a second) and
 //! must hit every time.
 //!
-//! Cost: about 3 s per policy in the test profile.
+//! Each policy runs with sets doing the evacuation slices (no evacuator
+//! thread, as in the simulator) and s3fifo and 2q also with the evacuator
+//! thread running them, as in the server.
+//!
+//! Cost: about 3 s per run in the test profile.
 
 mod common;
 
 use common::{get, set};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tiercache_engine::{Engine, EngineConfig, HoldCause, HOLD_CAUSES};
+
+/// Runs `f` with the engine's evacuator thread running beside it when
+/// `evacuator` (as in the server), else with sets running the slices.
+fn with_evacuator<R>(e: &Engine, evacuator: bool, f: impl FnOnce() -> R) -> R {
+    if !evacuator {
+        return f();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| e.run_evacuator(&stop));
+        let r = f();
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
 
 fn key(p: &str, i: u64) -> Vec<u8> {
     format!("{p}:{i}").into_bytes()
 }
 
 /// Hot-key misses while `stream` one-time keys are set, for `policy`.
-fn hot_misses(policy: &str, stream: u64) -> Vec<(u64, u64)> {
+fn hot_misses(policy: &str, stream: u64, evacuator: bool) -> Vec<(u64, u64)> {
     let e = Engine::new(EngineConfig {
         memory_limit: 64 << 20,
         policy: policy.into(),
         ..Default::default()
     })
     .unwrap();
+    let lost = with_evacuator(&e, evacuator, || hot_misses_in(&e, policy, stream));
+    let by_evacuator = e.stats(0).shard.evacuation_slices_evacuator;
+    assert_eq!(
+        by_evacuator > 0,
+        evacuator,
+        "{by_evacuator} slices run by the evacuator thread"
+    );
+    lost
+}
+
+fn hot_misses_in(e: &Engine, policy: &str, stream: u64) -> Vec<(u64, u64)> {
     let v = vec![b'v'; 100];
     let cold = 2_000_000;
     for i in 0..cold {
-        set(&e, &key("cold", i), &v);
+        set(e, &key("cold", i), &v);
     }
     // Some cold keys are read once, as a warm-up would.
     for i in 0..100_000u64 {
-        get(&e, &key("cold", (i * 7919) % cold), true);
+        get(e, &key("cold", (i * 7919) % cold), true);
     }
     let hot = 2000;
     for i in 0..hot {
-        set(&e, &key("hot", i), &v);
+        set(e, &key("hot", i), &v);
     }
     for i in 0..hot {
-        assert!(get(&e, &key("hot", i), true).is_some(), "{policy}: hot:{i}");
+        assert!(get(e, &key("hot", i), true).is_some(), "{policy}: hot:{i}");
     }
     let mut lost = Vec::new();
     for n in 0..stream {
-        set(&e, &key("new", n), &v);
+        set(e, &key("new", n), &v);
         let i = n % hot;
-        if get(&e, &key("hot", i), true).is_none() {
+        if get(e, &key("hot", i), true).is_none() {
             lost.push((n, i));
         }
     }
     lost
 }
 
-fn check(policy: &str) {
-    let lost = hot_misses(policy, 300_000);
+fn check(policy: &str, evacuator: bool) {
+    let lost = hot_misses(policy, 300_000, evacuator);
     assert!(
         lost.is_empty(),
-        "{policy}: {} hot-key misses (set number, hot key), first {:?}",
+        "{policy} (evacuator thread: {evacuator}): {} hot-key misses (set number, hot key), first {:?}",
         lost.len(),
         &lost[..lost.len().min(10)]
     );
@@ -66,17 +97,27 @@ fn check(policy: &str) {
 
 #[test]
 fn hot_keys_survive_with_s3fifo() {
-    check("s3fifo");
+    check("s3fifo", false);
+}
+
+#[test]
+fn hot_keys_survive_with_s3fifo_and_the_evacuator() {
+    check("s3fifo", true);
+}
+
+#[test]
+fn hot_keys_survive_with_2q_and_the_evacuator() {
+    check("2q", true);
 }
 
 #[test]
 fn hot_keys_survive_with_2q() {
-    check("2q");
+    check("2q", false);
 }
 
 #[test]
 fn hot_keys_survive_with_midlru() {
-    check("midlru");
+    check("midlru", false);
 }
 
 /// A 100-byte value that says which key it belongs to.
@@ -92,25 +133,40 @@ fn value_of(i: u64) -> Vec<u8> {
 /// with their own value (or are gone), never another's.
 #[test]
 fn evacuations_run_ahead_in_slices_and_keys_stay_readable() {
-    let now = 1_700_000_000;
+    evacuations_ahead(false);
+}
+
+/// The same with the evacuator thread running the slices while the sets
+/// and gets go on: requests find keys where the evacuator leaves them.
+#[test]
+fn the_evacuator_runs_the_slices_and_keys_stay_readable() {
+    evacuations_ahead(true);
+}
+
+fn evacuations_ahead(evacuator: bool) {
     let e = Engine::new(EngineConfig {
         memory_limit: 16 << 20,
         ..Default::default()
     })
     .unwrap();
+    with_evacuator(&e, evacuator, || evacuations_ahead_in(&e, evacuator));
+}
+
+fn evacuations_ahead_in(e: &Engine, evacuator: bool) {
+    let now = 1_700_000_000;
     for i in 0..200_000 {
-        set(&e, &key("k", i), &value_of(i));
+        set(e, &key("k", i), &value_of(i));
     }
     let before = e.stats(now).shard;
     // The lock holds of the steady stream alone, not of the fill.
     e.reset_stats();
     let (mut found, mut gone) = (0u64, 0u64);
     for n in 200_000..600_000u64 {
-        set(&e, &key("k", n), &value_of(n));
+        set(e, &key("k", n), &value_of(n));
         // Keys near the oldest segments, the ones being evacuated.
         for back in [40_000, 60_000, 80_000, 100_000] {
             let k = n - back;
-            match get(&e, &key("k", k), false) {
+            match get(e, &key("k", k), false) {
                 Some(v) => {
                     assert_eq!(v, value_of(k), "k:{k} read back another value");
                     found += 1;
@@ -121,6 +177,18 @@ fn evacuations_run_ahead_in_slices_and_keys_stay_readable() {
     }
     let after = e.stats(now).shard;
     let evacuations = after.evacuations - before.evacuations;
+    let by_sets = after.evacuation_slices_sets - before.evacuation_slices_sets;
+    let by_evacuator = after.evacuation_slices_evacuator - before.evacuation_slices_evacuator;
+    eprintln!("slices: {by_sets} by sets, {by_evacuator} by the evacuator thread");
+    if evacuator {
+        assert!(
+            by_evacuator > by_sets,
+            "the evacuator ran {by_evacuator} slices, sets {by_sets}"
+        );
+    } else {
+        assert_eq!(by_evacuator, 0);
+        assert!(by_sets > 0);
+    }
     let waited = after.evacuations_waited - before.evacuations_waited;
     eprintln!("{evacuations} evacuations, {waited} waited for; {found} found, {gone} gone");
     assert!(evacuations > 40, "{evacuations} evacuations");

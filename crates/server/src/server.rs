@@ -1,6 +1,7 @@
 //! Starting and stopping the server: binds the socket, builds the engine,
-//! spawns the workers and the maintenance thread (expiry sweep, delayed
-//! flush), and waits for shutdown.
+//! spawns the workers, the maintenance thread (expiry sweep, delayed
+//! flush) and the evacuator (RAM segment evacuations), and waits for
+//! shutdown.
 
 use crate::config::Config;
 use crate::shared::Shared;
@@ -612,6 +613,14 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         std::thread::Builder::new()
             .name("maintenance".into())
             .spawn(move || maintenance(sh))?,
+    );
+    // RAM segment evacuations begun ahead run here, not in the sets on
+    // the workers (memcached's LRU maintainer is its own thread too).
+    let sh = shared.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("evacuator".into())
+            .spawn(move || sh.engine.run_evacuator(&sh.shutdown))?,
     );
     let sh = shared.clone();
     threads.push(

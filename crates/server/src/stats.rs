@@ -247,6 +247,17 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         e.shard.evacuations_waited,
     );
     stat(out, "segment_evacuations_late", e.shard.evacuations_late);
+    // Evacuation slices run inline by sets, and by the evacuator thread.
+    stat(
+        out,
+        "segment_evacuation_slices_sets",
+        e.shard.evacuation_slices_sets,
+    );
+    stat(
+        out,
+        "segment_evacuation_slices_evacuator",
+        e.shard.evacuation_slices_evacuator,
+    );
     // The expiry sweep: segments walked, and skipped as holding nothing
     // that can have expired yet.
     stat(out, "sweep_segments_walked", e.shard.sweep_segments_walked);

@@ -299,26 +299,34 @@ impl Shard {
             q,
             force,
             (&mut off, end),
-            usize::MAX,
+            (usize::MAX, None),
             &mut used_spare,
         );
         used_spare
     }
 
     /// [`evacuate`](Self::evacuate) of the items of `victim` from `*at.0`
-    /// up to `at.1`, at most `max` of them (live or not); `*at.0` is left
-    /// past the last one done. Returns whether it reached `at.1`.
+    /// up to `at.1`, at most `budget.0` of them (live or not) and, when
+    /// `budget.1` gives a deadline, none begun after it (looked at every
+    /// [`DEADLINE_EVERY`] items); `*at.0` is left past the last one done.
+    /// Returns whether it reached `at.1`.
     fn evacuate_items(
         &mut self,
         victim: u32,
         q: Queue,
         force: bool,
         at: (&mut usize, usize),
-        max: usize,
+        budget: (usize, Option<std::time::Instant>),
         used_spare: &mut bool,
     ) -> bool {
         let (off, end) = at;
-        for _ in 0..max {
+        let (max, until) = budget;
+        for n in 0..max {
+            if n % DEADLINE_EVERY == DEADLINE_EVERY - 1
+                && until.is_some_and(|t| std::time::Instant::now() >= t)
+            {
+                return *off >= end;
+            }
             let Some((loc, h)) = self.next_item(victim, off, end) else {
                 return true;
             };
@@ -425,6 +433,17 @@ impl Shard {
 /// microseconds of 100-byte items.
 const AHEAD_SLICE_ITEMS: usize = 64;
 
+/// An evacuation slice also ends once it has run this long (items cost
+/// from well under a microsecond to ~10 when the policy's ghost maps are
+/// cold, so a count alone does not bound the hold), and checks the clock
+/// every few items.
+const AHEAD_SLICE_TIME: std::time::Duration = std::time::Duration::from_micros(32);
+const DEADLINE_EVERY: usize = 8;
+
+/// With an evacuator thread, sets run slices themselves only once their
+/// queue's head has less than 1/HELP_AT of a segment left.
+const HELP_AT: usize = 32;
+
 /// What an evacuation ahead may have left when a set needs its segment and
 /// the set still finishes it in its own lock hold: an eighth of a 1 MiB
 /// segment, about 1,000 small items (a few hundred microseconds).
@@ -471,8 +490,41 @@ impl Shard {
                 return;
             }
         }
+        let ev = &self.shared.evacuator;
+        if ev.attached() {
+            ev.request(self.evacuator_bit);
+            // The evacuator runs it; sets help only once it has fallen
+            // behind, with the head nearly full.
+            let head_room = self.queues[q as usize]
+                .back()
+                .map_or(0, |&h| self.seg(h).room());
+            if head_room * HELP_AT > self.shared.pool.seg_size() {
+                return;
+            }
+        }
         // Busy: the next insert tries again; a reclaim waits as it would.
-        let _ = self.ahead_slice(AHEAD_SLICE_ITEMS);
+        if self.ahead_slice(AHEAD_SLICE_ITEMS).is_ok() {
+            self.stats.evacuation_slices_sets += 1;
+        }
+    }
+
+    /// One slice of the evacuation ahead, for the evacuator thread.
+    pub(crate) fn evacuator_slice(&mut self) -> crate::evacuator::Slice {
+        use crate::evacuator::Slice;
+        if self.ahead.is_none() {
+            return Slice::Done;
+        }
+        match self.ahead_slice(AHEAD_SLICE_ITEMS) {
+            Err(_) => Slice::Busy,
+            Ok(()) => {
+                self.stats.evacuation_slices_evacuator += 1;
+                if self.ahead.is_some() {
+                    Slice::More
+                } else {
+                    Slice::Done
+                }
+            }
+        }
     }
 
     /// A set needs a segment while an evacuation ahead has more than
@@ -523,7 +575,8 @@ impl Shard {
         true
     }
 
-    /// Up to `max` items of the evacuation ahead; at its end the victim's
+    /// Up to `max` items of the evacuation ahead, for at most
+    /// [`AHEAD_SLICE_TIME`]; at its end the victim's
     /// segment leaves its queue and becomes the spare (if the evacuation
     /// used it), goes to the pool (see [`gives_back`](Self::gives_back)),
     /// or waits in `ready`.
@@ -547,7 +600,7 @@ impl Shard {
             a.q,
             false,
             (&mut a.off, a.end),
-            max,
+            (max, Some(began + AHEAD_SLICE_TIME)),
             &mut a.used_spare,
         );
         self.count_hold(began);

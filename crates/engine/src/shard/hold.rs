@@ -181,7 +181,7 @@ impl ShardLock {
         g.hold_mark = None;
         g.hold_cpu = (cause > HoldCause::Command).then(thread_cpu_ns);
         ShardGuard {
-            g,
+            g: Some(g),
             cause,
             start: Instant::now(),
         }
@@ -195,7 +195,8 @@ impl ShardLock {
 
 /// A held shard lock; counts the hold when dropped.
 pub struct ShardGuard<'a> {
-    g: MutexGuard<'a, Shard>,
+    /// Taken only when the hold ends.
+    g: Option<MutexGuard<'a, Shard>>,
     cause: HoldCause,
     start: Instant,
 }
@@ -204,31 +205,44 @@ impl Deref for ShardGuard<'_> {
     type Target = Shard;
     #[inline]
     fn deref(&self) -> &Shard {
-        &self.g
+        self.g.as_deref().expect("held until dropped")
     }
 }
 
 impl DerefMut for ShardGuard<'_> {
     #[inline]
     fn deref_mut(&mut self) -> &mut Shard {
-        &mut self.g
+        self.g.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl<'a> ShardGuard<'a> {
+    /// Counts the hold and gives back the lock's guard.
+    fn end(&mut self) -> Option<MutexGuard<'a, Shard>> {
+        let mut g = self.g.take()?;
+        let ns = self.start.elapsed().as_nanos() as u64;
+        let cause = g.hold_mark.take().map_or(self.cause, |m| m.max(self.cause));
+        g.holds.record(cause, ns);
+        if let Some(cpu) = g.hold_cpu.take() {
+            g.holds
+                .record_cpu(cause, thread_cpu_ns().saturating_sub(cpu));
+        }
+        Some(g)
+    }
+
+    /// Releases the lock to a thread waiting for it, if any, rather than
+    /// to whichever takes it next: maintenance that locks again at once
+    /// lets a waiting request in first.
+    pub fn unlock_fair(mut self) {
+        if let Some(g) = self.end() {
+            MutexGuard::unlock_fair(g);
+        }
     }
 }
 
 impl Drop for ShardGuard<'_> {
     fn drop(&mut self) {
-        let ns = self.start.elapsed().as_nanos() as u64;
-        let cause = self
-            .g
-            .hold_mark
-            .take()
-            .map_or(self.cause, |m| m.max(self.cause));
-        self.g.holds.record(cause, ns);
-        if let Some(cpu) = self.g.hold_cpu.take() {
-            self.g
-                .holds
-                .record_cpu(cause, thread_cpu_ns().saturating_sub(cpu));
-        }
+        drop(self.end());
     }
 }
 
