@@ -18,6 +18,10 @@
 //! [`IdHasher`](crate::queue_cache::IdHasher) (the keys are hashes
 //! already), not SipHash.
 //!
+//! A lowered capacity is reached [`TRIM_EXTRA`] entries per call beyond
+//! what an insert adds, not in one walk; after a compaction the two FIFO
+//! buffers trade places rather than one being regrown from empty.
+//!
 //! Still, each eviction costs a few random lookups (the insert, the trim
 //! at the front, compaction steps): about 5 µs of a 64-item evacuation
 //! slice's CPU when the maps are cold. A table that needs none (an entry
@@ -113,7 +117,7 @@ impl Ghost {
         }
         self.weight += weight;
         self.order.push_back((hash, self.seq, weight));
-        self.trim();
+        self.trim_by(weight);
     }
 
     /// Removes and reports whether the hash was present.
@@ -128,6 +132,17 @@ impl Ghost {
     }
 
     fn trim(&mut self) {
+        self.trim_by(0);
+    }
+
+    /// Forgets the oldest entries while the weight is over the capacity:
+    /// as many as it takes to shed `owed` (the weight an insert just
+    /// added, so a fixed capacity is kept exactly, as libCacheSim's FIFO
+    /// does), then at most [`TRIM_EXTRA`] more, so that a capacity cut
+    /// (the engine sets one after every segment it empties) is reached a
+    /// few entries per call, each a random map lookup: a cut of thousands
+    /// applied in one call took hundreds of microseconds of a shard's lock.
+    fn trim_by(&mut self, owed: u64) {
         let entries = self.order.len() + self.compacted.len();
         if !self.compacting && entries > 2 * self.live + 16 {
             // Mostly taken or replaced entries: a compaction keeps only the
@@ -137,11 +152,8 @@ impl Ghost {
         if self.compacting {
             self.compact_step(COMPACT_STEP);
         }
-        // Live entries forgotten in this call: a capacity cut (the engine
-        // sets it after every segment it empties) is reached over the
-        // next calls, not in one walk of thousands of entries.
-        let mut forgot = 0;
-        while self.weight > self.capacity && forgot < TRIM_STEP {
+        let (mut shed, mut extra) = (0, 0);
+        while self.weight > self.capacity && (shed < owed || extra < TRIM_EXTRA) {
             let front = match self.compacted.pop_front() {
                 Some(e) => Some(e),
                 None => self.order.pop_front(),
@@ -151,7 +163,11 @@ impl Ghost {
                     if self.is_live(h, s) {
                         self.remove(h);
                         self.weight -= w;
-                        forgot += 1;
+                        if shed < owed {
+                            shed += w;
+                        } else {
+                            extra += 1;
+                        }
                     }
                 }
                 None => break,
@@ -174,7 +190,10 @@ impl Ghost {
                 Some(e) if self.is_live(e.0, e.1) => self.compacted.push_back(e),
                 Some(_) => {}
                 None => {
-                    self.order = std::mem::take(&mut self.compacted);
+                    // The buffers trade places, keeping their capacity: a
+                    // FIFO of many thousand entries regrown from empty
+                    // at every compaction reallocated and copied it all.
+                    std::mem::swap(&mut self.order, &mut self.compacted);
                     self.compacting = false;
                     return;
                 }
@@ -189,8 +208,9 @@ const PARTS: usize = 64;
 /// FIFO entries a compaction looks at per insert (an insert adds one).
 const COMPACT_STEP: usize = 8;
 
-/// The most live entries one call forgets to fit the capacity.
-pub const TRIM_STEP: usize = 256;
+/// The most live entries one call forgets beyond an insert's own weight,
+/// to fit a lowered capacity.
+pub const TRIM_EXTRA: usize = 2;
 
 /// The map of `hash`: its top bits after a multiplication, so that small
 /// hashes (a trace's object ids, in the simulator) spread too.
@@ -217,12 +237,17 @@ mod tests {
             g.insert(h);
         }
         assert!(g.order.len() + g.compacted.len() <= 2 * g.len() + 16 + COMPACT_STEP);
-        // The oldest live entries still go first.
+        // The oldest live entries still go first: 200 live, cut to 150,
+        // and 50 more inserted (the cut is reached a few per insert).
         g.set_capacity(150);
-        for h in 900..950 {
+        for h in 2000..2050 {
+            g.insert(h);
+        }
+        assert_eq!(g.len(), 150);
+        for h in 900..1000 {
             assert!(!g.take(h), "{h} was among the oldest");
         }
-        for h in (950..1000).chain(1000..1100) {
+        for h in (1000..1100).chain(2000..2050) {
             assert!(g.take(h), "{h} is still there");
         }
         assert!(g.is_empty());
@@ -237,15 +262,16 @@ mod tests {
         g.set_capacity(100);
         assert_eq!(
             g.len(),
-            10_000 - TRIM_STEP,
+            10_000 - TRIM_EXTRA,
             "one step, not the whole excess"
         );
         let mut n = 0;
         while g.len() > 100 {
             g.insert(1_000_000 + n);
             n += 1;
+            assert!(g.len() < 10_000, "each insert forgets more than it adds");
         }
-        assert!(n as usize <= 10_000 / (TRIM_STEP - 1) + 1, "{n} inserts");
+        assert!(n as usize <= 10_000 / TRIM_EXTRA + 1, "{n} inserts");
         // The oldest went first, the newest stayed.
         assert!(!g.take(9_000));
         assert!(g.take(1_000_000 + n - 1));
@@ -277,5 +303,13 @@ mod tests {
         assert!(!g.take(4));
         assert!(g.take(2) && g.take(3));
         assert_eq!(g.weight(), 0);
+        // A heavy insert forgets as many light ones as its weight needs,
+        // however many: a fixed capacity is kept exactly.
+        for h in 10..110 {
+            g.insert_weighted(h, 1);
+        }
+        g.insert_weighted(200, 50);
+        assert_eq!(g.weight(), 100);
+        assert!(!g.take(59) && g.take(60));
     }
 }
