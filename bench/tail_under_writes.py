@@ -24,6 +24,9 @@ Environment: RUNS=3 MEM=64 HOT=2000 SECS=8 RRATE=20000 PORT=21740
              SERVERS=memcached,memcached-extstore,tiercache-ram,tiercache
              PREFILL_BYTES=200000000 (cold data preloaded, in bytes of values)
              RESULTS=bench/RESULTS.md (RESULTS=- to only print)
+             BASE=path/to/an/older/tiercache: adds the servers
+             tiercache-ram-base and tiercache-base (the same two settings run
+             by that binary), for a paired before/after in the same run
 """
 import json
 import os
@@ -37,7 +40,7 @@ TAG = "tail_under_writes"
 K = fl.knobs(RUNS=3, MEM=64, HOT=2000, SECS=8, RRATE=20000, PORT=21740, SIZES="100,4096",
              WRATES="5000,20000,50000",
              SERVERS="memcached,memcached-extstore,tiercache-ram,tiercache",
-             PREFILL_BYTES=200_000_000)
+             PREFILL_BYTES=200_000_000, BASE="")
 
 
 def plain(cmd):
@@ -52,10 +55,13 @@ def command(server):
             return plain(fl.memcached_cmd(K.PORT, K.MEM, 2, []))
         if server == "memcached-extstore":
             return fl.memcached_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/mc.flash:2G"])
-        if server == "tiercache-ram":
-            return fl.tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
-        # The defaults: the flash file tiercache makes in its working directory.
-        return plain(fl.tiercache_cmd(K.PORT, K.MEM, 2, []))
+        base = server.endswith("-base")
+        if server.removesuffix("-base") == "tiercache-ram":
+            cmd = fl.tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
+        else:
+            # The defaults: the flash file tiercache makes in its working directory.
+            cmd = plain(fl.tiercache_cmd(K.PORT, K.MEM, 2, []))
+        return [K.BASE] + cmd[1:] if base else cmd
     return make
 
 
@@ -130,6 +136,8 @@ def ratio(runs, a, b, vlen, wrate, q):
 def main():
     fl.build(TAG)
     servers = K.SERVERS.split(",")
+    if K.BASE:
+        servers += [s + "-base" for s in servers if s.startswith("tiercache")]
     sizes = [int(s) for s in K.SIZES.split(",")]
     wrates = [int(w) for w in K.WRATES.split(",")]
     runs = {}
@@ -141,7 +149,9 @@ def main():
     parts = []
     for vlen in sizes:
         for wrate in wrates:
-            pairs = [("tiercache-ram", "memcached"), ("tiercache", "memcached-extstore")]
+            pairs = [("tiercache-ram", "memcached"), ("tiercache", "memcached-extstore"),
+                     ("tiercache-ram-base", "memcached"), ("tiercache-base", "memcached-extstore"),
+                     ("tiercache-ram", "tiercache-ram-base"), ("tiercache", "tiercache-base")]
             said = []
             for a, b in pairs:
                 p99, p999 = (ratio(runs, a, b, vlen, wrate, q) for q in ("p99", "p999"))
