@@ -43,6 +43,11 @@ impl Evacuator {
     /// The shards whose bits are in `bits` have an evacuation to run.
     #[inline]
     pub fn request(&self, bits: u64) {
+        // Asked already (every insert into a shard asks while its
+        // evacuation runs): a read of the shared line, not a write.
+        if self.pending.load(Ordering::Relaxed) & bits == bits {
+            return;
+        }
         if self.pending.fetch_or(bits, Ordering::AcqRel) & bits != bits {
             // Under the lock the evacuator checks `pending` with: no lost
             // wake-up.

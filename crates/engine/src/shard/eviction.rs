@@ -540,11 +540,20 @@ impl Shard {
         let Some(a) = &self.ahead else {
             return Ok(None);
         };
-        if a.end - a.off <= LATE_AHEAD_BYTES {
+        // Over by a segment per shard already (an evacuator starved of
+        // CPU): the set finishes it, as when little is left.
+        let pool = &self.shared.pool;
+        if a.end - a.off <= LATE_AHEAD_BYTES
+            || pool.allocated() >= pool.max_segments() + self.shared.nshards
+        {
             return Ok(None);
         }
         self.stats.evacuations_late += 1;
-        self.ahead_slice(AHEAD_SLICE_ITEMS)?;
+        if self.shared.evacuator.attached() {
+            self.shared.evacuator.request(self.evacuator_bit);
+        } else {
+            self.ahead_slice(AHEAD_SLICE_ITEMS)?;
+        }
         Ok(Some(match self.ready.take() {
             Some(b) => b,
             None => self.shared.pool.take_over_budget(),
