@@ -1,12 +1,15 @@
-//! A run of commands on one shard with its lock held between them: what a
-//! front end's transaction (Redis MULTI/EXEC) needs to be isolated from
-//! every other command on the shard's keys, whichever port or thread sends
-//! them. The commands are those of the command API (get, store, delete,
-//! `md`), with the same outcomes; a key of another shard is refused
-//! ([`Held::owns`]): the caller checks first. Hold it briefly: every
-//! command on the shard's keys waits meanwhile. The flash records its
-//! commands need are best fetched before ([`Engine::probe`]); a record
-//! that moved can be probed under the hold ([`Held::probe`]).
+//! A run of commands on some shards with their locks held between them:
+//! what a front end's transaction (Redis MULTI/EXEC) needs to be isolated
+//! from every other command on its keys, whichever port or thread sends
+//! them. The shards are those of the keys named when the hold is taken,
+//! locked in ascending order (two holds never wait for each other, and
+//! nothing else in the engine holds two shard locks at once). The commands
+//! are those of the command API (get, store, delete, `md`), with the same
+//! outcomes; a key of a shard not held is refused ([`Held::owns`]): the
+//! caller names every key first. Hold it briefly: every command on the held
+//! shards' keys waits meanwhile. The flash records its commands need are
+//! best fetched before ([`Engine::probe`]); a record that moved can be
+//! probed under the hold ([`Held::probe`]).
 
 use super::{Found, ItemView, MetaDeleted, Store, Wait};
 use crate::flash::{Fetched, ReadReq};
@@ -14,10 +17,9 @@ use crate::ops::StoreResult;
 use crate::shard::hold::ShardGuard;
 use crate::Engine;
 
-/// One shard, locked.
+/// Shards, locked: (shard number, its guard), in ascending order.
 pub struct Held<'a> {
-    s: ShardGuard<'a>,
-    shard: usize,
+    held: Vec<(usize, ShardGuard<'a>)>,
     now: u32,
 }
 
@@ -29,19 +31,36 @@ impl Engine {
 
     /// Locks the shard of `key` until the [`Held`] is dropped.
     pub fn hold(&self, key: &[u8], now: u32) -> Held<'_> {
-        let hash = Engine::hash(key);
+        self.hold_all([key], now)
+    }
+
+    /// Locks the shards of all `keys`, in ascending order, until the
+    /// [`Held`] is dropped.
+    pub fn hold_all<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>, now: u32) -> Held<'_> {
+        let mut shards: Vec<usize> = keys.into_iter().map(|k| self.shard_of(k)).collect();
+        shards.sort_unstable();
+        shards.dedup();
         Held {
-            s: self.lock(hash, now),
-            shard: self.shard_index(hash),
+            held: shards
+                .into_iter()
+                .filter_map(|i| Some((i, self.lock_nth(i, now)?)))
+                .collect(),
             now,
         }
     }
 }
 
-impl Held<'_> {
-    /// Whether `key` is in the held shard (the others' are refused).
+impl<'a> Held<'a> {
+    /// Whether `key` is in a held shard (the others' are refused).
     pub fn owns(&self, engine: &Engine, key: &[u8]) -> bool {
-        engine.shard_of(key) == self.shard
+        let s = engine.shard_of(key);
+        self.held.iter().any(|(i, _)| *i == s)
+    }
+
+    /// The held shard of `key`.
+    fn shard(&mut self, engine: &Engine, key: &[u8]) -> Option<&mut ShardGuard<'a>> {
+        let s = engine.shard_of(key);
+        self.held.iter_mut().find(|(i, _)| *i == s).map(|(_, g)| g)
     }
 
     /// [`Engine::get_with`] in the held shard; a key of another shard is
@@ -54,11 +73,12 @@ impl Held<'_> {
         may_read: bool,
         f: impl FnOnce(Found, ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
-        if !self.owns(engine, key) {
+        let now = self.now;
+        let Some(s) = self.shard(engine, key) else {
             return Ok(None);
-        }
+        };
         let hash = Engine::hash(key);
-        Engine::lookup_in(&mut self.s, hash, key, self.now, fetched, may_read, true, f)
+        Engine::lookup_in(s, hash, key, now, fetched, may_read, true, f)
     }
 
     /// [`Engine::store`] in the held shard (a jumbo item gets no memory
@@ -70,11 +90,12 @@ impl Held<'_> {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<StoreResult, Wait> {
-        if !self.owns(engine, st.key) {
+        let now = self.now;
+        let Some(s) = self.shard(engine, st.key) else {
             return Ok(StoreResult::NotStored);
-        }
+        };
         let a = st.args();
-        Engine::store_in(&mut self.s, &a, st, self.now, fetched, may_read)
+        Engine::store_in(s, &a, st, now, fetched, may_read)
     }
 
     /// [`Engine::delete`] in the held shard.
@@ -85,11 +106,12 @@ impl Held<'_> {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<bool, Wait> {
-        if !self.owns(engine, key) {
+        let now = self.now;
+        let Some(s) = self.shard(engine, key) else {
             return Ok(false);
-        }
+        };
         let hash = Engine::hash(key);
-        Engine::delete_in(&mut self.s, hash, key, self.now, fetched, may_read)
+        Engine::delete_in(s, hash, key, now, fetched, may_read)
     }
 
     /// [`Engine::meta_delete`] in the held shard.
@@ -102,13 +124,13 @@ impl Held<'_> {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<MetaDeleted, Wait> {
-        if !self.owns(engine, key) {
-            return Ok(MetaDeleted::NotFound);
-        }
-        let hash = Engine::hash(key);
         let now = self.now;
+        let Some(s) = self.shard(engine, key) else {
+            return Ok(MetaDeleted::NotFound);
+        };
+        let hash = Engine::hash(key);
         Engine::meta_delete_in(
-            &mut self.s,
+            s,
             hash,
             key,
             now,
@@ -127,9 +149,10 @@ impl Held<'_> {
         fetched: &mut Fetched,
         reads: &mut Vec<ReadReq>,
     ) {
-        if self.owns(engine, key) {
+        let now = self.now;
+        if let Some(s) = self.shard(engine, key) {
             let hash = Engine::hash(key);
-            self.s.probe(key, hash, self.now, fetched, reads);
+            s.probe(key, hash, now, fetched, reads);
         }
     }
 }

@@ -29,9 +29,6 @@ pub struct Session {
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A command queued since MULTI was refused: EXEC aborts.
     pub multi_failed: bool,
-    /// The engine shard of the keys queued since MULTI (a transaction
-    /// runs on one shard, see `cmd::server::exec`).
-    pub multi_shard: Option<usize>,
     /// Close once the replies so far are written (QUIT, CLIENT KILL).
     pub close: bool,
     pub last_cmd: &'static str,
@@ -112,7 +109,6 @@ impl Env {
             name: Vec::new(),
             multi: None,
             multi_failed: false,
-            multi_shard: None,
             close: false,
             last_cmd: "NULL",
             addr,

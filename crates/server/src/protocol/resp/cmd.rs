@@ -230,14 +230,10 @@ pub fn for_each_key(args: &[&[u8]], sess: &Session, f: &mut dyn FnMut(&[u8])) {
     }
 }
 
-/// The error for a key in another shard than the transaction's.
-pub const CROSS_SHARD: &str =
-    "CROSSSHARD Keys in a MULTI/EXEC transaction must all be in one tiercache shard";
-
-/// A command queued in MULTI: its keys must be in the shard of the keys
-/// queued before (which it sets, for the first), and it may not be one
-/// that works on every shard.
-fn one_shard(args: &[&[u8]], spec: &Spec, sess: &mut Session, env: &Env) -> Result<(), String> {
+/// A command queued in MULTI may name keys of any shards (EXEC holds
+/// them all), but not be one that works on every shard: EXEC would have
+/// to hold the whole cache.
+fn queueable(spec: &Spec) -> Result<(), String> {
     if matches!(
         spec.name,
         "flushdb" | "flushall" | "dbsize" | "scan" | "randomkey" | "info"
@@ -247,18 +243,6 @@ fn one_shard(args: &[&[u8]], spec: &Spec, sess: &mut Session, env: &Env) -> Resu
             spec.name
         ));
     }
-    let engine = &env.shared.engine;
-    let mut shard = sess.multi_shard;
-    let mut cross = false;
-    for_each_key(args, sess, &mut |k| {
-        let s = engine.shard_of(k);
-        cross |= shard.is_some_and(|t| t != s);
-        shard.get_or_insert(s);
-    });
-    if cross {
-        return Err(CROSS_SHARD.to_string());
-    }
-    sess.multi_shard = shard;
     Ok(())
 }
 
@@ -304,7 +288,7 @@ pub fn dispatch_in(
     }
     if sess.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset")
     {
-        if let Err(e) = one_shard(args, spec, sess, env) {
+        if let Err(e) = queueable(spec) {
             sess.multi_failed = true;
             return out.err(&e);
         }

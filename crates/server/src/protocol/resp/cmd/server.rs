@@ -493,16 +493,15 @@ pub fn discard(c: &mut Call<'_>) {
 }
 
 /// EXEC: the queued commands in order, their replies in one array,
-/// isolated: their keys are all in one engine shard (refused at queue time
-/// otherwise, `cmd::one_shard`), which is held while they run, so no other
-/// command on those keys (either port, any worker) runs between them.
+/// isolated: the engine shards of all their keys are held while they run
+/// (`Engine::hold_all`, locked in ascending order), so no other command on
+/// those keys (either port, any worker) runs between them.
 /// With a flash tier the keys' records are read first (the run stops once
 /// for that, see `db`), so that no read waits under the hold.
 pub fn exec(c: &mut Call<'_>) {
     let Some(q) = c.sess.multi.take() else {
         return c.out.err("ERR EXEC without MULTI");
     };
-    c.sess.multi_shard = None;
     if std::mem::take(&mut c.sess.multi_failed) {
         return c
             .out
@@ -510,15 +509,12 @@ pub fn exec(c: &mut Call<'_>) {
     }
     let run = c.db.run;
     let engine = c.db.engine;
-    let first = q.iter().find_map(|cmd| {
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for cmd in &q {
         let a: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
-        let mut k = None;
-        super::for_each_key(&a, c.sess, &mut |key| {
-            k.get_or_insert_with(|| key.to_vec());
-        });
-        k
-    });
-    if first.is_some()
+        super::for_each_key(&a, c.sess, &mut |key| keys.push(key.to_vec()));
+    }
+    if !keys.is_empty()
         && engine.flash().is_some()
         && run.stop_on_wait
         && run.may_read
@@ -530,7 +526,8 @@ pub fn exec(c: &mut Call<'_>) {
     }
     if run.stopped().is_none() {
         let now = tiercache_engine::clock::unix_now();
-        let held = first.map(|k| std::cell::RefCell::new(engine.hold(&k, now)));
+        let held = (!keys.is_empty())
+            .then(|| std::cell::RefCell::new(engine.hold_all(keys.iter().map(Vec::as_slice), now)));
         c.out.array(q.len());
         for cmd in &q {
             let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
