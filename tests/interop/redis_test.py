@@ -124,9 +124,10 @@ def steps():
     x("EXEC"); x("DISCARD"); x("MULTI"); x("MULTI"); x("DISCARD")
     x("MULTI"); x("SET", "tx", "1"); x("NOSUCH"); x("EXEC")
     x("MULTI"); x("SET", "tx"); x("EXEC")
-    # One key: tiercache runs a transaction on one shard's keys only
-    # (docs/REDIS.md, crates/server/tests/resp_loop.rs tests the refusal).
     x("MULTI"); x("SET", "tx", "9"); x("INCR", "tx"); x("HSET", "tx", "a", "b"); x("EXEC")
+    # Keys of several shards in one transaction (EXEC holds them all).
+    x("MULTI"); x("SET", "tx1", "1"); x("SET", "tx2", "2"); x("SET", "tx3", "3"); x("INCR", "tx4")
+    x("MGET", "tx1", "tx2", "tx3", "tx4"); x("DEL", "tx1", "tx2"); x("EXEC")
     # inline and protocol
     S.append((b"SET inl \"a b\\x41\"\r\nGET inl\r\n", "exact"))
     S.append((b"PING\n", "exact"))
@@ -282,6 +283,13 @@ def clients(tc_port):
             p = r.pipeline(transaction=True)
             p.set("py:t", "1").incr("py:t")
             assert p.execute() == [True, 2]
+            # redis-py's default pipeline is a transaction: over many keys
+            # (many shards) too.
+            p = r.pipeline()
+            for i in range(50):
+                p.set("py:tx%d" % i, i)
+            p.mget(["py:tx%d" % i for i in range(50)])
+            assert p.execute()[-1] == [str(i) for i in range(50)]
             r.close()
         print("redis-py: ok (RESP2 and RESP3)")
     except Exception as e:  # noqa: BLE001 - report any client failure
