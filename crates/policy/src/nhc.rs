@@ -100,6 +100,13 @@ pub struct NhcParams {
     /// share of what it served while it limited the other (its limit) takes
     /// no more load, even if its reads wait less (0 = no such rule).
     pub at_limit: f64,
+    /// [`Objective::Balance`]: the mean number of fast reads in flight
+    /// (Little's law over the iteration: latency sum / time) at which the
+    /// fast class counts as queued when the capacity class completed no
+    /// read, so that there is no latency to compare (everything the reads
+    /// want is on the fast class): copies to the capacity class pay then
+    /// ([`Nhc::copies_pay`]).
+    pub copy_queue: f64,
 }
 
 /// The order of an iteration's probes (bench/RESULTS.md, issue 17, "the
@@ -144,6 +151,7 @@ impl Default for NhcParams {
             balance_tol: 0.25,
             busy: 2.0,
             at_limit: 0.95,
+            copy_queue: 4.0,
         }
     }
 }
@@ -221,6 +229,9 @@ pub struct Nhc {
     /// The reads per second each class served while the other's reads
     /// waited for it (a moving average): what it serves at its limit.
     limit: [f64; 2],
+    /// The last iteration found the fast class queued while the capacity
+    /// class had headroom ([`Nhc::copies_pay`]).
+    copies_pay: bool,
     /// Consecutive iterations that ended at `load_admit` 1.
     at_one: usize,
     /// Fast hit ratios of the last intervals (state 1).
@@ -260,6 +271,7 @@ impl Nhc {
             measured: Measurement::default(),
             floor: [f64::INFINITY; 2],
             limit: [0.0; 2],
+            copies_pay: false,
             at_one: 0,
             recent: Vec::new(),
             reference: 0.0,
@@ -285,6 +297,17 @@ impl Nhc {
     /// Copy capacity hits into the fast class (state 1 only).
     pub fn data_admit(&self) -> bool {
         self.state == State::Classic
+    }
+
+    /// Whether copies of fast items on the capacity class pay now: in state
+    /// 2, the last iteration found the fast class's reads queued and
+    /// waiting longer than the capacity class's (or the capacity class
+    /// idle), and the capacity class below its limit. Items hit on the fast
+    /// class are then worth a second record on the capacity class, so that
+    /// `load_admit` has reads to move (docs/CLASSES.md, "Copies where they
+    /// pay"). False in state 1: when the load falls, no more are made.
+    pub fn copies_pay(&self) -> bool {
+        self.state == State::Tune && self.copies_pay
     }
 
     /// The `load_admit` the tuning settled on (1 in state 1).

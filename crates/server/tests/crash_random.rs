@@ -680,18 +680,18 @@ fn random_changes_across_kill_9_never_come_back_stale_with_the_small_store() {
 /// 1 MiB, smaller than the keys' data beyond RAM, and a capacity device
 /// that takes what the fast one reclaims. After a crash the capacity
 /// class is recovered by its own floor, with the copies of promoted items
-/// that the fast class dropped tombstoned.
-///
-/// It found 1-7 deleted values per run before 2026-11-24's fix. The race
-/// was live, not in recovery: an `md` found no item when the item had been
-/// pushed back to flash after its promotion, so it answered `NF` and left
-/// the value (engine test changes_on_flash.rs).
+/// that the fast class dropped tombstoned. `ext_nhc_copies=always`: every
+/// fast hit also writes a copy to the capacity class (issue 35), so each
+/// kill finds copies in flight. It found 1-7 deleted values per run before
+/// 2026-11-24's fix: an `md` found no item when the item had been pushed
+/// back to flash after its promotion, so it answered `NF` and left the
+/// value (a live race, not recovery: engine test changes_on_flash.rs).
 #[test]
 fn random_changes_across_kill_9_never_come_back_stale_with_two_classes() {
     crash_cycles(
         "classes",
         &["fast:24M:fast", "capacity:96M:capacity"],
-        &["-o", "ext_page_size=1"],
+        &["-o", "ext_page_size=1,ext_nhc_copies=always"],
         4,
     );
 }

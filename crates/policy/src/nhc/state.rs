@@ -81,6 +81,7 @@ impl Nhc {
 
     fn enter_tune(&mut self, ratio: f64) {
         self.state = State::Tune;
+        self.copies_pay = false;
         self.at_one = 0;
         self.reference = ratio;
         self.smoothed = ratio;
@@ -95,6 +96,7 @@ impl Nhc {
 
     fn back_to_classic(&mut self) {
         self.state = State::Classic;
+        self.copies_pay = false;
         self.at_one = 0;
         self.load_admit = 1.0;
         self.recent.clear();
