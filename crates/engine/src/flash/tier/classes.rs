@@ -323,7 +323,7 @@ impl FlashTier {
             iterations: g.0.iterations,
             last_iteration: g.0.last_iteration().copied(),
             feedback: Some(g.0.objective()),
-            copies_pay: n.copies_pay.load(Ordering::Relaxed),
+            copies_pay: self.copies_pay(),
         }
     }
 }
