@@ -53,6 +53,15 @@ pub struct NhcParams {
     /// weight 1/2 for the newest) below the one state 2 began with that
     /// sends the scheduler back to state 1.
     pub drop: f64,
+    /// How far (absolute, per interval) the hit ratio `drop` is measured
+    /// from follows a slow decline: a working-set change drops the ratio
+    /// within a few intervals, while the fast class's own churn in state 2
+    /// (it still takes items leaving RAM and moves what it reclaims to the
+    /// capacity class, and nothing is promoted back) lowers it by about
+    /// 0.005 a second; without this that churn alone sent the scheduler
+    /// back to state 1 every 10-15 s (bench/RESULTS.md, issue 35, fast 580
+    /// MiB). 0 = measured from the ratio state 2 began with.
+    pub drift: f64,
     /// Relative gain a neighbouring point needs over the current one to be
     /// moved to.
     pub min_gain: f64,
@@ -138,6 +147,7 @@ impl Default for NhcParams {
             stable_intervals: 20,
             stable_eps: 0.02,
             drop: 0.05,
+            drift: 0.0025,
             min_gain: 0.02,
             min_reads: 50,
             settle_intervals: 1,

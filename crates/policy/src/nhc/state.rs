@@ -57,6 +57,10 @@ impl Nhc {
                     self.back_to_classic();
                     return;
                 }
+                // A slow decline moves the reference down with it, at most
+                // `drift` an interval (never up).
+                let fall = (self.reference - self.smoothed).clamp(0.0, self.params.drift);
+                self.reference -= fall;
                 self.at_point += 1;
                 self.note(m);
                 if self.at_point <= self.params.settle_intervals {

@@ -125,6 +125,36 @@ fn a_hit_ratio_drop_goes_back_to_classic_at_once() {
     run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
     run(&mut t, 10, 20_000.0, 10_000.0, 40_000.0, 0.93);
     assert_eq!(t.state(), State::Tune);
+    // A slow decline (0.0005 an interval: the fast class's own churn in
+    // state 2) is followed, 0.1 in all; the same fall within 1 s is not.
+    for (per, stays) in [(0.0005, true), (0.01, false)] {
+        let mut t = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        let mut r = 0.95;
+        while r > 0.85 && t.state() == State::Tune {
+            r -= per;
+            run(&mut t, 1, 20_000.0, 10_000.0, 40_000.0, r);
+        }
+        assert_eq!(t.left_tune == 0, stays, "{per} an interval, at {r}");
+    }
+    // Without the drift the slow decline went back to state 1.
+    let still = NhcParams {
+        drift: 0.0,
+        ..NhcParams::default()
+    };
+    let mut t = Nhc::new(still, Objective::Throughput);
+    run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
+    for i in 0..200 {
+        run(
+            &mut t,
+            1,
+            20_000.0,
+            10_000.0,
+            40_000.0,
+            0.95 - 0.0005 * i as f64,
+        );
+    }
+    assert!(t.left_tune >= 1);
 }
 
 #[test]
