@@ -36,6 +36,7 @@ blkio); everything it creates is removed at the end, also after a failure.
     sudo python3 bench/run.py nhc_loads                # 95% hits, fast 5000 / capacity 2500 IOPS
     sudo HIT=0.80 python3 bench/run.py nhc_loads       # 80% hits
     sudo FAST_IOPS=10000 CAP_IOPS=5000 python3 bench/run.py nhc_loads
+    sudo DEFAULTS=1 FAST_IOPS=10000 CAP_IOPS=5000 python3 bench/run.py nhc_loads   # io_uring, promotion on
 """
 import os
 import sys
@@ -50,7 +51,8 @@ TAG = "nhc_loads"
 K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, HIT=0.95, FAST_MB=0, CAP_MB=1536, KEYS=150000,
              VALUE=4000, SKEW=0.99, RUNS=3, WARM_S=40, SETTLE_S=5, RUN_S=10, LOADS="2.0,1.5,1.0,0.5",
              LOAD1=0.0, PORT=24180, MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4,
-             OPEN_THREADS=2, OPEN_CONNS=16, SERVER_THREADS=2, IO_THREADS=64, TRACE_DIR="", EXT="")
+             OPEN_THREADS=2, OPEN_CONNS=16, SERVER_THREADS=2, IO_THREADS=64, TRACE_DIR="", EXT="",
+             DEFAULTS=0, DIST="")
 # measured with bench/nhc_hit.py on 2026-11-25 (0.955 and 0.794; before c157b4e a full copy
 # table filtered promotions and 160 MiB gave 0.95, 80 MiB 0.70)
 FAST_MB_FOR_HIT = {0.95: 256, 0.80: 160}
@@ -65,7 +67,8 @@ def fast_mb():
 
 
 def keys_args():
-    return ["--keys", K.KEYS, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}", "--get-ratio", "1",
+    # DIST (uniform or zipf:S) overrides SKEW.
+    return ["--keys", K.KEYS, "--value-size", K.VALUE, "--dist", K.DIST or f"zipf:{K.SKEW}", "--get-ratio", "1",
             "--no-stats"]
 
 

@@ -154,8 +154,11 @@ def start_server(devs, cg, nhc, d, k):
     knobs PORT, MEM, SERVER_THREADS, IO_THREADS, SHARDS and EXT (if set) of `k`; returns it and
     its command line for RESULTS.md."""
     fast, cap = devs
-    ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", "ext_io=pool",
-           f"ext_threads={k.IO_THREADS}", f"ext_nhc={nhc}", "ext_promote=never"]
+    ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", f"ext_nhc={nhc}"]
+    # DEFAULTS=1 keeps the server's reader (io_uring) and promotion to RAM
+    # (issue 35); else the pread pool and no promotion to RAM, as before.
+    if not getattr(k, "DEFAULTS", 0):
+        ext += ["ext_io=pool", f"ext_threads={k.IO_THREADS}", "ext_promote=never"]
     if getattr(k, "SHARDS", 0):
         ext.append(f"shards={k.SHARDS}")
     # EXT="a=b,c=d": more -o options for the nhc=1 server (for example

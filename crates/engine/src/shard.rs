@@ -201,6 +201,9 @@ pub struct Shard {
     copies: std::collections::HashMap<u64, copies::CopyOf>,
     /// The copy table's DRAM as charged to the memory limit.
     copies_bytes_reported: usize,
+    /// Copies to the capacity class refused since the copy table was last
+    /// pruned for them (`Shard::copy_to_capacity`: one prune per 256).
+    copies_refused: u32,
     pub stats: ShardStats,
     /// RAM items the last flush_all dropped, until the next sweep.
     flushed: crate::flushed::Flushed,
@@ -255,6 +258,7 @@ impl Shard {
             promote_credit: Credit::default(),
             copies: std::collections::HashMap::new(),
             copies_bytes_reported: 0,
+            copies_refused: 0,
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
             index_floor: buckets,

@@ -53,6 +53,15 @@ pub struct NhcParams {
     /// weight 1/2 for the newest) below the one state 2 began with that
     /// sends the scheduler back to state 1.
     pub drop: f64,
+    /// How far (absolute, per interval) the hit ratio `drop` is measured
+    /// from follows a slow decline: a working-set change drops the ratio
+    /// within a few intervals, while the fast class's own churn in state 2
+    /// (it still takes items leaving RAM and moves what it reclaims to the
+    /// capacity class, and nothing is promoted back) lowers it by about
+    /// 0.005 a second; without this that churn alone sent the scheduler
+    /// back to state 1 every 10-15 s (bench/RESULTS.md, issue 35, fast 580
+    /// MiB). 0 = measured from the ratio state 2 began with.
+    pub drift: f64,
     /// Relative gain a neighbouring point needs over the current one to be
     /// moved to.
     pub min_gain: f64,
@@ -100,6 +109,13 @@ pub struct NhcParams {
     /// share of what it served while it limited the other (its limit) takes
     /// no more load, even if its reads wait less (0 = no such rule).
     pub at_limit: f64,
+    /// [`Objective::Balance`]: the mean number of fast reads in flight
+    /// (Little's law over the iteration: latency sum / time) at which the
+    /// fast class counts as queued when the capacity class completed no
+    /// read, so that there is no latency to compare (everything the reads
+    /// want is on the fast class): copies to the capacity class pay then
+    /// ([`Nhc::copies_pay`]).
+    pub copy_queue: f64,
 }
 
 /// The order of an iteration's probes (bench/RESULTS.md, issue 17, "the
@@ -131,6 +147,7 @@ impl Default for NhcParams {
             stable_intervals: 20,
             stable_eps: 0.02,
             drop: 0.05,
+            drift: 0.0025,
             min_gain: 0.02,
             min_reads: 50,
             settle_intervals: 1,
@@ -144,6 +161,7 @@ impl Default for NhcParams {
             balance_tol: 0.25,
             busy: 2.0,
             at_limit: 0.95,
+            copy_queue: 4.0,
         }
     }
 }
@@ -221,6 +239,9 @@ pub struct Nhc {
     /// The reads per second each class served while the other's reads
     /// waited for it (a moving average): what it serves at its limit.
     limit: [f64; 2],
+    /// The last iteration found the fast class queued while the capacity
+    /// class had headroom ([`Nhc::copies_pay`]).
+    copies_pay: bool,
     /// Consecutive iterations that ended at `load_admit` 1.
     at_one: usize,
     /// Fast hit ratios of the last intervals (state 1).
@@ -260,6 +281,7 @@ impl Nhc {
             measured: Measurement::default(),
             floor: [f64::INFINITY; 2],
             limit: [0.0; 2],
+            copies_pay: false,
             at_one: 0,
             recent: Vec::new(),
             reference: 0.0,
@@ -285,6 +307,17 @@ impl Nhc {
     /// Copy capacity hits into the fast class (state 1 only).
     pub fn data_admit(&self) -> bool {
         self.state == State::Classic
+    }
+
+    /// Whether copies of fast items on the capacity class pay now: in state
+    /// 2, the last iteration found the fast class's reads queued and
+    /// waiting longer than the capacity class's (or the capacity class
+    /// idle), and the capacity class below its limit. Items hit on the fast
+    /// class are then worth a second record on the capacity class, so that
+    /// `load_admit` has reads to move (docs/CLASSES.md, "Copies where they
+    /// pay"). False in state 1: when the load falls, no more are made.
+    pub fn copies_pay(&self) -> bool {
+        self.state == State::Tune && self.copies_pay
     }
 
     /// The `load_admit` the tuning settled on (1 in state 1).

@@ -579,6 +579,7 @@ impl Config {
                 );
             }
             self.nhc_feedback()?;
+            self.nhc_copies()?;
             if self.flash.wbuf_count < 2 {
                 bail!("-o ext_wbuf_count must be at least 2");
             }
@@ -652,6 +653,16 @@ impl Config {
                 "-o ext_nhc_feedback={}: choose balance or throughput",
                 self.flash.nhc_feedback
             ),
+        }
+    }
+
+    /// Copies on the capacity class (`ext_nhc_copies`): None for `auto`.
+    pub fn nhc_copies(&self) -> Result<Option<bool>> {
+        match self.flash.nhc_copies.as_str() {
+            "auto" => Ok(None),
+            "always" => Ok(Some(true)),
+            "never" => Ok(Some(false)),
+            v => bail!("-o ext_nhc_copies={v}: choose auto, always or never"),
         }
     }
 

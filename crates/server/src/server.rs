@@ -182,6 +182,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                     classes: cfg.flash_classes()?,
                     nhc: cfg.flash.nhc,
                     nhc_feedback: cfg.nhc_feedback()?,
+                    nhc_copies: cfg.nhc_copies()?,
                 },
                 read_threads: cfg.flash.threads,
                 io: cfg.io_mode()?,

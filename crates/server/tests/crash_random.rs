@@ -678,22 +678,21 @@ fn random_changes_across_kill_9_never_come_back_stale_with_the_small_store() {
 
 /// The same over two device classes: a fast device of about 22 segments of
 /// 1 MiB, smaller than the keys' data beyond RAM, and a capacity device
-/// that takes what the fast one reclaims. After a crash the capacity
-/// class is recovered by its own floor, with the copies of promoted items
-/// that the fast class dropped tombstoned.
-///
-/// It found 1-7 deleted values per run before 2026-11-24's fix. The race
-/// was live, not in recovery: an `md` found no item when the item had been
-/// pushed back to flash after its promotion, so it answered `NF` and left
-/// the value (engine test changes_on_flash.rs).
+/// that takes what the fast one reclaims; the capacity class is recovered by
+/// its own floor, with the copies of promoted items that the fast class
+/// dropped tombstoned. Then a fast device that holds all of it, with
+/// `ext_nhc_copies=always`: fast hits also write copies to the capacity class
+/// (issue 35; about 15,000 in 60,000 random gets), so each kill finds some in
+/// flight. It found 1-7 deleted values per run before 2026-11-24's fix (a
+/// live race: an `md` found no item pushed back to flash after its promotion
+/// and answered `NF`; engine test changes_on_flash.rs).
 #[test]
 fn random_changes_across_kill_9_never_come_back_stale_with_two_classes() {
-    crash_cycles(
-        "classes",
-        &["fast:24M:fast", "capacity:96M:capacity"],
-        &["-o", "ext_page_size=1"],
-        4,
-    );
+    let classes = ["fast:24M:fast", "capacity:96M:capacity"];
+    crash_cycles("classes", &classes, &["-o", "ext_page_size=1"], 4);
+    let copies = ["fast:96M:fast", "capacity:96M:capacity"];
+    let extra = ["-o", "ext_page_size=1,ext_nhc_copies=always"];
+    crash_cycles("copies", &copies, &extra, 3);
 }
 
 /// `devices`: `file:size[:class]`, files in the test's directory.

@@ -72,6 +72,11 @@ pub struct FlashStats {
     pub moves_to_copy: u64,
     /// Capacity hits copied into the fast class.
     pub promotions: u64,
+    /// Fast hits copied to the capacity class while copies paid, and those
+    /// copies released when the capacity class reclaimed them (the fast
+    /// record became the entry again, nothing written).
+    pub copies_made: u64,
+    pub copies_dropped: u64,
     /// Hits on items with copies on both classes, by the class that served them.
     pub dual_fast_reads: u64,
     pub dual_capacity_reads: u64,
@@ -138,6 +143,10 @@ pub struct TierStats {
     pub moves_to_copy: AtomicU64,
     /// Capacity hits copied into the fast class (data_admit).
     pub promotions: AtomicU64,
+    /// Fast hits copied to the capacity class (copies where they pay), and
+    /// those released by the capacity class's reclaim.
+    pub copies_made: AtomicU64,
+    pub copies_dropped: AtomicU64,
     /// Hits on items with copies on both classes, by the class that served them.
     pub dual_fast_reads: AtomicU64,
     pub dual_capacity_reads: AtomicU64,
@@ -174,6 +183,8 @@ pub struct NhcStats {
     pub last_iteration: Option<Iteration>,
     /// What the feedback measures.
     pub feedback: Option<Objective>,
+    /// Copies of fast items on the capacity class pay now.
+    pub copies_pay: bool,
 }
 
 /// What a crash recovery found.

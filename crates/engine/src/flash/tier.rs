@@ -509,7 +509,20 @@ impl FlashTier {
             (size <= BLOCK && o.gaps.iter().any(|g| g.1 as usize >= size))
                 || format::place_record(o.write, size) + size <= self.params.segment_size
         };
-        if !st.open[class].as_ref().is_some_and(fits) {
+        // A copy to the capacity class must land in a segment newer than its
+        // fast record's: an older open buffer is sealed first if it is at
+        // least a quarter full (or empty), else the copy waits for it to fill.
+        let stale = match dest {
+            Dest::Replica { from_seq } => st.open[class]
+                .as_ref()
+                .filter(|o| st.slots[o.slot as usize].seq <= from_seq)
+                .map(|o| o.records == 0 || o.write >= self.params.segment_size / 4),
+            _ => None,
+        };
+        if stale == Some(false) {
+            return Err(AppendError::Refused);
+        }
+        if stale == Some(true) || !st.open[class].as_ref().is_some_and(fits) {
             let use_reservation = *reserved > 0 && st.reserved > 0;
             if !self.open_new(&mut st, class, use_reservation) {
                 self.stats.busy.fetch_add(1, Ordering::Relaxed);
@@ -522,7 +535,7 @@ impl FlashTier {
         let st = &mut *st;
         let o = st.open[class].as_mut().expect("open");
         let seq = st.slots[o.slot as usize].seq;
-        if let Dest::Promote { from_seq } = dest {
+        if let Dest::Promote { from_seq } | Dest::Replica { from_seq } = dest {
             // The copy left on the capacity class must be older than the
             // new record, so that whatever covers the new one after a
             // crash (its tombstones, the floor of its reclaim) covers it.

@@ -13,6 +13,19 @@
 //! on the device and recovery keeps the newer one (the fast record: a
 //! promotion is refused unless its segment is newer than the copy's), so
 //! the older copy is covered by whatever covers its key from then on.
+//!
+//! Copies where they pay (issue 35): when the scheduler finds the fast
+//! class queued and the capacity class with headroom (`copies_pay`), a hit
+//! on the fast class writes the item to the capacity class too
+//! ([`Shard::copy_to_capacity`]), so that the split has reads to move even
+//! when everything fits on the fast class. The new capacity record becomes
+//! the primary and the fast record its copy: the same shape as above with
+//! the classes swapped (the entry is the newest record and carries the copy
+//! bit; the copy is older), so the same crash rules hold. Such a copy is
+//! read when the split sends a read to the fast class; when the load falls
+//! no more are made, every read goes to the fast record, and the capacity
+//! class's reclaim lets the fast record become the entry again instead of
+//! writing the capacity one again ([`Shard::fall_back_to_copy`]).
 
 use super::*;
 use crate::flash::tier::{Dest, DeviceClass};
@@ -68,23 +81,14 @@ impl Shard {
         if !f.data_admit() || f.class_at(loc) != Some(DeviceClass::Capacity) {
             return;
         }
+        if self.copy_of(hash, loc).is_some() {
+            // A capacity copy of a fast item: the fast record is there.
+            return;
+        }
         if Header::read(item_bytes).expired(self.clock_now) || !self.index.contains(hash, loc) {
             return;
         }
-        if self.copies.len() >= MAX_COPIES {
-            self.prune_copies();
-            // Still full of valid copies: forget some rather than refuse
-            // the promotion. Refusing kept the table full for good when the
-            // working set changed and nothing wrote to the fast class
-            // (classic caching never brought the new set in; bench/RESULTS.md,
-            // nhc_change.py). A forgotten copy is an unremembered older
-            // record of its key, as after a restart: its primary carries the
-            // copy bit, and whatever covers the primary covers it.
-            let drop: Vec<u64> = self.copies.keys().take(MAX_COPIES / 16).copied().collect();
-            for hash in drop {
-                self.copies.remove(&hash);
-            }
-        }
+        self.make_room_for_a_copy();
         let Some(copy_seq) = f.seq_of(loc) else {
             return;
         };
@@ -116,6 +120,98 @@ impl Shard {
         self.account_copies();
     }
 
+    /// A hit on the fast class while copies pay (the scheduler found the
+    /// fast class queued and the capacity class with headroom): writes the
+    /// item to the capacity class too, sequentially (its moves' stream),
+    /// charged to the write budget. The new capacity record becomes the
+    /// entry, with the copy bit, and the fast record its copy: the entry is
+    /// the newer record, as after a promotion, so the crash rules of the
+    /// module's documentation hold unchanged. Only items hit before (the
+    /// hot ones), not expiring within `ext_low_ttl`, and not already copied.
+    pub(super) fn copy_to_capacity(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
+        let Some(f) = self.flash.clone() else {
+            return;
+        };
+        if !f.copies_pay() || f.class_at(loc) != Some(DeviceClass::Fast) {
+            return;
+        }
+        let h = Header::read(item_bytes);
+        if h.expired(self.clock_now)
+            || !f.moves_unhit(loc, h.exptime, self.clock_now)
+            || self.index.hit(hash, loc) != Some(true)
+            || self.copy_of(hash, loc).is_some()
+        {
+            return;
+        }
+        let Some(fast_seq) = f.seq_of(loc) else {
+            return;
+        };
+        if self.copies.len() >= MAX_COPIES {
+            // A full table of valid copies refuses more rather than
+            // forgetting some (a forgotten one leaves its item on the
+            // capacity class alone, outside the split's control). Pruning
+            // walks the table: once per 256 refusals, not per hit.
+            self.copies_refused += 1;
+            if self.copies_refused < 256 {
+                return;
+            }
+            self.copies_refused = 0;
+            self.prune_copies();
+            if self.copies.len() >= MAX_COPIES {
+                return;
+            }
+        }
+        let size = crate::flash::format::record_size(h.klen as usize, h.vlen as usize);
+        if !f.take_write_budget(size) {
+            return;
+        }
+        let Ok(new) = f.append(
+            item_bytes,
+            false,
+            self.clock_now,
+            &mut 0,
+            Dest::Replica { from_seq: fast_seq },
+        ) else {
+            return;
+        };
+        let Some(primary_seq) = f.seq_of(new) else {
+            return;
+        };
+        self.index.relocate(hash, loc, new);
+        self.index.set_hit(hash, new);
+        f.release(loc);
+        f.stats.copies_made.fetch_add(1, Ordering::Relaxed);
+        self.copies.insert(
+            hash,
+            CopyOf {
+                primary: new,
+                primary_seq,
+                copy: loc,
+                copy_seq: fast_seq,
+            },
+        );
+        self.account_copies();
+    }
+
+    /// Room for one more copy in a full table: stale copies are pruned,
+    /// and if it is still full of valid ones, 1/16 of them are forgotten.
+    fn make_room_for_a_copy(&mut self) {
+        if self.copies.len() >= MAX_COPIES {
+            self.prune_copies();
+            // Still full of valid copies: forget some rather than refuse
+            // the promotion. Refusing kept the table full for good when the
+            // working set changed and nothing wrote to the fast class
+            // (classic caching never brought the new set in; bench/RESULTS.md,
+            // nhc_change.py). A forgotten copy is an unremembered older
+            // record of its key, as after a restart: its primary carries the
+            // copy bit, and whatever covers the primary covers it.
+            let drop: Vec<u64> = self.copies.keys().take(MAX_COPIES / 16).copied().collect();
+            for hash in drop {
+                self.copies.remove(&hash);
+            }
+        }
+    }
+
     /// Charges the copy table's DRAM to `-m` as it grows and shrinks, as
     /// the index is charged: the hash map's buckets, each an entry and one
     /// control byte (at most about 656 KiB a shard, for [`MAX_COPIES`]).
@@ -144,7 +240,13 @@ impl Shard {
             self.index.set_hit(hash, c.copy);
         }
         f.acquire(c.copy);
-        f.stats.moves_to_copy.fetch_add(1, Ordering::Relaxed);
+        let counter = if f.class_at(loc) == Some(DeviceClass::Capacity) {
+            // A copy made where it paid, released by the capacity class.
+            &f.stats.copies_dropped
+        } else {
+            &f.stats.moves_to_copy
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         true
     }
 }

@@ -75,15 +75,16 @@ impl Shard {
         for loc in self.flash_candidates(hash) {
             if fetched.state(loc).is_none() {
                 // An item with a copy on both classes is read from the one
-                // the scheduler's load_admit picks.
+                // the scheduler's load_admit picks (the copy is on the
+                // capacity class after a promotion, on the fast one when
+                // it was made where it paid).
+                use crate::flash::tier::DeviceClass;
                 let copy = self.copy_of(hash, loc);
-                flash.note_lookup(
-                    copy.is_some()
-                        || flash.class_at(loc) == Some(crate::flash::tier::DeviceClass::Fast),
-                );
+                flash.note_lookup(copy.is_some() || flash.class_at(loc) == Some(DeviceClass::Fast));
                 let from_copy = copy.is_some_and(|c| {
+                    let copy_fast = flash.class_at(c.copy) == Some(DeviceClass::Fast);
                     !fetched.copy_failed(loc)
-                        && !flash.route_to_fast()
+                        && flash.route_to_fast() == copy_fast
                         && flash.fetch_copy(loc, c.primary_seq, c.copy, c.copy_seq, fetched, reads)
                 });
                 if !from_copy && !flash.fetch(loc, fetched, reads) {
@@ -337,6 +338,9 @@ impl Shard {
                 if was_hit && promote == Some(Promote::Second) {
                     self.stats.promote_declined += 1;
                 }
+                // A fast hit while copies pay goes to the capacity class
+                // too (if it was hit before: the hit bit is set after).
+                self.copy_to_capacity(hash, loc, item_bytes);
                 self.index.set_hit(hash, loc);
                 // Not to RAM: a capacity hit may go to the fast class.
                 self.promote_to_fast(hash, loc, item_bytes);

@@ -137,6 +137,18 @@ impl Nhc {
     /// all or the fast class is not busy; the current point in between or
     /// if a class completed no read.
     pub(super) fn balance_target(&mut self) -> f64 {
+        self.copies_pay = false;
+        // The capacity class served (almost) nothing: everything read is on
+        // the fast class, and there is no latency of its own to compare. If
+        // the fast class's reads queue, copies on the capacity class pay,
+        // and the split goes down so that they are read from there once
+        // made (nothing moves before).
+        let m = &self.measured;
+        let queued = m.class_latency_us[0] / 1e6 / m.secs.max(1e-9);
+        if m.class_reads[1] < self.params.min_reads && queued >= self.params.copy_queue {
+            self.copies_pay = true;
+            return self.point(Probe::Lower);
+        }
         let Some([fast, cap]) = self.measured.class_latency() else {
             return self.load_admit;
         };
@@ -182,6 +194,9 @@ impl Nhc {
             if full(1) {
                 return self.load_admit;
             }
+            // Load moves off the fast class: more of its hot items with a
+            // capacity copy give the split more reads to move.
+            self.copies_pay = true;
             self.point(Probe::Lower)
         } else if cap > fast && busy && full(0) {
             self.load_admit

@@ -57,6 +57,10 @@ impl Nhc {
                     self.back_to_classic();
                     return;
                 }
+                // A slow decline moves the reference down with it, at most
+                // `drift` an interval (never up).
+                let fall = (self.reference - self.smoothed).clamp(0.0, self.params.drift);
+                self.reference -= fall;
                 self.at_point += 1;
                 self.note(m);
                 if self.at_point <= self.params.settle_intervals {
@@ -81,6 +85,7 @@ impl Nhc {
 
     fn enter_tune(&mut self, ratio: f64) {
         self.state = State::Tune;
+        self.copies_pay = false;
         self.at_one = 0;
         self.reference = ratio;
         self.smoothed = ratio;
@@ -95,6 +100,7 @@ impl Nhc {
 
     fn back_to_classic(&mut self) {
         self.state = State::Classic;
+        self.copies_pay = false;
         self.at_one = 0;
         self.load_admit = 1.0;
         self.recent.clear();

@@ -125,6 +125,36 @@ fn a_hit_ratio_drop_goes_back_to_classic_at_once() {
     run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
     run(&mut t, 10, 20_000.0, 10_000.0, 40_000.0, 0.93);
     assert_eq!(t.state(), State::Tune);
+    // A slow decline (0.0005 an interval: the fast class's own churn in
+    // state 2) is followed, 0.1 in all; the same fall within 1 s is not.
+    for (per, stays) in [(0.0005, true), (0.01, false)] {
+        let mut t = Nhc::new(NhcParams::default(), Objective::Throughput);
+        run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
+        let mut r = 0.95;
+        while r > 0.85 && t.state() == State::Tune {
+            r -= per;
+            run(&mut t, 1, 20_000.0, 10_000.0, 40_000.0, r);
+        }
+        assert_eq!(t.left_tune == 0, stays, "{per} an interval, at {r}");
+    }
+    // Without the drift the slow decline went back to state 1.
+    let still = NhcParams {
+        drift: 0.0,
+        ..NhcParams::default()
+    };
+    let mut t = Nhc::new(still, Objective::Throughput);
+    run(&mut t, WARM, 20_000.0, 10_000.0, 40_000.0, 0.95);
+    for i in 0..200 {
+        run(
+            &mut t,
+            1,
+            20_000.0,
+            10_000.0,
+            40_000.0,
+            0.95 - 0.0005 * i as f64,
+        );
+    }
+    assert!(t.left_tune >= 1);
 }
 
 #[test]
@@ -462,16 +492,40 @@ fn balance_leaves_light_load_and_a_busy_capacity_class_to_classic() {
 fn balance_follows_a_load_that_falls_off_and_needs_both_classes_measured() {
     let (mut s, _, _) = loaded(Objective::Balance, 0.0, 10_000.0, PAIR, 200);
     assert!(s.load_admit() < 0.98);
-    // A capacity class that completes no read gives no balance: the
-    // point stays, and the tuning goes on.
+    // A capacity class that completes no read gives no balance: with the
+    // fast class's reads not queued (0.7 in flight: 700 reads of 100 us a
+    // 100 ms interval) the point stays, and the tuning goes on.
     let la = s.load_admit();
+    let mut q = s.clone();
     for _ in 0..40 {
         let mut m = m(7_000.0, 0.95);
         m.class_reads = [700, 0];
-        m.class_latency_us = [700.0 * 5_000.0, 0.0];
+        m.class_latency_us = [700.0 * 100.0, 0.0];
         s.interval(&m);
+        assert!(!s.copies_pay());
     }
     assert_eq!((s.state(), s.load_admit()), (State::Tune, la));
+    // With them queued (35 in flight): everything read is on the fast
+    // class, so copies on the capacity class pay, and the split goes down
+    // so that they are read once made.
+    for _ in 0..8 {
+        let mut m = m(7_000.0, 0.95);
+        m.class_reads = [700, 0];
+        m.class_latency_us = [700.0 * 5_000.0, 0.0];
+        q.interval(&m);
+    }
+    assert!(q.copies_pay());
+    assert!(q.load_admit() < la, "{} from {la}", q.load_admit());
+    // Copies stop paying once the classes balance (both busy, waits
+    // within the band), and in state 1.
+    let floor = q.floor[0].min(q.floor[1]);
+    for _ in 0..8 {
+        let mut m = m(7_000.0, 0.95);
+        m.class_reads = [500, 200];
+        m.class_latency_us = [500.0 * floor * 11.0, 200.0 * floor * 10.0];
+        q.interval(&m);
+    }
+    assert!(!q.copies_pay());
     // Both classes busy (fast 10x the lowest latency seen), the fast
     // one waiting 10% longer: inside the band, the point stays.
     let floor = s.floor[0].min(s.floor[1]);

@@ -46,6 +46,7 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
         n.feedback.map_or("-", |o| o.name()),
     );
     stat(out, "flash_nhc_data_admit", u8::from(n.data_admit));
+    stat(out, "flash_nhc_copies_pay", u8::from(n.copies_pay));
     stat(out, "flash_nhc_load_admit", format!("{:.3}", n.load_admit));
     stat(out, "flash_nhc_tune_entries", n.entered_tune);
     stat(out, "flash_nhc_tune_exits", n.left_tune);
@@ -81,6 +82,8 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
     stat(out, "flash_class_promotions", f.promotions);
     stat(out, "flash_class_moves", f.moves);
     stat(out, "flash_class_moves_to_copy", f.moves_to_copy);
+    stat(out, "flash_class_copies_made", f.copies_made);
+    stat(out, "flash_class_copies_dropped", f.copies_dropped);
     stat(out, "flash_dual_fast_reads", f.dual_fast_reads);
     stat(out, "flash_dual_capacity_reads", f.dual_capacity_reads);
 }

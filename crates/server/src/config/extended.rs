@@ -42,6 +42,7 @@ pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
             "ext_crash_safe",
             "ext_nhc",
             "ext_nhc_feedback",
+            "ext_nhc_copies",
             "ext_small_max",
             "ext_small_share",
             "ext_small_flush_duty",
@@ -268,6 +269,7 @@ impl Config {
             "ext_io" => self.flash.io = v.to_string(),
             "ext_nhc" => self.flash.nhc = flag(k, v)?,
             "ext_nhc_feedback" => self.flash.nhc_feedback = v.to_string(),
+            "ext_nhc_copies" => self.flash.nhc_copies = v.to_string(),
             "ext_small_background" => self.flash.small_background = flag(k, v)?,
             "ext_crash_safe" => self.flash.crash_safe = flag(k, v)?,
             // memcached options with no counterpart here: accepted, so that

@@ -53,6 +53,11 @@ pub struct FlashSection {
     /// `balance` (the classes' read latencies, the default) or `throughput`
     /// (flash reads served per second). docs/CLASSES.md.
     pub nhc_feedback: String,
+    /// Copies of hot fast items on the capacity class (`ext_nhc_copies`):
+    /// `auto` (the default: while the scheduler finds the fast class queued
+    /// and the capacity class with headroom), `always` or `never`.
+    /// docs/CLASSES.md, "Copies where they pay".
+    pub nhc_copies: String,
     /// Items of at most this many bytes of key and value go to the dense
     /// small-object store instead of the log-structured tier (`ext_small_max`;
     /// 0, the default, = no store; at most 4044). docs/SMALL.md.
@@ -99,6 +104,7 @@ impl Default for FlashSection {
             crash_safe: true,
             nhc: true,
             nhc_feedback: "balance".into(),
+            nhc_copies: "auto".into(),
             small_max: 0,
             small_share: 50,
             small_flush_duty: 3,

@@ -108,6 +108,8 @@ pub const COUNTERS: &[&str] = &[
     "flash_reads_ahead",
     "flash_class_moves",
     "flash_class_moves_to_copy",
+    "flash_class_copies_made",
+    "flash_class_copies_dropped",
     "flash_class_promotions",
     "flash_dual_fast_reads",
     "flash_dual_capacity_reads",

@@ -22,6 +22,13 @@ pub enum Dest {
     /// segment with sequence number `from_seq`) is kept. Refused when the
     /// fast buffer is not newer than that segment.
     Promote { from_seq: u64 },
+    /// A fast hit copied to the capacity class while copies pay
+    /// (`Shard::copy_to_capacity`); the new record becomes the entry and
+    /// the fast record (in a segment with sequence number `from_seq`) is
+    /// kept as its copy. Like a promotion, the new record must be newer:
+    /// a capacity buffer not newer than that segment is sealed first when
+    /// it is a quarter full or empty, else the copy is refused.
+    Replica { from_seq: u64 },
 }
 
 /// Length of one scheduler interval.
@@ -35,6 +42,8 @@ pub(super) struct NhcCtl {
     load_admit: AtomicU64,
     data_admit: AtomicBool,
     state: AtomicU32,
+    /// [`Nhc::copies_pay`] of the last interval.
+    copies_pay: AtomicBool,
     /// Flash lookups, and those of them that found a fast copy.
     lookups: AtomicU64,
     fast_resident: AtomicU64,
@@ -49,6 +58,7 @@ impl NhcCtl {
         NhcCtl {
             load_admit: AtomicU64::new(s.effective_load_admit().to_bits()),
             data_admit: AtomicBool::new(s.data_admit()),
+            copies_pay: AtomicBool::new(false),
             state: AtomicU32::new(u32::from(s.state().number())),
             sched: Mutex::new((s, Instant::now(), [0; 8])),
             lookups: AtomicU64::new(0),
@@ -78,6 +88,7 @@ impl FlashTier {
     pub(super) fn stream_for(&self, ttl_class: usize, dest: Dest) -> usize {
         match dest {
             Dest::Moved { .. } if self.two_classes() && ttl_class == 0 => 2,
+            Dest::Replica { .. } => 2,
             _ => ttl_class,
         }
     }
@@ -89,7 +100,8 @@ impl FlashTier {
     /// reclaim drops it (`Shard::reclaim_flash`): the older record it was
     /// copied from may be on the other class, below neither floor.
     pub(super) fn copy_bit(dest: Dest, bits: u8) -> bool {
-        matches!(dest, Dest::Promote { .. }) || bits & crate::item::FLASH_COPY != 0
+        matches!(dest, Dest::Promote { .. } | Dest::Replica { .. })
+            || bits & crate::item::FLASH_COPY != 0
     }
 
     /// Whether a live record the fast class reclaims at `loc` moves to the
@@ -121,6 +133,28 @@ impl FlashTier {
                 .nhc
                 .as_ref()
                 .is_none_or(|n| n.data_admit.load(Ordering::Relaxed))
+    }
+
+    /// Whether a fast hit is copied to the capacity class now: both
+    /// classes, NHC on, and the scheduler found the fast class queued with
+    /// the capacity class having headroom ([`Nhc::copies_pay`]); or pinned
+    /// so by [`pin_copies`](Self::pin_copies).
+    pub fn copies_pay(&self) -> bool {
+        self.two_classes()
+            && self.nhc.as_ref().is_some_and(|n| {
+                self.params
+                    .nhc_copies
+                    .unwrap_or_else(|| n.copies_pay.load(Ordering::Relaxed))
+            })
+    }
+
+    /// Pins [`copies_pay`](Self::copies_pay) (tests): it holds until the
+    /// scheduler's next interval unless the scheduler is pinned too
+    /// ([`pin_nhc`](Self::pin_nhc)). No effect without NHC.
+    pub fn pin_copies(&self, pay: bool) {
+        if let Some(n) = &self.nhc {
+            n.copies_pay.store(pay, Ordering::Relaxed);
+        }
     }
 
     /// Counts a flash lookup for the fast hit ratio the scheduler watches.
@@ -239,6 +273,7 @@ impl FlashTier {
         n.data_admit.store(sched.data_admit(), Ordering::Relaxed);
         n.state
             .store(u32::from(sched.state().number()), Ordering::Relaxed);
+        n.copies_pay.store(sched.copies_pay(), Ordering::Relaxed);
     }
 
     /// Per-class figures (devices' reads summed by class).
@@ -288,6 +323,7 @@ impl FlashTier {
             iterations: g.0.iterations,
             last_iteration: g.0.last_iteration().copied(),
             feedback: Some(g.0.objective()),
+            copies_pay: self.copies_pay(),
         }
     }
 }

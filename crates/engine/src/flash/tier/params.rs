@@ -41,6 +41,10 @@ pub struct TierParams {
     /// classes' read latencies ([`Objective::Balance`], the default) or
     /// the flash reads served per second ([`Objective::Throughput`]).
     pub nhc_feedback: Objective,
+    /// Copies of fast hits on the capacity class (`ext_nhc_copies`): None
+    /// (`auto`, the default) while the scheduler finds that they pay,
+    /// `Some(true)` always (tests), `Some(false)` never. Only with NHC.
+    pub nhc_copies: Option<bool>,
 }
 
 impl Default for TierParams {
@@ -58,6 +62,7 @@ impl Default for TierParams {
             classes: Vec::new(),
             nhc: true,
             nhc_feedback: Objective::Balance,
+            nhc_copies: None,
         }
     }
 }
