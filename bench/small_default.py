@@ -15,7 +15,8 @@ time), the hit ratio of the gets, gets/s, and the store's and the log tier's
 counters after the run. Medians over RUNS and the small/log ratios.
 
 Environment: NS=1000000,4000000,12000000 VLEN=100 MEM=48 SIZE=2G RUNS=3
-             SECS=5 SMALL=ext_small_max=512 BASE= PORT=21660
+             SECS=5 SMALL=ext_small_max=512 BASE= PORT=21660 ONLY=
+             (ONLY=small or ONLY=log runs one side only, for a quick look)
              RESULTS=bench/RESULTS.md (RESULTS=- to skip writing)
 """
 import os
@@ -27,13 +28,36 @@ import flashlib as fl  # noqa: E402
 
 TAG = "small_default"
 K = fl.knobs(NS="1000000,4000000,12000000", VLEN=100, MEM=48, SIZE="2G", RUNS=3, SECS=5,
-             SMALL="ext_small_max=512", BASE="", PORT=21660)
+             SMALL="ext_small_max=512", BASE="", PORT=21660, ONLY="")
 
 STATS = ["small_objects_admitted", "small_deferred", "small_invalidate_waits",
          "small_invalidate_jobs", "small_change_checks", "small_objects",
          "small_log_objects", "small_dram_bytes", "small_dram_filter_bytes", "small_dram_log_bytes",
          "small_dram_bytes_per_object", "small_write_amplification", "extstore_objects_evicted",
-         "extstore_objects_used", "flash_write_amplification", "curr_items", "evictions"]
+         "extstore_objects_used", "flash_write_amplification", "curr_items", "evictions",
+         # Where a key goes missing (each key is set once): the log tier's
+         # index evicting an entry, the store dropping or evicting an object,
+         # an item leaving RAM refused by the write budget, the log tier's
+         # page evictions.
+         "index_evictions", "index_entries", "index_bytes", "small_dropped", "small_evicted",
+         "small_moved", "small_readmitted", "small_sets_written", "flash_admission_refused",
+         "extstore_page_evictions", "extstore_compact_lost", "evicted_unfetched",
+         # The store's device time in segment flushes (against the load's wall time).
+         "small_flush_us", "small_flush_waits", "small_log_segments_written",
+         # The memory pool's charge (index, store, flash write buffers) and the RSS.
+         "hash_bytes", "segments_allocated", "rss_kb"]
+
+
+def rss_kb(pid):
+    """The server's resident set (VmRSS, KiB): what `-m` must bound."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return "-"
 
 
 def opts(d, small):
@@ -58,6 +82,7 @@ def one(n, small, port):
                               "--get-ratio", 1, "-d", f"{K.SECS}s", "--no-stats"],
                        tag=TAG, timeout=600)
         st = srv.stats()
+        st["rss_kb"] = rss_kb(srv.proc.pid)
         run = out["runs"][0] if "runs" in out else out
         return {"cmd": shown, "load_s": load_s, "sets": n / load_s,
                 "hit": run.get("hit_ratio", 0.0), "ops": run.get("ops_per_sec", 0.0),
@@ -72,6 +97,9 @@ def main():
         for r in range(K.RUNS):
             # Paired: alternate which goes first.
             order = [False, True] if r % 2 == 0 else [True, False]
+            if K.ONLY:
+                # A look at one side only (ONLY=small or ONLY=log): no ratio.
+                order = [K.ONLY == "small"]
             for small in order:
                 x = one(n, small, K.PORT + int(small))
                 name = "small" if small else "log"
@@ -79,6 +107,8 @@ def main():
                 fl.log(TAG, f"N={n} run {r} {name}: load {x['load_s']:.1f} s, "
                             f"{x['sets']:,.0f} sets/s, hit {x['hit']:.3f}, {x['ops']:,.0f} gets/s "
                             f"{x['stats']}")
+        if K.ONLY:
+            continue
         med = {k: {f: fl.median([x[f] for x in v]) for f in ("sets", "hit", "ops")}
                for k, v in res.items()}
         lines.append(f"| {n:,} | {fl.fmt_runs([x['sets'] for x in res['log']])} | "
@@ -92,6 +122,8 @@ def main():
                          + ", ".join(f"`{k}` {v}" for k, v in st.items() if v != "-"))
         cmds = (res["log"][0]["cmd"], res["small"][0]["cmd"])
         print("\n".join(lines[-1:] + notes[-2:]), flush=True)
+    if K.ONLY:
+        return
     body = [f"- command: `NS={K.NS} RUNS={K.RUNS} SECS={K.SECS} SMALL={K.SMALL} BASE={K.BASE} "
             f"python3 bench/run.py {TAG}` ({fl.now_utc()}, commit {fl.commit()}; {fl.machine()})",
             f"- servers: log `{cmds[0]}`; small `{cmds[1]}`",

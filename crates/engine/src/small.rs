@@ -9,6 +9,8 @@
 //! the start from what the device holds, [`flush`] the segment flushes,
 //! whose device I/O can run off the shard's lock.
 
+#[cfg(test)]
+mod budget_tests;
 pub mod filter;
 pub mod flush;
 pub mod format;

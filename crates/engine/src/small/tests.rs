@@ -256,7 +256,10 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
             torn: 0,
         },
     ));
-    let st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
+    let mut st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
+    if mode == Mode::CutGate {
+        st.set_dram_budget(1);
+    }
     dev.sync().unwrap();
     dev.arm(plan);
     let (bg, mut inline) = match background {
@@ -296,7 +299,7 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
         while !cleared {
             with(&mut |st| {
                 cleared = match mode {
-                    Mode::Gate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
+                    Mode::Gate | Mode::CutGate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
                     Mode::Checked => {
                         match st
                             .check_with(key.as_bytes(), &|off| have.get(&off).map(|b| b.as_slice()))
@@ -347,8 +350,16 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
     }
     let mut waits = 0;
     with(&mut |st| {
+        if mode == Mode::CutGate {
+            // The ring is cut where the first pass had no flush queued
+            // (the budget is always reached): the slots past it unwritten.
+            let end = st.log_end;
+            let cut = end < c.log_segments || st.stats.log_segments_written < 3;
+            let unwritten = st.seg_gen[end..].iter().all(|&g| g == 0);
+            assert!(cut && unwritten, "ring {end}: {:?}", st.seg_gen);
+        }
         waits = match mode {
-            Mode::Gate => st.stats.invalidate_jobs,
+            Mode::Gate | Mode::CutGate => st.stats.invalidate_jobs,
             Mode::Checked => st.stats.change_checks,
             _ => st.stats.flush_waits,
         }
@@ -398,6 +409,9 @@ enum Mode {
     /// first, as the server does: a change the blocks show no copy of goes
     /// ahead without a job.
     Checked,
+    /// As Gate, with the store's DRAM budget at its smallest: the log's
+    /// first pass stops at two segments ([`SmallStore::set_dram_budget`]).
+    CutGate,
 }
 
 /// Asks the gate for `key` until it clears (the flusher runs the key's
@@ -419,14 +433,18 @@ fn crash_points(mode: Mode) -> u64 {
     // In the background, more sets: some are dropped from the log (one
     // object each) and their hit objects readmitted.
     let background = mode != Mode::Inline;
-    let c = cfg(if background { 24 } else { 6 });
+    let mut c = cfg(if background { 24 } else { 6 });
+    if mode == Mode::CutGate {
+        // Six log segments, of which the cut ring uses two.
+        c.log_segments = 6;
+    }
     let ops = 900;
     let mut points = 0;
     let mut recovered = 0;
     let mut waits = 0;
     // Gate mode waits for a job per change: fewer points keep it to
     // seconds in release, about a minute in debug.
-    let step = if matches!(mode, Mode::Gate | Mode::Checked) {
+    let step = if matches!(mode, Mode::Gate | Mode::Checked | Mode::CutGate) {
         9
     } else {
         3
@@ -467,6 +485,12 @@ fn a_crash_during_background_flushes_never_brings_back_a_stale_value() {
 #[test]
 fn a_crash_while_changes_wait_for_invalidation_jobs_never_brings_back_a_stale_value() {
     let jobs = crash_points(Mode::Gate);
+    assert!(jobs > 0, "no change waited for an invalidation job");
+}
+
+#[test]
+fn a_crash_with_the_logs_ring_cut_short_never_brings_back_a_stale_value() {
+    let jobs = crash_points(Mode::CutGate);
     assert!(jobs > 0, "no change waited for an invalidation job");
 }
 
