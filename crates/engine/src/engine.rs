@@ -17,7 +17,7 @@ use crate::pool::SegmentPool;
 use crate::shard::hold::{HoldCause, HoldStats, ShardGuard, ShardLock};
 use crate::shard::{Shard, ShardStats, Shared};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -570,44 +570,6 @@ impl Engine {
         reclaimed
     }
 
-    /// The evacuator thread's body (see [`crate::evacuator`]): runs the
-    /// evacuations that sets begin ahead, a slice per lock hold, round
-    /// robin over the shards that asked, until `stop`. Sets run the slices
-    /// themselves while it is not running.
-    pub fn run_evacuator(&self, stop: &AtomicBool) {
-        use crate::evacuator::{shards_in, Slice};
-        let ev = &self.shared.evacuator;
-        ev.attach(true);
-        let n = self.shards.list.len();
-        while !stop.load(Ordering::Relaxed) {
-            let mut bits = ev.take(std::time::Duration::from_millis(100));
-            while bits != 0 && !stop.load(Ordering::Relaxed) {
-                let mut progress = false;
-                for b in shards_in(bits) {
-                    let mut left = false;
-                    for i in (b..n).step_by(64) {
-                        let mut g = self.shards.list[i].lock_for(HoldCause::Evacuation);
-                        g.catch_up(crate::clock::unix_now());
-                        let s = g.evacuator_slice();
-                        g.unlock_fair();
-                        progress |= s != Slice::Busy;
-                        left |= s != Slice::Done;
-                    }
-                    if !left {
-                        bits &= !(1 << b);
-                    }
-                }
-                if !progress {
-                    // The flash tier's write buffers are full: let the
-                    // flusher write.
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                bits |= ev.take_now();
-            }
-        }
-        ev.attach(false);
-    }
-
     /// Over the memory limit (a lower `cache_memlimit`, a grown index):
     /// free buffers go first, then each shard, those holding the most
     /// first, gives back up to
@@ -760,6 +722,7 @@ impl Engine {
 }
 
 mod config;
+mod evacuation;
 mod restart;
 mod sizing;
 mod small_start;

@@ -11,8 +11,12 @@
 
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod crash_tests;
 pub mod filter;
 pub mod flush;
+#[cfg(test)]
+mod flush_tests;
 pub mod format;
 pub mod inval;
 pub mod invalidate;

@@ -5,12 +5,12 @@ use super::format::{self, Kind, Obj};
 use super::store::place;
 use super::*;
 use crate::device::aligned::BLOCK;
-use crate::device::fault::{CrashDevice, CrashPlan, MemDevice};
+use crate::device::fault::MemDevice;
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-fn cfg(sets: usize) -> SmallConfig {
+pub(super) fn cfg(sets: usize) -> SmallConfig {
     SmallConfig {
         sets,
         log_segments: 3,
@@ -20,7 +20,7 @@ fn cfg(sets: usize) -> SmallConfig {
     }
 }
 
-fn obj(key: &str, value: &[u8]) -> Obj {
+pub(super) fn obj(key: &str, value: &[u8]) -> Obj {
     Obj {
         key: key.as_bytes().to_vec(),
         value: value.to_vec(),
@@ -30,13 +30,13 @@ fn obj(key: &str, value: &[u8]) -> Obj {
 }
 
 /// A value that names its key and version.
-fn val(k: usize, v: u32) -> Vec<u8> {
+pub(super) fn val(k: usize, v: u32) -> Vec<u8> {
     let mut b = format!("{k}:{v}:").into_bytes();
     b.resize(60 + (k * 7 + v as usize) % 150, b'.');
     b
 }
 
-fn mem(c: SmallConfig) -> (Arc<MemDevice>, SmallStore) {
+pub(super) fn mem(c: SmallConfig) -> (Arc<MemDevice>, SmallStore) {
     let dev = Arc::new(MemDevice::new(c.region_bytes() as usize + BLOCK));
     let st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
     (dev, st)
@@ -210,14 +210,14 @@ fn filters_keep_false_positive_reads_rare() {
 
 /// A store whose segment flushes run on a thread of their own, as in the
 /// server: the store behind a lock, the thread told of each sealed job.
-struct Background {
-    st: Arc<parking_lot::Mutex<SmallStore>>,
+pub(super) struct Background {
+    pub(super) st: Arc<parking_lot::Mutex<SmallStore>>,
     tx: crossbeam_channel::Sender<u32>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Background {
-    fn start(mut st: SmallStore) -> Background {
+    pub(super) fn start(mut st: SmallStore) -> Background {
         let (tx, rx) = crossbeam_channel::unbounded::<u32>();
         st.set_background(tx.clone());
         let st = Arc::new(parking_lot::Mutex::new(st));
@@ -237,181 +237,10 @@ impl Background {
         }
     }
 
-    fn stop(mut self) {
+    pub(super) fn stop(mut self) {
         self.tx.send(u32::MAX).unwrap();
         self.thread.take().unwrap().join().unwrap();
     }
-}
-
-/// One crash point: every key afterwards is absent, its last answered
-/// value, or the value of the operation under way. With `background`,
-/// segment flushes run on their own thread meanwhile (the crash may cut
-/// one of its writes); returns the flushes that changes had to finish.
-fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, usize, u64) {
-    let background = mode != Mode::Inline;
-    let dev = Arc::new(CrashDevice::new(
-        c.region_bytes() as usize + BLOCK,
-        CrashPlan::Cut {
-            at: u64::MAX,
-            torn: 0,
-        },
-    ));
-    let mut st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
-    if mode == Mode::CutGate {
-        st.set_dram_budget(1);
-    }
-    dev.sync().unwrap();
-    dev.arm(plan);
-    let (bg, mut inline) = match background {
-        true => (Some(Background::start(st)), None),
-        false => (None, Some(st)),
-    };
-    let mut with = |f: &mut dyn FnMut(&mut SmallStore)| match (&bg, &mut inline) {
-        (Some(b), _) => f(&mut b.st.lock()),
-        (None, Some(st)) => f(st),
-        (None, None) => unreachable!(),
-    };
-    let mut acked: HashMap<usize, Option<u32>> = HashMap::new();
-    let mut in_flight: Option<(usize, Option<u32>)> = None;
-    for i in 0..ops as u32 {
-        let k = (i as usize * 37 + i as usize / 7) % 90;
-        // Checked: a quarter of the changes set keys never set before
-        // (filter false positives are what the check clears).
-        let fresh = mode == Mode::Checked && i % 4 == 3;
-        let key = if fresh {
-            format!("n{i}")
-        } else {
-            format!("k{k}")
-        };
-        let v = (i % 6 != 0).then_some(i);
-        // With background flushes, gets too: hit objects are readmitted
-        // when their set drops them, and every get is checked as it runs.
-        let probe = (i as usize * 53 + 11) % 90;
-        let want = acked.get(&probe).copied().flatten();
-        // As the server does in Gate mode: the change waits for the
-        // invalidation job (the flusher's), asking again until the gate
-        // clears, and is made in the lock hold of the last ask.
-        let mut cleared = false;
-        let mut waits_seen = 0usize;
-        // Checked: blocks read for the change's check, as the server's
-        // reader reads them, between two lock holds.
-        let mut have: HashMap<u64, crate::device::aligned::AlignedBuf> = HashMap::new();
-        while !cleared {
-            with(&mut |st| {
-                cleared = match mode {
-                    Mode::Gate | Mode::CutGate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
-                    Mode::Checked => {
-                        match st
-                            .check_with(key.as_bytes(), &|off| have.get(&off).map(|b| b.as_slice()))
-                        {
-                            Check::Read(offsets) => {
-                                for off in offsets {
-                                    have.insert(off, st.read_block(off, BLOCK).unwrap());
-                                }
-                                false
-                            }
-                            Check::Ready => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
-                        }
-                    }
-                    _ => st.invalidate(key.as_bytes()).map(|_| true).unwrap(),
-                };
-                if !cleared {
-                    // Other clients' items keep leaving RAM while the change
-                    // waits: admissions, seals and flushes race the job.
-                    let f = format!("f{}", (i as usize * 31 + waits_seen) % 500);
-                    waits_seen += 1;
-                    st.insert(obj(&f, &val(900, i))).unwrap();
-                    return;
-                }
-                if v.is_some() {
-                    st.insert(obj(&key, &val(k, i))).unwrap();
-                }
-                if background {
-                    if let Some(f) = st.get(format!("k{probe}").as_bytes(), 1) {
-                        let ok = want.is_some_and(|w| f.obj().value == val(probe, w))
-                            || !fresh
-                                && probe == k
-                                && v.is_some_and(|w| f.obj().value == val(k, w));
-                        assert!(ok, "k{probe} served a value it no longer has");
-                    }
-                }
-            });
-            if !cleared {
-                std::thread::sleep(std::time::Duration::from_micros(20));
-            }
-        }
-        if dev.crash_image().is_some() {
-            in_flight = (!fresh).then_some((k, v));
-            break;
-        }
-        if !fresh {
-            acked.insert(k, v);
-        }
-    }
-    let mut waits = 0;
-    with(&mut |st| {
-        if mode == Mode::CutGate {
-            // The ring is cut where the first pass had no flush queued
-            // (the budget is always reached): the slots past it unwritten.
-            let end = st.log_end;
-            let cut = end < c.log_segments || st.stats.log_segments_written < 3;
-            let unwritten = st.seg_gen[end..].iter().all(|&g| g == 0);
-            assert!(cut && unwritten, "ring {end}: {:?}", st.seg_gen);
-        }
-        waits = match mode {
-            Mode::Gate | Mode::CutGate => st.stats.invalidate_jobs,
-            Mode::Checked => st.stats.change_checks,
-            _ => st.stats.flush_waits,
-        }
-    });
-    if let Some(b) = bg {
-        b.stop();
-    }
-    let Some(image) = dev.crash_image() else {
-        return (false, 0, waits);
-    };
-    let (mut again, _) =
-        SmallStore::open(Arc::new(MemDevice::from_image(image)), BLOCK as u64, c, 1).unwrap();
-    let mut found = 0;
-    for k in 0..90 {
-        let Some(f) = again.get(format!("k{k}").as_bytes(), 1) else {
-            continue;
-        };
-        found += 1;
-        let ok = acked
-            .get(&k)
-            .copied()
-            .flatten()
-            .is_some_and(|v| f.obj().value == val(k, v))
-            || in_flight
-                .is_some_and(|(ik, iv)| ik == k && iv.is_some_and(|v| f.obj().value == val(k, v)));
-        assert!(
-            ok,
-            "{plan:?}: key {k} came back as {:?}, last answered {:?}",
-            String::from_utf8_lossy(&f.obj().value[..12]),
-            acked.get(&k)
-        );
-    }
-    (true, found, waits)
-}
-
-/// How a crash-point run changes keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Flushes and changes' set rewrites on the changing thread.
-    Inline,
-    /// Flushes on a thread of their own; changes rewrite their set durably.
-    Background,
-    /// Flushes on a thread of their own; changes wait for its
-    /// invalidation jobs ([`SmallStore::gate`]), as in the server.
-    Gate,
-    /// As Gate, with the blocks [`SmallStore::check_with`] asks for read
-    /// first, as the server does: a change the blocks show no copy of goes
-    /// ahead without a job.
-    Checked,
-    /// As Gate, with the store's DRAM budget at its smallest: the log's
-    /// first pass stops at two segments ([`SmallStore::set_dram_budget`]).
-    CutGate,
 }
 
 /// Asks the gate for `key` until it clears (the flusher runs the key's
@@ -419,7 +248,7 @@ enum Mode {
 /// change must follow in the same lock hold as the last ask: here the
 /// change is made in the next one, which holds too because nothing but the
 /// caller admits objects in these tests.
-fn gate_cleared(bg: &Background, key: &[u8]) -> bool {
+pub(super) fn gate_cleared(bg: &Background, key: &[u8]) -> bool {
     for _ in 0..100_000 {
         match bg.st.lock().gate(key).unwrap() {
             Gate::Clear(found) => return found,
@@ -427,77 +256,6 @@ fn gate_cleared(bg: &Background, key: &[u8]) -> bool {
         }
     }
     panic!("the gate never cleared");
-}
-
-fn crash_points(mode: Mode) -> u64 {
-    // In the background, more sets: some are dropped from the log (one
-    // object each) and their hit objects readmitted.
-    let background = mode != Mode::Inline;
-    let mut c = cfg(if background { 24 } else { 6 });
-    if mode == Mode::CutGate {
-        // Six log segments, of which the cut ring uses two.
-        c.log_segments = 6;
-    }
-    let ops = 900;
-    let mut points = 0;
-    let mut recovered = 0;
-    let mut waits = 0;
-    // Gate mode waits for a job per change: fewer points keep it to
-    // seconds in release, about a minute in debug.
-    let step = if matches!(mode, Mode::Gate | Mode::Checked | Mode::CutGate) {
-        9
-    } else {
-        3
-    };
-    for at in (1..400).step_by(step) {
-        for plan in [
-            CrashPlan::Cut { at, torn: 0 },
-            CrashPlan::Cut { at, torn: 2048 },
-            CrashPlan::Cut { at, torn: 5000 },
-            CrashPlan::DropUnsynced { at },
-        ] {
-            let (hit, found, w) = crash_at(c, plan, ops, mode);
-            points += hit as usize;
-            recovered += found;
-            waits += w;
-        }
-    }
-    assert!(points > 900 / step, "crash points reached: {points}");
-    assert!(
-        recovered > points * 5,
-        "objects recovered: {recovered} over {points} crashes"
-    );
-    waits
-}
-
-#[test]
-fn a_crash_at_any_write_never_brings_back_a_stale_value() {
-    crash_points(Mode::Inline);
-}
-
-#[test]
-fn a_crash_during_background_flushes_never_brings_back_a_stale_value() {
-    // Changes raced the flusher thread: some had to finish its job first.
-    let waits = crash_points(Mode::Background);
-    assert!(waits > 0, "no change met a flush under way");
-}
-
-#[test]
-fn a_crash_while_changes_wait_for_invalidation_jobs_never_brings_back_a_stale_value() {
-    let jobs = crash_points(Mode::Gate);
-    assert!(jobs > 0, "no change waited for an invalidation job");
-}
-
-#[test]
-fn a_crash_with_the_logs_ring_cut_short_never_brings_back_a_stale_value() {
-    let jobs = crash_points(Mode::CutGate);
-    assert!(jobs > 0, "no change waited for an invalidation job");
-}
-
-#[test]
-fn a_crash_while_changes_check_their_blocks_never_brings_back_a_stale_value() {
-    let cleared = crash_points(Mode::Checked);
-    assert!(cleared > 0, "no change was cleared by reading its blocks");
 }
 
 /// Changes of keys held in sets wait for one invalidation job that takes
@@ -670,223 +428,6 @@ fn a_fresh_store_holds_the_dram_its_config_states() {
         let (_dev, s) = mem(c);
         assert_eq!(s.dram_bytes() as usize, c.start_dram_bytes(), "{c:?}");
     }
-}
-
-/// A device that holds up writes larger than a block (a log segment)
-/// while `hold` is set: a flush stays between its set writes and its
-/// segment write for as long as a test needs.
-struct HeldSegments {
-    inner: Arc<MemDevice>,
-    hold: parking_lot::Mutex<bool>,
-    cond: parking_lot::Condvar,
-    waiting: std::sync::atomic::AtomicBool,
-}
-
-impl HeldSegments {
-    fn release(&self) {
-        *self.hold.lock() = false;
-        self.cond.notify_all();
-    }
-}
-
-impl BlockDevice for HeldSegments {
-    fn name(&self) -> &str {
-        "held"
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        if buf.len() > BLOCK {
-            let mut h = self.hold.lock();
-            while *h {
-                self.waiting
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-                self.cond.wait(&mut h);
-            }
-        }
-        self.inner.write_at(buf, off)
-    }
-}
-
-#[test]
-fn gets_and_changes_during_a_background_flush_see_the_newest_value() {
-    use std::sync::atomic::Ordering;
-    let c = cfg(16);
-    let mem = Arc::new(MemDevice::new(c.region_bytes() as usize + BLOCK));
-    let dev = Arc::new(HeldSegments {
-        inner: mem.clone(),
-        hold: parking_lot::Mutex::new(false),
-        cond: parking_lot::Condvar::new(),
-        waiting: false.into(),
-    });
-    let bg = Background::start(SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap());
-    let idle = |bg: &Background| {
-        while !bg.st.lock().jobs.is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    };
-    // The log wraps several times: flushes move objects into their sets.
-    let mut latest: HashMap<String, Option<Vec<u8>>> = HashMap::new();
-    for i in 0..3000u32 {
-        let k = (i * 7919) as usize % 300;
-        let (key, v) = (format!("k{k}"), val(k, i));
-        let mut st = bg.st.lock();
-        st.invalidate(key.as_bytes()).unwrap();
-        let stored = st.insert(obj(&key, &v)).unwrap();
-        latest.insert(key, stored.then_some(v));
-        drop(st);
-        if i % 50 == 0 {
-            idle(&bg);
-        }
-    }
-    // Then new keys, unchanged after: the log's segments hold live
-    // objects, which the next flush moves into their sets.
-    for i in 0..150 {
-        let (key, v) = (format!("m{i}"), val(i, 2));
-        let stored = bg.st.lock().insert(obj(&key, &v)).unwrap();
-        latest.insert(key, stored.then_some(v));
-        idle(&bg);
-    }
-    let sets_before = bg.st.lock().stats.sets_written;
-    let found_before: Vec<String> = {
-        let mut st = bg.st.lock();
-        let mut found = Vec::new();
-        for (key, v) in &latest {
-            if let Some(f) = st.get(key.as_bytes(), 1) {
-                assert_eq!(Some(&f.obj().value), v.as_ref(), "{key}");
-                found.push(key.clone());
-            }
-        }
-        found
-    };
-    assert!(found_before.len() > 100, "{} found", found_before.len());
-    // A new segment fills and is sealed; its flush stops before its
-    // segment write, after its set writes.
-    *dev.hold.lock() = true;
-    let mut sealed_keys = Vec::new();
-    for i in 0.. {
-        let key = format!("n{i}");
-        let mut st = bg.st.lock();
-        st.insert(obj(&key, &val(i, 1))).unwrap();
-        if !st.jobs.is_empty() {
-            break;
-        }
-        sealed_keys.push(key);
-    }
-    while !dev.waiting.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    let mut st = bg.st.lock();
-    assert_eq!(
-        st.jobs.front().map(|j| j.phase()),
-        Some(super::flush::Phase::Planned)
-    );
-    // (The set writes are counted at the commit.)
-    assert_eq!(st.stats.sets_written, sets_before);
-    // Every object found before is found now, with its value: the sets the
-    // flush rewrote are read as DRAM still describes them.
-    for key in &found_before {
-        let got = st.get(key.as_bytes(), 1).map(|f| f.obj().value.clone());
-        assert_eq!(got.as_ref(), latest[key].as_ref(), "{key} during the flush");
-    }
-    for (i, key) in sealed_keys.iter().enumerate() {
-        let got = st.get(key.as_bytes(), 1).map(|f| f.obj().value.clone());
-        assert_eq!(got, Some(val(i, 1)), "{key} in the sealed segment");
-    }
-    // A delete of a key the flush is writing waits for it (released a
-    // little later from another thread), then takes effect.
-    let gone = sealed_keys[0].clone();
-    let releaser = {
-        let dev = dev.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            dev.release();
-        })
-    };
-    let waits = st.stats.flush_waits;
-    assert!(st.invalidate(gone.as_bytes()).unwrap());
-    assert_eq!(st.stats.flush_waits, waits + 1);
-    assert!(st.jobs.is_empty());
-    assert!(
-        st.stats.sets_written > sets_before + 1,
-        "the flush moved objects into sets"
-    );
-    assert!(st.get(gone.as_bytes(), 1).is_none());
-    releaser.join().unwrap();
-    for key in &found_before {
-        let got = st.get(key.as_bytes(), 1).map(|f| f.obj().value.clone());
-        assert!(
-            got.is_none() || got.as_ref() == latest[key].as_ref(),
-            "{key} after the flush"
-        );
-    }
-    st.flush_buffer().unwrap();
-    drop(st);
-    bg.stop();
-    // After a restart: the deleted key stays deleted, the others are
-    // their newest value or absent.
-    let image = Arc::new(MemDevice::from_image(mem.image()));
-    let (mut again, _) = SmallStore::open(image, BLOCK as u64, c, 1).unwrap();
-    assert!(again.get(gone.as_bytes(), 1).is_none());
-    let mut kept = 0;
-    for (key, v) in &latest {
-        if let Some(f) = again.get(key.as_bytes(), 1) {
-            assert_eq!(Some(&f.obj().value), v.as_ref(), "{key} after a restart");
-            kept += 1;
-        }
-    }
-    assert!(kept > 100, "{kept} kept");
-}
-
-#[test]
-fn background_flushes_move_objects_as_inline_ones_do() {
-    // The same stream of new objects through both: as many set writes per
-    // object admitted (the background path must not change the policy).
-    let c = SmallConfig::for_region(4 << 20, 10);
-    let run = |background: bool| {
-        let (_dev, st) = mem(c);
-        let (bg, mut inline) = match background {
-            true => (Some(Background::start(st)), None),
-            false => (None, Some(st)),
-        };
-        for i in 0..60_000u32 {
-            let o = obj(&format!("key{i}"), &val(i as usize, 0));
-            loop {
-                let stored = match (&bg, &mut inline) {
-                    (Some(b), _) => b.st.lock().insert(o.clone()).unwrap(),
-                    (None, Some(st)) => st.insert(o.clone()).unwrap(),
-                    _ => unreachable!(),
-                };
-                if stored {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        }
-        let s = match (&bg, &inline) {
-            (Some(b), _) => b.st.lock().stats,
-            (None, Some(st)) => st.stats,
-            _ => unreachable!(),
-        };
-        if let Some(b) = bg {
-            b.stop();
-        }
-        s
-    };
-    let (a, b) = (run(false), run(true));
-    let per = |s: &SmallStats| s.sets_written as f64 / s.objects_admitted as f64;
-    eprintln!("inline {a:?}\nbackground {b:?}");
-    assert_eq!(a.objects_admitted, b.objects_admitted);
-    assert!(
-        (per(&a) - per(&b)).abs() < 0.02,
-        "set writes per object: inline {:.3}, background {:.3}",
-        per(&a),
-        per(&b)
-    );
 }
 
 /// A flush_all that finishes a queued job whose commit readmits hit

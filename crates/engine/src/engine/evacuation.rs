@@ -1,0 +1,45 @@
+//! The evacuator thread's loop over the shards (see [`crate::evacuator`]).
+
+use super::Engine;
+use crate::shard::hold::HoldCause;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+impl Engine {
+    /// The evacuator thread's body (see [`crate::evacuator`]): runs the
+    /// evacuations that sets begin ahead, a slice per lock hold, round
+    /// robin over the shards that asked, until `stop`. Sets run the slices
+    /// themselves while it is not running.
+    pub fn run_evacuator(&self, stop: &AtomicBool) {
+        use crate::evacuator::{shards_in, Slice};
+        let ev = &self.shared.evacuator;
+        ev.attach(true);
+        let n = self.shards.list.len();
+        while !stop.load(Ordering::Relaxed) {
+            let mut bits = ev.take(std::time::Duration::from_millis(100));
+            while bits != 0 && !stop.load(Ordering::Relaxed) {
+                let mut progress = false;
+                for b in shards_in(bits) {
+                    let mut left = false;
+                    for i in (b..n).step_by(64) {
+                        let mut g = self.shards.list[i].lock_for(HoldCause::Evacuation);
+                        g.catch_up(crate::clock::unix_now());
+                        let s = g.evacuator_slice();
+                        g.unlock_fair();
+                        progress |= s != Slice::Busy;
+                        left |= s != Slice::Done;
+                    }
+                    if !left {
+                        bits &= !(1 << b);
+                    }
+                }
+                if !progress {
+                    // The flash tier's write buffers are full: let the
+                    // flusher write.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                bits |= ev.take_now();
+            }
+        }
+        ev.attach(false);
+    }
+}
