@@ -13,12 +13,17 @@ use tiercache_server::config::Config;
 use tiercache_server::server::{start, ServerHandle};
 
 pub fn server_with(f: impl FnOnce(&mut Config)) -> ServerHandle {
+    try_server_with(f).expect("server starts")
+}
+
+/// [`server_with`], the error returned.
+pub fn try_server_with(f: impl FnOnce(&mut Config)) -> anyhow::Result<ServerHandle> {
     let mut cfg = Config::default();
     cfg.server.port = 0;
     cfg.server.threads = 2;
     cfg.cache.memory_mb = 32;
     f(&mut cfg);
-    start(cfg).expect("server starts")
+    start(cfg)
 }
 
 /// A fresh directory under the system's temp dir, named for the test and

@@ -6,11 +6,21 @@ use std::net::TcpStream;
 use std::time::Duration;
 use tiercache_server::server::ServerHandle;
 
-pub fn server_with(f: impl FnOnce(&mut tiercache_server::config::Config)) -> ServerHandle {
-    super::server_with(|c| {
-        c.redis.port = super::free_port();
-        f(c);
-    })
+pub fn server_with(f: impl Fn(&mut tiercache_server::config::Config)) -> ServerHandle {
+    // The free port can be taken by another test's server before this one
+    // binds it (tests run in parallel): then another port.
+    let mut last = None;
+    for _ in 0..5 {
+        match super::try_server_with(|c| {
+            c.redis.port = super::free_port();
+            f(c);
+        }) {
+            Ok(h) => return h,
+            Err(e) if format!("{e:#}").contains("in use") => last = Some(e),
+            Err(e) => panic!("server starts: {e:#}"),
+        }
+    }
+    panic!("server starts: {:#}", last.expect("an error"));
 }
 
 pub fn redis(h: &ServerHandle) -> TcpStream {
