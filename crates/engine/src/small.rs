@@ -10,8 +10,6 @@
 //! whose device I/O can run off the shard's lock.
 
 #[cfg(test)]
-mod budget_tests;
-#[cfg(test)]
 mod crash_tests;
 pub mod filter;
 pub mod flush;

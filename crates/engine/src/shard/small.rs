@@ -69,13 +69,7 @@ fn item_bytes(o: &Obj, now: u32) -> Vec<u8> {
 
 impl Shard {
     /// Gives the shard its region of the small-object store.
-    pub(crate) fn attach_small(&mut self, mut store: SmallStore, max: usize) {
-        // The store may take half of what the index budget leaves beside the
-        // log tier's write buffers (this shard's share of it): its log stops
-        // growing there, so that it never pushes the pool past `-m`.
-        let buffers = self.flash.as_ref().map_or(0, |f| f.buffer_bytes());
-        let room = self.shared.index_cap().saturating_sub(buffers);
-        store.set_dram_budget(room / 2 / self.shared.nshards.max(1));
+    pub(crate) fn attach_small(&mut self, store: SmallStore, max: usize) {
         let reported = store.dram_bytes() as usize;
         self.shared.pool.add_index_bytes(reported as isize);
         let charged = store.stats.invalidations;

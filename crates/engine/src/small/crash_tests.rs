@@ -1,6 +1,6 @@
 //! The store's crash points: a crash at any device write, with segment
 //! flushes inline, on a thread of their own, behind invalidation jobs,
-//! with blocks checked first, and with the log's ring cut short, never
+//! or with blocks checked first, never
 //! brings back a stale value (split from `tests.rs`, which holds the
 //! helpers).
 
@@ -25,10 +25,7 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
             torn: 0,
         },
     ));
-    let mut st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
-    if mode == Mode::CutGate {
-        st.set_dram_budget(1);
-    }
+    let st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
     dev.sync().unwrap();
     dev.arm(plan);
     let (bg, mut inline) = match background {
@@ -68,7 +65,7 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
         while !cleared {
             with(&mut |st| {
                 cleared = match mode {
-                    Mode::Gate | Mode::CutGate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
+                    Mode::Gate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
                     Mode::Checked => {
                         match st
                             .check_with(key.as_bytes(), &|off| have.get(&off).map(|b| b.as_slice()))
@@ -119,16 +116,8 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
     }
     let mut waits = 0;
     with(&mut |st| {
-        if mode == Mode::CutGate {
-            // The ring is cut where the first pass had no flush queued
-            // (the budget is always reached): the slots past it unwritten.
-            let end = st.log_end;
-            let cut = end < c.log_segments || st.stats.log_segments_written < 3;
-            let unwritten = st.seg_gen[end..].iter().all(|&g| g == 0);
-            assert!(cut && unwritten, "ring {end}: {:?}", st.seg_gen);
-        }
         waits = match mode {
-            Mode::Gate | Mode::CutGate => st.stats.invalidate_jobs,
+            Mode::Gate => st.stats.invalidate_jobs,
             Mode::Checked => st.stats.change_checks,
             _ => st.stats.flush_waits,
         }
@@ -178,27 +167,20 @@ enum Mode {
     /// first, as the server does: a change the blocks show no copy of goes
     /// ahead without a job.
     Checked,
-    /// As Gate, with the store's DRAM budget at its smallest: the log's
-    /// first pass stops at two segments ([`SmallStore::set_dram_budget`]).
-    CutGate,
 }
 
 fn crash_points(mode: Mode) -> u64 {
     // In the background, more sets: some are dropped from the log (one
     // object each) and their hit objects readmitted.
     let background = mode != Mode::Inline;
-    let mut c = cfg(if background { 24 } else { 6 });
-    if mode == Mode::CutGate {
-        // Six log segments, of which the cut ring uses two.
-        c.log_segments = 6;
-    }
+    let c = cfg(if background { 24 } else { 6 });
     let ops = 900;
     let mut points = 0;
     let mut recovered = 0;
     let mut waits = 0;
     // Gate mode waits for a job per change: fewer points keep it to
     // seconds in release, about a minute in debug.
-    let step = if matches!(mode, Mode::Gate | Mode::Checked | Mode::CutGate) {
+    let step = if matches!(mode, Mode::Gate | Mode::Checked) {
         9
     } else {
         3
@@ -239,12 +221,6 @@ fn a_crash_during_background_flushes_never_brings_back_a_stale_value() {
 #[test]
 fn a_crash_while_changes_wait_for_invalidation_jobs_never_brings_back_a_stale_value() {
     let jobs = crash_points(Mode::Gate);
-    assert!(jobs > 0, "no change waited for an invalidation job");
-}
-
-#[test]
-fn a_crash_with_the_logs_ring_cut_short_never_brings_back_a_stale_value() {
-    let jobs = crash_points(Mode::CutGate);
     assert!(jobs > 0, "no change waited for an invalidation job");
 }
 

@@ -399,8 +399,8 @@ impl SmallStore {
     /// Phase 1: the full buffer becomes a job's sealed segment, queued
     /// behind the jobs under way (it writes over the segment after theirs).
     pub(super) fn seal(&mut self) -> Arc<Job> {
-        debug_assert!(self.flush_jobs() < self.log_end);
-        let seg = self.next_flush_seg();
+        debug_assert!(self.flush_jobs() < self.cfg.log_segments);
+        let seg = (self.head + self.flush_jobs()) % self.cfg.log_segments;
         let sealed = std::mem::replace(&mut self.buffer, vec![Vec::new()]);
         let sealed_hashes = std::mem::take(&mut self.buffered);
         // A change waiting for an invalidation of a key the segment holds
@@ -718,7 +718,7 @@ impl SmallStore {
                 });
             }
         }
-        self.head = (job.seg + 1) % self.log_end;
+        self.head = (job.seg + 1) % self.cfg.log_segments;
         self.stats.flush_us += w.took.as_micros() as u64;
         self.flushed(w.took);
         readmit

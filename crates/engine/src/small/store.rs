@@ -171,14 +171,6 @@ pub struct SmallStore {
     pub(super) seg_gen: Vec<u64>,
     /// The next log segment to write.
     pub(super) head: usize,
-    /// Log segments in the ring: all of them, or fewer when the log's
-    /// first pass stopped early because the store's DRAM reached its
-    /// budget ([`SmallStore::set_dram_budget`]); the slots past it stay
-    /// unwritten.
-    pub(super) log_end: usize,
-    /// The most DRAM the store may hold before its log's first pass stops
-    /// growing the log (and its index): usize::MAX, no bound.
-    dram_budget: usize,
     /// The segment being filled: pages of (key hash, object).
     pub(super) buffer: Vec<Vec<(u64, Obj)>>,
     /// The key hashes of the buffer's objects (the scans' prefilter).
@@ -367,8 +359,6 @@ impl SmallStore {
             log: LogIndex::new(cfg.log_pages() * 2, cfg.sets),
             seg_gen: vec![0; cfg.log_segments],
             head: 0,
-            log_end: cfg.log_segments,
-            dram_budget: usize::MAX,
             buffer: vec![Vec::new()],
             buffered: Hashes::default(),
             buffer_used: 0,
@@ -533,39 +523,6 @@ impl SmallStore {
         }
     }
 
-    /// Bounds the store's DRAM: once it holds `bytes`, the log's first pass
-    /// stops, the next flush writes over the oldest segment instead of a
-    /// slot never written, and the log keeps that many segments (at least
-    /// two) until the store is made again. The log's index, which grows
-    /// with the log, then stops growing: without the bound a large log
-    /// (`ext_small_log`) or device pushes the memory pool past `-m`.
-    pub fn set_dram_budget(&mut self, bytes: usize) {
-        self.dram_budget = bytes;
-    }
-
-    /// The segment the next sealed flush writes over, after those queued:
-    /// the next in the ring, or the first (the oldest) when that next one
-    /// was never written and the store's DRAM is at its budget, where the
-    /// ring is cut short for good. Slot 0 is then the oldest: the first
-    /// pass writes the slots in order from it, and every lap after it too.
-    /// The flushes queued hold the slots from the head to the cut; the cut
-    /// waits until slot 0 is not one of them (its flush committed), and
-    /// [`queue_full`](Self::queue_full) then holds the next seal back until
-    /// the queue is shorter than the cut ring.
-    pub(super) fn next_flush_seg(&mut self) -> usize {
-        let seg = (self.head + self.flush_jobs()) % self.log_end;
-        if seg >= 2
-            && (self.head > 0 || self.flush_jobs() == 0)
-            && self.seg_gen[seg] == 0
-            && self.dram_bytes() as usize >= self.dram_budget
-        {
-            self.log_end = seg;
-            self.head %= seg;
-            return (self.head + self.flush_jobs()) % self.log_end;
-        }
-        seg
-    }
-
     /// Whether admitting an object of `size` bytes ([`Obj::size`]) would
     /// need a segment flush that must wait (the admission would be refused):
     /// the previous flush is still under way, or the flush duty says wait.
@@ -677,7 +634,7 @@ impl SmallStore {
     /// them while the first is written, instead of going to the log tier.
     pub(super) fn max_jobs(&self) -> usize {
         match self.notify {
-            Some(_) => QUEUED_SEGMENTS.min(self.log_end - 1).max(1),
+            Some(_) => QUEUED_SEGMENTS.min(self.cfg.log_segments - 1).max(1),
             None => 1,
         }
     }
@@ -694,8 +651,8 @@ impl SmallStore {
         if n < self.max_jobs() {
             return false;
         }
-        let deep = FIRST_PASS_QUEUED.min(self.log_end - 1);
-        let fresh = (0..=n).all(|i| self.seg_gen[(self.head + i) % self.log_end] == 0);
+        let deep = FIRST_PASS_QUEUED.min(self.cfg.log_segments - 1);
+        let fresh = (0..=n).all(|i| self.seg_gen[(self.head + i) % self.cfg.log_segments] == 0);
         !(self.notify.is_some() && n < deep && fresh)
     }
 
