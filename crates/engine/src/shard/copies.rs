@@ -92,22 +92,32 @@ impl Shard {
         let Some(copy_seq) = f.seq_of(loc) else {
             return;
         };
-        let Ok(new) = f.append(
-            item_bytes,
-            false,
-            self.clock_now,
-            &mut 0,
-            Dest::Promote { from_seq: copy_seq },
-        ) else {
-            return;
+        let dest = Dest::Promote { from_seq: copy_seq };
+        if self.write_copy(&f, (hash, loc, copy_seq), item_bytes, dest) {
+            f.stats.promotions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the item at `loc` (whose segment's sequence number is
+    /// `copy_seq`) again to `dest`: the new record becomes the index entry
+    /// (hit), and the record at `loc` its copy. False when the write was
+    /// refused.
+    fn write_copy(
+        &mut self,
+        f: &FlashTier,
+        (hash, loc, copy_seq): (u64, Loc, u64),
+        item_bytes: &[u8],
+        dest: Dest,
+    ) -> bool {
+        let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0, dest) else {
+            return false;
         };
         let Some(primary_seq) = f.seq_of(new) else {
-            return;
+            return false;
         };
         self.index.relocate(hash, loc, new);
         self.index.set_hit(hash, new);
         f.release(loc);
-        f.stats.promotions.fetch_add(1, Ordering::Relaxed);
         self.copies.insert(
             hash,
             CopyOf {
@@ -118,6 +128,7 @@ impl Shard {
             },
         );
         self.account_copies();
+        true
     }
 
     /// A hit on the fast class while copies pay (the scheduler found the
@@ -165,32 +176,10 @@ impl Shard {
         if !f.take_write_budget(size) {
             return;
         }
-        let Ok(new) = f.append(
-            item_bytes,
-            false,
-            self.clock_now,
-            &mut 0,
-            Dest::Replica { from_seq: fast_seq },
-        ) else {
-            return;
-        };
-        let Some(primary_seq) = f.seq_of(new) else {
-            return;
-        };
-        self.index.relocate(hash, loc, new);
-        self.index.set_hit(hash, new);
-        f.release(loc);
-        f.stats.copies_made.fetch_add(1, Ordering::Relaxed);
-        self.copies.insert(
-            hash,
-            CopyOf {
-                primary: new,
-                primary_seq,
-                copy: loc,
-                copy_seq: fast_seq,
-            },
-        );
-        self.account_copies();
+        let dest = Dest::Replica { from_seq: fast_seq };
+        if self.write_copy(&f, (hash, loc, fast_seq), item_bytes, dest) {
+            f.stats.copies_made.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Room for one more copy in a full table: stale copies are pruned,
