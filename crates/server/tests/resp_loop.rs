@@ -186,6 +186,34 @@ fn transaction(s: &mut std::net::TcpStream, cmds: &[Vec<u8>]) -> Vec<Vec<u8>> {
     pipeline(s, &all)
 }
 
+/// Counters `a` and `b` incremented together in 2,000 transactions on one
+/// connection, while another connection's transactions read them (in the
+/// order given by `read`): the reader never sees one moved without the
+/// other. `w` is the writer's connection.
+fn counters_move_together(
+    h: &tiercache_server::server::ServerHandle,
+    w: &mut std::net::TcpStream,
+    (a, b): (&str, &str),
+    read: [String; 2],
+) {
+    is(w, &["MSET", a, "0", b, "0"], "+OK\r\n");
+    let mut r = redis(h);
+    let reader = std::thread::spawn(move || {
+        for _ in 0..2000 {
+            let got = transaction(&mut r, &[cmd(&["GET", &read[0]]), cmd(&["GET", &read[1]])]);
+            assert_eq!(got[3], b"*2");
+            assert_eq!(got[4], got[5], "a transaction saw half of another");
+        }
+    });
+    for i in 1..=2000 {
+        let got = transaction(w, &[cmd(&["INCR", a]), cmd(&["INCR", b])]);
+        assert_eq!(got[..4], [&b"+OK"[..], b"+QUEUED", b"+QUEUED", b"*2"]);
+        assert_eq!(got[4], format!(":{i}").into_bytes());
+        assert_eq!(got[5], format!(":{i}").into_bytes());
+    }
+    reader.join().unwrap();
+}
+
 /// Keys of two shards in one transaction (redis-py's default pipeline is
 /// one): EXEC holds both shards, and a reader's transactions over the two
 /// never see one counter moved without the other.
@@ -194,24 +222,8 @@ fn exec_over_two_shards_is_isolated() {
     let h = server_with(|c| c.server.threads = 2);
     let (a, _, other) = same_and_other(&h, "tx2");
     let mut w = redis(&h);
-    is(&mut w, &["MSET", &a, "0", &other, "0"], "+OK\r\n");
-    let (a2, o2) = (a.clone(), other.clone());
-    let mut r = redis(&h);
-    let reader = std::thread::spawn(move || {
-        for _ in 0..2000 {
-            // The reversed order locks the shards in the same order.
-            let got = transaction(&mut r, &[cmd(&["GET", &o2]), cmd(&["GET", &a2])]);
-            assert_eq!(got[3], b"*2");
-            assert_eq!(got[4], got[5], "a transaction saw half of another");
-        }
-    });
-    for i in 1..=2000 {
-        let got = transaction(&mut w, &[cmd(&["INCR", &a]), cmd(&["INCR", &other])]);
-        assert_eq!(got[..4], [&b"+OK"[..], b"+QUEUED", b"+QUEUED", b"*2"]);
-        assert_eq!(got[4], format!(":{i}").into_bytes());
-        assert_eq!(got[5], format!(":{i}").into_bytes());
-    }
-    reader.join().unwrap();
+    // The reader names them reversed: the shards are locked in one order.
+    counters_move_together(&h, &mut w, (&a, &other), [other.clone(), a.clone()]);
     let got = transaction(&mut w, &[cmd(&["GET", &a]), cmd(&["GET", &other])]);
     assert_eq!(got[3..], [&b"*2"[..], b"2000", b"2000"]);
 }
@@ -221,25 +233,7 @@ fn exec_on_one_shard_is_isolated() {
     let h = server_with(|c| c.server.threads = 2);
     let (a, b, other) = same_and_other(&h, "tx");
     let mut w = redis(&h);
-    is(&mut w, &["MSET", &a, "0", &b, "0"], "+OK\r\n");
-    let (a2, b2) = (a.clone(), b.clone());
-    let mut r = redis(&h);
-    // A reader's transactions always see both counters equal: the
-    // writer's two INCRs are never split by them.
-    let reader = std::thread::spawn(move || {
-        for _ in 0..2000 {
-            let got = transaction(&mut r, &[cmd(&["GET", &a2]), cmd(&["GET", &b2])]);
-            assert_eq!(got[3], b"*2");
-            assert_eq!(got[4], got[5], "a transaction saw half of another");
-        }
-    });
-    for i in 1..=2000 {
-        let got = transaction(&mut w, &[cmd(&["INCR", &a]), cmd(&["INCR", &b])]);
-        assert_eq!(got[..4], [&b"+OK"[..], b"+QUEUED", b"+QUEUED", b"*2"]);
-        assert_eq!(got[4], format!(":{i}").into_bytes());
-        assert_eq!(got[5], format!(":{i}").into_bytes());
-    }
-    reader.join().unwrap();
+    counters_move_together(&h, &mut w, (&a, &b), [a.clone(), b.clone()]);
     // A command on every shard: refused when queued, then EXECABORT.
     let got = pipeline(
         &mut w,
