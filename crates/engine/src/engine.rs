@@ -146,6 +146,12 @@ impl Drop for Engine {
 }
 
 impl Engine {
+    /// Shard `i`'s lock, for the lock's own tests.
+    #[cfg(test)]
+    pub(crate) fn shard_lock(&self, i: usize) -> &ShardLock {
+        &self.shards.list[i]
+    }
+
     /// Builds the engine, opening the configured flash devices.
     /// A start that fails removes the flash files it created and gives
     /// files that were there their old length back (while it still holds

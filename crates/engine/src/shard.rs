@@ -217,6 +217,10 @@ pub struct Shard {
     hold_cpu: Option<u64>,
     /// Lock holds by cause ([`hold`]).
     holds: hold::HoldStats,
+    /// Threads waiting for this shard's lock (shared with its
+    /// [`hold::ShardLock`]): maintenance under the lock ends its slice early
+    /// when a request waits.
+    lock_waiters: std::sync::Arc<std::sync::atomic::AtomicU32>,
     /// This shard's bit in the evacuator's requests.
     evacuator_bit: u64,
 }
@@ -266,6 +270,7 @@ impl Shard {
             hold_mark: None,
             hold_cpu: None,
             holds: hold::HoldStats::default(),
+            lock_waiters: Default::default(),
             evacuator_bit: 1,
         }
     }

@@ -26,12 +26,19 @@ fn with_evacuator<R>(e: &Engine, evacuator: bool, f: impl FnOnce() -> R) -> R {
     if !evacuator {
         return f();
     }
+    /// Stops the evacuator also when `f` panics (a failed assertion), so
+    /// that the scope's join does not wait for it forever.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| e.run_evacuator(&stop));
-        let r = f();
-        stop.store(true, Ordering::Relaxed);
-        r
+        let _stop = Stop(&stop);
+        f()
     })
 }
 

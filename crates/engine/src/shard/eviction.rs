@@ -323,7 +323,7 @@ impl Shard {
         let (max, until) = budget;
         for n in 0..max {
             if n % DEADLINE_EVERY == DEADLINE_EVERY - 1
-                && until.is_some_and(|t| std::time::Instant::now() >= t)
+                && until.is_some_and(|t| self.lock_wanted() || std::time::Instant::now() >= t)
             {
                 return *off >= end;
             }
@@ -435,8 +435,8 @@ const AHEAD_SLICE_ITEMS: usize = 64;
 
 /// An evacuation slice also ends once it has run this long (items cost
 /// from well under a microsecond to ~10 when the policy's ghost maps are
-/// cold, so a count alone does not bound the hold), and checks the clock
-/// every few items.
+/// cold, so a count alone does not bound the hold), or as soon as a
+/// request waits for the lock, and checks both every few items.
 const AHEAD_SLICE_TIME: std::time::Duration = std::time::Duration::from_micros(32);
 const DEADLINE_EVERY: usize = 8;
 
