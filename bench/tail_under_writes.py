@@ -11,6 +11,8 @@ for SECS seconds runs at once, open loop (tiercache-bench --mode latency):
   RRATE/HOT times a second: it must stay in RAM).
 Reported, medians of RUNS runs (servers alternating within each run): the
 reader's and the writer's p50/p99/p99.9, the share of hot-key gets that hit,
+the items the server held at the end (`curr_items`: what the memory holds
+while new keys stream in),
 and for tiercache the longest segment evacuation (`segment_evacuate_max_us`)
 and the longest maintenance hold of a shard's lock on the CPU
 (`shard_lock_hold_cpu_max_us`: the engine's own share, without the time a
@@ -100,11 +102,12 @@ def one(server, vlen, wrate):
                "hot_hits": hit_ratio,
                "evac_max_us": st.get("segment_evacuate_max_us"),
                "lock_max_us": st.get("shard_lock_hold_max_us"),
-               "cpu_max_us": st.get("shard_lock_hold_cpu_max_us"), "cmd": cmd}
+               "cpu_max_us": st.get("shard_lock_hold_cpu_max_us"),
+               "items": st.get("curr_items"), "cmd": cmd}
         fl.log(TAG, f"{server} {vlen} B, {wrate:,} sets/s: hits p99 {out['reader']['p99']:,.0f} us "
                     f"p99.9 {out['reader']['p999']:,.0f} us, sets p99 {out['writer']['p99']:,.0f} us, "
                     f"hot hits {out['hot_hits']:.4f}, evacuation max {out['evac_max_us']} us, "
-                    f"lock hold max {out['lock_max_us']} us")
+                    f"lock hold max {out['lock_max_us']} us, items held {out['items']}")
         return out
 
 
@@ -116,11 +119,13 @@ def table(runs, servers, vlen, wrate):
         ev = m([r["evac_max_us"] for r in rs])
         lk = m([r["lock_max_us"] for r in rs])
         cpu = m([r.get("cpu_max_us") for r in rs])
+        items = m([r.get("items") for r in rs])
         rows.append(
             f"| {s} | " + " | ".join(f"{m([r['reader'][q] for r in rs]):,.0f}" for q in ("p50", "p99", "p999"))
             + " | " + " | ".join(f"{m([r['writer'][q] for r in rs]):,.0f}" for q in ("p50", "p99", "p999"))
             + f" | {100 * m([r['hot_hits'] for r in rs]):.2f}% | {'' if ev is None else f'{ev:,.0f}'}"
             + f" | {'' if cpu is None else f'{cpu:,.0f}'} | {'' if lk is None else f'{lk:,.0f}'}"
+            + f" | {'' if items is None else f'{items:,.0f}'}"
             + f" | {fl.fmt_runs([r['reader']['p99'] for r in rs])} |")
     return rows
 
@@ -159,8 +164,8 @@ def main():
                     said.append(f"{a} / {b}: p99 **{p99:.2f}x**, p99.9 {p999:.2f}x")
             parts.append(f"""#### {vlen}-byte values, {wrate:,} new keys/s beside {K.RRATE:,} hot gets/s
 
-| server | hits p50 | p99 | p99.9 | sets p50 | p99 | p99.9 | hot-key hits | longest evacuation (us) | longest maintenance hold on CPU (us) | longest lock hold (us) | runs' hit p99 |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |
+| server | hits p50 | p99 | p99.9 | sets p50 | p99 | p99.9 | hot-key hits | longest evacuation (us) | longest maintenance hold on CPU (us) | longest lock hold (us) | items held after | runs' hit p99 |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |
 {chr(10).join(table(runs, servers, vlen, wrate))}
 
 Paired per run, medians of the ratios of the hits' latency: {'; '.join(said) or 'n/a'}.
