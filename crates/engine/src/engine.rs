@@ -25,14 +25,8 @@ use std::time::Duration;
 /// Average item size the index is first sized for when no hash power is
 /// given; it grows with the item count from there.
 const SIZING_ITEM_BYTES: usize = 4096;
-/// Segments each shard should own at least. A shard keeps about three
-/// segments that hold few or no items whatever its size (its spare, the
-/// segment an evacuation ahead freed, two partly filled queue heads): with
-/// 8 per shard, `-m 64` made 8 shards and, under a stream of new keys, held
-/// 275,000 100-byte items against memcached's 349,500; with 16 it makes 4
-/// and holds 360,000 (bench/RESULTS.md). From `-m 1024` on, the shard count
-/// (at most 64) is the same either way.
-const MIN_SEGMENTS_PER_SHARD: usize = 16;
+/// Segments each shard should own at least.
+const MIN_SEGMENTS_PER_SHARD: usize = 8;
 /// Items the expiry sweep looks at per lock hold (tens of microseconds).
 const SWEEP_SLICE_ITEMS: usize = 256;
 
