@@ -24,7 +24,7 @@ mod flash;
 
 use crate::conn::State;
 use crate::ctx::Ctx;
-use crate::protocol::resp::codec::{parse, Frame};
+use crate::protocol::resp::codec::{parse_into, Parsed};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::{Env, Session};
 use crate::stats::add;
@@ -208,14 +208,16 @@ impl RespConn {
         let max_bulk = cfg.cache.max_item_size.max(1 << 20);
         let mut ran = false;
         self.input_done = false;
+        // One list of arguments for the whole batch, borrowed from the input.
+        let mut args: Vec<&[u8]> = Vec::new();
         while !self.closing && !self.busy && self.waiting == 0 && self.pending() < max_pending {
             let buf = &rbuf[self.rpos..self.rend];
             if buf.is_empty() {
                 self.input_done = true;
                 break;
             }
-            match parse(buf, max_bulk, !self.sess.authed) {
-                Frame::Incomplete => {
+            let (consumed, words) = match parse_into(buf, max_bulk, !self.sess.authed, &mut args) {
+                Parsed::Incomplete => {
                     self.input_done = true;
                     if buf.len() > MAX_REQUEST {
                         tracing::warn!(client = %self.sess.addr, "RESP request over {MAX_REQUEST} bytes: closing the connection");
@@ -224,26 +226,31 @@ impl RespConn {
                     }
                     break;
                 }
-                Frame::Error(e) => {
+                Parsed::Error(e) => {
                     self.out.err(&format!("ERR {e}"));
                     self.closing = true;
                     self.rpos = self.rend;
                     ran = true;
+                    continue;
                 }
-                Frame::Command { args, consumed } => {
-                    if args.is_empty() {
-                        self.rpos += consumed;
-                        continue;
-                    }
-                    let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
-                    if !self.run_head(&args, ctx) {
-                        break;
-                    }
-                    self.rpos += consumed;
-                    self.closing |= self.sess.close;
-                    ran = true;
+                Parsed::Command { consumed } => (consumed, None),
+                Parsed::Inline { words, consumed } => (consumed, Some(words)),
+            };
+            let done = match &words {
+                None if args.is_empty() => true,
+                None => self.run_head(&args, ctx),
+                Some(w) if w.is_empty() => true,
+                Some(w) => {
+                    let a: Vec<&[u8]> = w.iter().map(Vec::as_slice).collect();
+                    self.run_head(&a, ctx)
                 }
+            };
+            if !done {
+                break;
             }
+            self.rpos += consumed;
+            self.closing |= self.sess.close;
+            ran |= !args.is_empty() || words.is_some_and(|w| !w.is_empty());
         }
         self.rbuf = rbuf;
         ran
