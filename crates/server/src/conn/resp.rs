@@ -27,7 +27,7 @@ use crate::ctx::Ctx;
 use crate::protocol::resp::codec::{parse_into, Parsed};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::{Env, Session};
-use crate::stats::add;
+use crate::stats::{add, WorkerStats};
 use crate::transport::Stream;
 use std::io::{self, Read};
 use std::net::TcpListener;
@@ -111,16 +111,18 @@ pub struct RespConn {
 
 impl RespConn {
     /// A new connection: registered in the client list. `handle` is a
-    /// copy of its socket, which CLIENT KILL shuts to wake its worker.
+    /// copy of its socket, which CLIENT KILL shuts to wake its worker;
+    /// `stats`: its worker's counters and latency recorder.
     pub fn new(
         stream: Stream,
         env: Arc<Env>,
+        stats: Arc<WorkerStats>,
         handle: Option<std::net::TcpStream>,
         peer: String,
         local: String,
         token_base: u64,
     ) -> RespConn {
-        let (sess, kill) = env.open(handle, peer, local);
+        let (sess, kill) = env.open(handle, peer, local, stats);
         RespConn {
             stream,
             env,
@@ -278,7 +280,7 @@ impl RespConn {
                 }
                 Ok(n) => {
                     self.rend += n;
-                    add(&self.env.stats.bytes_read, n as u64);
+                    add(&self.sess.stats.bytes_read, n as u64);
                     if n < READ_CHUNK && !self.hup && self.stream.short_read_drains() {
                         self.drained = true;
                     }
@@ -297,7 +299,7 @@ impl RespConn {
     /// Writes pending replies. Returns bytes written.
     fn flush(&mut self) -> io::Result<usize> {
         let total = crate::conn::io::write_out(&mut self.stream, &self.out.buf, &mut self.wpos)?;
-        add(&self.env.stats.bytes_written, total as u64);
+        add(&self.sess.stats.bytes_written, total as u64);
         if self.wpos == self.out.buf.len() {
             self.out.buf.clear();
             self.wpos = 0;

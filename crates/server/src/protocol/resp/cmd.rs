@@ -57,7 +57,7 @@ impl Call<'_> {
         if self.db.stopped() {
             return;
         }
-        let s = &self.env.stats;
+        let s = &self.sess.stats;
         add(&s.cmd_get, 1);
         add(if hit { &s.get_hits } else { &s.get_misses }, 1);
     }
@@ -354,10 +354,10 @@ pub fn dispatch_in(
         return;
     }
     if spec.write {
-        add(&env.stats.cmd_set, 1);
+        add(&sess.stats.cmd_set, 1);
     }
     let took = started.elapsed();
-    env.stats.latency.record(took);
+    sess.stats.latency.record(took);
     if let Some(m) = &env.shared.metrics {
         let reply = &out.buf[mark..];
         let outcome = match spec.name {
