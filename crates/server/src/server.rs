@@ -516,20 +516,11 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     let reserved_fds = fd_headroom(&config);
     let config_metrics_port = config.server.metrics_port;
     let config_watch_buf = config.server.watcher_logbuf_size;
-    // The RESP port's counters and latencies count in `stats` and the SLA
-    // view beside the workers'.
-    let resp_stats = Arc::new(WorkerStats::default());
-    let sla_sources: Vec<_> = workers
-        .iter()
-        .cloned()
-        .chain(std::iter::once(resp_stats.clone()))
-        .collect();
     let shared = Arc::new(Shared {
         engine,
         config,
         conns: ConnStats::default(),
         workers: workers.clone(),
-        redis: resp_stats.clone(),
         started: Instant::now(),
         start_unix: u64::from(unix_now()),
         shutdown: Arc::new(AtomicBool::new(false)),
@@ -538,7 +529,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         reserved_fds,
         crawler_enabled: AtomicBool::new(true),
         metrics: (config_metrics_port > 0).then(crate::admin::metrics::Metrics::new),
-        sla: crate::admin::sla::Sla::new(sla_sources, Duration::from_secs(60), Instant::now()),
+        sla: crate::admin::sla::Sla::new(workers.clone(), Duration::from_secs(60), Instant::now()),
         tls,
         auth,
         reload: Arc::new(AtomicBool::new(false)),
@@ -575,7 +566,7 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
         .collect();
     let resp_env = (!redis_addrs.is_empty()).then(|| {
         tracing::info!(redis = ?redis_addrs, "Redis (RESP) listener");
-        Arc::new(crate::protocol::resp::Env::new(shared.clone(), resp_stats))
+        Arc::new(crate::protocol::resp::Env::new(shared.clone()))
     });
     let mut threads = Vec::new();
     let nworkers = workers.len();

@@ -13,9 +13,6 @@ pub struct Shared {
     pub config: Config,
     pub conns: ConnStats,
     pub workers: Vec<Arc<WorkerStats>>,
-    /// The Redis port's counters and latencies (`conn::resp`), summed with
-    /// the workers' in `stats`.
-    pub redis: Arc<WorkerStats>,
     pub started: Instant,
     pub start_unix: u64,
     pub shutdown: Arc<AtomicBool>,
@@ -44,7 +41,7 @@ pub struct Shared {
 impl Shared {
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
-        for w in self.workers.iter().chain(std::iter::once(&self.redis)) {
+        for w in &self.workers {
             w.add_to(&mut t);
         }
         t

@@ -109,8 +109,9 @@ pub struct Conns {
     slab: Slab<Client>,
     info: Vec<Option<Arc<ConnInfo>>>,
     me: usize,
-    /// What the RESP connections share (with a Redis port).
-    resp: Option<Arc<Env>>,
+    /// What the RESP connections share (with a Redis port), and this
+    /// worker's counters, which its RESP connections count in too.
+    resp: Option<(Arc<Env>, Arc<WorkerStats>)>,
 }
 
 /// Runs worker `me` on `poll` (whose registry made mailbox `me`), over
@@ -137,7 +138,7 @@ pub fn run(
         slab: Slab::new(),
         info: Vec::new(),
         me,
-        resp,
+        resp: resp.map(|e| (e, stats.clone())),
     };
     let idle_timeout = shared.config.server.idle_timeout;
     let mut last_idle_check = unix_now();
@@ -519,13 +520,14 @@ fn adopt(
     let authed = shared.auth.is_none();
     let base = token_base(token.0, serial);
     let client = match (proto, &conns.resp) {
-        (Proto::Redis, Some(env)) => {
+        (Proto::Redis, Some((env, stats))) => {
             let addr = |e: &Endpoint| match e {
                 Endpoint::Tcp(a) => a.to_string(),
                 e => e.to_string(),
             };
             let (p, l) = (addr(&info.peer), addr(&info.local));
-            Client::Redis(RespConn::new(stream, env.clone(), handle, p, l, base))
+            let (env, stats) = (env.clone(), stats.clone());
+            Client::Redis(RespConn::new(stream, env, stats, handle, p, l, base))
         }
         _ => Client::Memcached(Conn::new(stream, base, authed)),
     };

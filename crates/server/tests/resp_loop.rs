@@ -1,7 +1,8 @@
 //! The Redis port on the workers' event loops: CLIENT KILL of another
 //! connection, the connection limit, gets served from flash to many
-//! connections at once (the worker waits for no read), and MULTI/EXEC on
-//! one shard. Real sockets to an in-process server.
+//! connections at once (the worker waits for no read), MULTI/EXEC on one
+//! shard and on two, MSET and MSETNX atomic across shards. Real sockets to
+//! an in-process server.
 
 mod common;
 
@@ -259,4 +260,89 @@ fn exec_on_one_shard_is_isolated() {
     // A transaction of keyless commands, and one key's.
     let got = transaction(&mut w, &[cmd(&["PING"]), cmd(&["SET", &other, "1"])]);
     assert_eq!(got[3..], [&b"*2"[..], b"+PONG", b"+OK"]);
+}
+
+/// MSET over keys of two shards holds both while it stores: a reader's
+/// transactions (which hold them too, so they read all keys at one
+/// moment) never see some of one MSET's keys without the others.
+#[test]
+fn mset_across_shards_is_atomic() {
+    let h = server_with(|c| c.server.threads = 2);
+    let (a, b, other) = same_and_other(&h, "ms");
+    assert_ne!(
+        h.shared.engine.shard_of(a.as_bytes()),
+        h.shared.engine.shard_of(other.as_bytes())
+    );
+    let keys = [a, other, b];
+    let mut w = redis(&h);
+    is(
+        &mut w,
+        &["MSET", &keys[0], "0", &keys[1], "0", &keys[2], "0"],
+        "+OK\r\n",
+    );
+    let mut r = redis(&h);
+    let read = keys.clone();
+    let reader = std::thread::spawn(move || {
+        let gets: Vec<Vec<u8>> = read.iter().map(|k| cmd(&["GET", k])).collect();
+        for _ in 0..2000 {
+            let got = transaction(&mut r, &gets);
+            assert_eq!(got[4], b"*3");
+            assert!(
+                got[5] == got[6] && got[6] == got[7],
+                "a reader saw part of an MSET: {:?}",
+                &got[5..]
+            );
+        }
+    });
+    for i in 1..=2000 {
+        let v = i.to_string();
+        is(
+            &mut w,
+            &["MSET", &keys[0], &v, &keys[1], &v, &keys[2], &v],
+            "+OK\r\n",
+        );
+    }
+    reader.join().unwrap();
+}
+
+/// MSETNX's check and its stores are one step: of two clients racing with
+/// the same ten keys (of several shards), exactly one stores, and every
+/// key holds its value.
+#[test]
+fn msetnx_races_have_one_winner() {
+    let h = server_with(|c| c.server.threads = 2);
+    let rounds = 1000;
+    let sets: Vec<Vec<String>> = (0..rounds)
+        .map(|i| (0..10).map(|j| format!("nx{i}_{j}")).collect())
+        .collect();
+    let sets = std::sync::Arc::new(sets);
+    let go = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let racer = |me: &'static str| {
+        let (sets, go, mut s) = (sets.clone(), go.clone(), redis(&h));
+        std::thread::spawn(move || {
+            let mut won = Vec::new();
+            for keys in sets.iter() {
+                let mut args = vec!["MSETNX"];
+                for k in keys {
+                    args.extend([k.as_str(), me]);
+                }
+                go.wait();
+                won.push(pipeline(&mut s, &[cmd(&args)])[0] == b":1");
+            }
+            won
+        })
+    };
+    let (x, y) = (racer("x"), racer("y"));
+    let (x, y) = (x.join().unwrap(), y.join().unwrap());
+    let mut s = redis(&h);
+    for (i, keys) in sets.iter().enumerate() {
+        assert!(x[i] != y[i], "round {i}: x won {}, y won {}", x[i], y[i]);
+        let want = if x[i] { "x" } else { "y" };
+        let gets: Vec<Vec<u8>> = keys.iter().map(|k| cmd(&["GET", k])).collect();
+        let got = pipeline(&mut s, &gets);
+        assert!(
+            got.iter().all(|v| v == want.as_bytes()),
+            "round {i}: {got:?}"
+        );
+    }
 }

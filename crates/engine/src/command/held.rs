@@ -63,6 +63,18 @@ impl<'a> Held<'a> {
         self.held.iter_mut().find(|(i, _)| *i == s).map(|(_, g)| g)
     }
 
+    /// Whether [`store`](Self::store) can store an item of this key,
+    /// value length and flags in its held shard: it fits
+    /// ([`Engine::fits`]) and is not larger than a segment (a jumbo item's
+    /// memory comes from every shard, which the hold cannot give). False
+    /// for a key of a shard not held.
+    pub fn fits(&mut self, engine: &Engine, key: &[u8], vlen: usize, flags: u32) -> bool {
+        let size = crate::item::stored_size(key.len(), vlen);
+        let seg = engine.shared.pool.seg_size();
+        self.shard(engine, key)
+            .is_some_and(|s| size <= seg && s.fits(key.len(), vlen, flags))
+    }
+
     /// [`Engine::get_with`] in the held shard; a key of another shard is
     /// a miss.
     pub fn get_with<R>(

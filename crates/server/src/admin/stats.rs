@@ -38,7 +38,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             shared.sla.general(out, Instant::now());
         }
         Some(b"reset") => {
-            for w in shared.workers.iter().chain(std::iter::once(&shared.redis)) {
+            for w in &shared.workers {
                 w.reset();
             }
             shared.engine.reset_stats();

@@ -24,10 +24,10 @@ mod flash;
 
 use crate::conn::State;
 use crate::ctx::Ctx;
-use crate::protocol::resp::codec::{parse, Frame};
+use crate::protocol::resp::codec::{parse_into, Parsed};
 use crate::protocol::resp::reply::Out;
 use crate::protocol::resp::{Env, Session};
-use crate::stats::add;
+use crate::stats::{add, WorkerStats};
 use crate::transport::Stream;
 use std::io::{self, Read};
 use std::net::TcpListener;
@@ -111,16 +111,18 @@ pub struct RespConn {
 
 impl RespConn {
     /// A new connection: registered in the client list. `handle` is a
-    /// copy of its socket, which CLIENT KILL shuts to wake its worker.
+    /// copy of its socket, which CLIENT KILL shuts to wake its worker;
+    /// `stats`: its worker's counters and latency recorder.
     pub fn new(
         stream: Stream,
         env: Arc<Env>,
+        stats: Arc<WorkerStats>,
         handle: Option<std::net::TcpStream>,
         peer: String,
         local: String,
         token_base: u64,
     ) -> RespConn {
-        let (sess, kill) = env.open(handle, peer, local);
+        let (sess, kill) = env.open(handle, peer, local, stats);
         RespConn {
             stream,
             env,
@@ -208,14 +210,16 @@ impl RespConn {
         let max_bulk = cfg.cache.max_item_size.max(1 << 20);
         let mut ran = false;
         self.input_done = false;
+        // One list of arguments for the whole batch, borrowed from the input.
+        let mut args: Vec<&[u8]> = Vec::new();
         while !self.closing && !self.busy && self.waiting == 0 && self.pending() < max_pending {
             let buf = &rbuf[self.rpos..self.rend];
             if buf.is_empty() {
                 self.input_done = true;
                 break;
             }
-            match parse(buf, max_bulk, !self.sess.authed) {
-                Frame::Incomplete => {
+            let (consumed, words) = match parse_into(buf, max_bulk, !self.sess.authed, &mut args) {
+                Parsed::Incomplete => {
                     self.input_done = true;
                     if buf.len() > MAX_REQUEST {
                         tracing::warn!(client = %self.sess.addr, "RESP request over {MAX_REQUEST} bytes: closing the connection");
@@ -224,26 +228,31 @@ impl RespConn {
                     }
                     break;
                 }
-                Frame::Error(e) => {
+                Parsed::Error(e) => {
                     self.out.err(&format!("ERR {e}"));
                     self.closing = true;
                     self.rpos = self.rend;
                     ran = true;
+                    continue;
                 }
-                Frame::Command { args, consumed } => {
-                    if args.is_empty() {
-                        self.rpos += consumed;
-                        continue;
-                    }
-                    let args: Vec<&[u8]> = args.iter().map(|a| &**a).collect();
-                    if !self.run_head(&args, ctx) {
-                        break;
-                    }
-                    self.rpos += consumed;
-                    self.closing |= self.sess.close;
-                    ran = true;
+                Parsed::Command { consumed } => (consumed, None),
+                Parsed::Inline { words, consumed } => (consumed, Some(words)),
+            };
+            let done = match &words {
+                None if args.is_empty() => true,
+                None => self.run_head(&args, ctx),
+                Some(w) if w.is_empty() => true,
+                Some(w) => {
+                    let a: Vec<&[u8]> = w.iter().map(Vec::as_slice).collect();
+                    self.run_head(&a, ctx)
                 }
+            };
+            if !done {
+                break;
             }
+            self.rpos += consumed;
+            self.closing |= self.sess.close;
+            ran |= !args.is_empty() || words.is_some_and(|w| !w.is_empty());
         }
         self.rbuf = rbuf;
         ran
@@ -271,7 +280,7 @@ impl RespConn {
                 }
                 Ok(n) => {
                     self.rend += n;
-                    add(&self.env.stats.bytes_read, n as u64);
+                    add(&self.sess.stats.bytes_read, n as u64);
                     if n < READ_CHUNK && !self.hup && self.stream.short_read_drains() {
                         self.drained = true;
                     }
@@ -290,7 +299,7 @@ impl RespConn {
     /// Writes pending replies. Returns bytes written.
     fn flush(&mut self) -> io::Result<usize> {
         let total = crate::conn::io::write_out(&mut self.stream, &self.out.buf, &mut self.wpos)?;
-        add(&self.env.stats.bytes_written, total as u64);
+        add(&self.sess.stats.bytes_written, total as u64);
         if self.wpos == self.out.buf.len() {
             self.out.buf.clear();
             self.wpos = 0;

@@ -35,6 +35,9 @@ pub struct Session {
     pub addr: String,
     pub laddr: String,
     pub created: Instant,
+    /// Its worker's counters (`stats`) and latency recorder (the SLA
+    /// view): each worker's own, so no two threads write them.
+    pub stats: Arc<WorkerStats>,
 }
 
 /// A connected client as CLIENT LIST shows it.
@@ -54,18 +57,14 @@ pub struct ClientEntry {
 /// What all RESP connections share.
 pub struct Env {
     pub shared: Arc<Shared>,
-    /// The RESP port's counters (in `stats`: cmd_get, get_hits...,
-    /// bytes read and written) and latency recorder (in the SLA view).
-    pub stats: Arc<WorkerStats>,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
     pub next_id: AtomicU64,
 }
 
 impl Env {
-    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> Env {
+    pub fn new(shared: Arc<Shared>) -> Env {
         Env {
             shared,
-            stats,
             clients: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
         }
@@ -80,12 +79,14 @@ impl Env {
         self.shared.auth.is_some()
     }
 
-    /// A new connection's session, registered in the client list.
+    /// A new connection's session, registered in the client list; it
+    /// counts in `stats`, its worker's.
     pub fn open(
         &self,
         stream: Option<TcpStream>,
         addr: String,
         laddr: String,
+        stats: Arc<WorkerStats>,
     ) -> (Session, Arc<AtomicBool>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let kill = Arc::new(AtomicBool::new(false));
@@ -114,6 +115,7 @@ impl Env {
             addr,
             laddr,
             created,
+            stats,
         };
         (s, kill)
     }

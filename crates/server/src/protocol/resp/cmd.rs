@@ -16,7 +16,6 @@ use super::db::{Db, Failed, HeldShard, Run};
 use super::reply::Out;
 use super::{Env, Session};
 use crate::stats::add;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// One command's entry.
@@ -58,7 +57,7 @@ impl Call<'_> {
         if self.db.stopped() {
             return;
         }
-        let s = &self.env.stats;
+        let s = &self.sess.stats;
         add(&s.cmd_get, 1);
         add(if hit { &s.get_hits } else { &s.get_misses }, 1);
     }
@@ -163,18 +162,56 @@ pub static COMMANDS: &[Spec] = &[
     spec!("discard", 1, false, 0, 0, 0, server::discard),
 ];
 
-/// The entry of a command name, any case.
+/// A command name of at most 15 bytes, lowercase, and its length as one
+/// number (0 for a longer name: no command has one).
+fn pack(name: &[u8]) -> u128 {
+    if name.is_empty() || name.len() > 15 {
+        return 0;
+    }
+    let mut b = [0u8; 16];
+    b[..name.len()].copy_from_slice(name);
+    b[..15].make_ascii_lowercase();
+    b[15] = name.len() as u8;
+    u128::from_le_bytes(b)
+}
+
+/// Slots of the command table (a power of two, over twice the commands).
+const SLOTS: usize = 256;
+
+/// A packed name's first slot.
+fn slot(p: u128) -> usize {
+    let x = (p as u64) ^ ((p >> 64) as u64).rotate_left(29);
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SLOTS
+}
+
+/// The entry of a command name, any case: a packed name looked up in an
+/// open-addressing table (every request names one: no string hashing).
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    static BY_NAME: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
-    let map = BY_NAME.get_or_init(|| COMMANDS.iter().map(|s| (s.name, s)).collect());
-    if name.len() > 16 {
+    static TABLE: OnceLock<Vec<(u128, Option<&'static Spec>)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = vec![(0u128, None); SLOTS];
+        for spec in COMMANDS {
+            let p = pack(spec.name.as_bytes());
+            let mut i = slot(p);
+            while t[i].1.is_some() {
+                i = (i + 1) % SLOTS;
+            }
+            t[i] = (p, Some(spec));
+        }
+        t
+    });
+    let p = pack(name);
+    if p == 0 {
         return None;
     }
-    let mut low = [0u8; 16];
-    let low = &mut low[..name.len()];
-    low.copy_from_slice(name);
-    low.make_ascii_lowercase();
-    map.get(std::str::from_utf8(low).ok()?).copied()
+    let mut i = slot(p);
+    loop {
+        match table[i] {
+            (_, None) => return None,
+            (q, found) if q == p => return found,
+            _ => i = (i + 1) % SLOTS,
+        }
+    }
 }
 
 /// Redis's reply to a command it does not know.
@@ -317,10 +354,10 @@ pub fn dispatch_in(
         return;
     }
     if spec.write {
-        add(&env.stats.cmd_set, 1);
+        add(&sess.stats.cmd_set, 1);
     }
     let took = started.elapsed();
-    env.stats.latency.record(took);
+    sess.stats.latency.record(took);
     if let Some(m) = &env.shared.metrics {
         let reply = &out.buf[mark..];
         let outcome = match spec.name {
@@ -331,5 +368,33 @@ pub fn dispatch_in(
             _ => "other",
         };
         m.observe(spec.label, outcome, took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_finds_every_command_in_any_case_and_nothing_else() {
+        for spec in COMMANDS {
+            assert!(spec.name.len() <= 15, "{}", spec.name);
+            let upper = spec.name.to_ascii_uppercase();
+            for n in [spec.name.as_bytes(), upper.as_bytes()] {
+                assert!(std::ptr::eq(lookup(n).expect(spec.name), spec));
+            }
+        }
+        for n in [
+            &b""[..],
+            b"ge",
+            b"gett",
+            b"get\0",
+            b"\0get",
+            b"getgetgetgetgetget",
+            b"nosuchcommand",
+            b"\xff\xfe",
+        ] {
+            assert!(lookup(n).is_none(), "{n:?}");
+        }
     }
 }

@@ -39,19 +39,61 @@ pub const UNAUTH_MULTIBULK: usize = 10;
 /// ... each at most this long.
 pub const UNAUTH_BULK: usize = 16384;
 
+/// What [`parse_into`] found at the front of the input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// Not all of it is here yet.
+    Incomplete,
+    /// A multibulk command, `consumed` bytes long: its arguments were
+    /// pushed to the caller's list (none: an empty array, skipped).
+    Command { consumed: usize },
+    /// An inline command line (its words unquoted, so owned), `consumed`
+    /// bytes long; no words: an empty line, skipped.
+    Inline {
+        words: Vec<Vec<u8>>,
+        consumed: usize,
+    },
+    /// A protocol error: its text (after `-ERR `); the connection closes.
+    Error(String),
+}
+
 /// Takes one frame off the front of `buf`. `max_bulk`: the longest bulk
 /// string accepted (at most [`MAX_BULK`]). `unauth`: the client must
 /// still authenticate (Redis's tighter bounds and their errors).
 pub fn parse(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
+    let mut args = Vec::new();
+    match parse_into(buf, max_bulk, unauth, &mut args) {
+        Parsed::Incomplete => Frame::Incomplete,
+        Parsed::Error(e) => Frame::Error(e),
+        Parsed::Command { consumed } => Frame::Command {
+            args: args.into_iter().map(Cow::Borrowed).collect(),
+            consumed,
+        },
+        Parsed::Inline { words, consumed } => Frame::Command {
+            args: words.into_iter().map(Cow::Owned).collect(),
+            consumed,
+        },
+    }
+}
+
+/// [`parse`] without an allocation per request: a multibulk command's
+/// arguments are pushed to `args` (cleared first), borrowed from `buf`.
+pub fn parse_into<'a>(
+    buf: &'a [u8],
+    max_bulk: usize,
+    unauth: bool,
+    args: &mut Vec<&'a [u8]>,
+) -> Parsed {
+    args.clear();
     match buf.first() {
-        None => Frame::Incomplete,
-        Some(b'*') => multibulk(buf, max_bulk.min(MAX_BULK), unauth),
+        None => Parsed::Incomplete,
+        Some(b'*') => multibulk(buf, max_bulk.min(MAX_BULK), unauth, args),
         Some(_) => inline(buf),
     }
 }
 
-fn perr(what: &str) -> Frame<'static> {
-    Frame::Error(format!("Protocol error: {what}"))
+fn perr(what: &str) -> Parsed {
+    Parsed::Error(format!("Protocol error: {what}"))
 }
 
 /// The line starting at `from` (without `\r\n`) and the offset after it.
@@ -63,20 +105,38 @@ fn line(buf: &[u8], from: usize) -> Option<(&[u8], usize)> {
     Some((l, from + nl + 1))
 }
 
-/// Redis's `string2ll` over a count: digits, an optional minus sign.
+/// A count line's number as `i64::from_str` reads it, without a leading
+/// `+`: an optional `-`, then ASCII digits, within i64 (the hot path of
+/// every request: no UTF-8 check, no generic parse).
 fn count(l: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(l).ok()?;
-    if s.is_empty() || s.starts_with('+') {
+    let (neg, digits) = match l.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, l),
+    };
+    if digits.is_empty() {
         return None;
     }
-    s.parse().ok()
+    let mut n: i64 = 0;
+    for &c in digits {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        // Accumulated negative for `-`, so that i64::MIN fits.
+        n = n.checked_mul(10)?;
+        n = match neg {
+            true => n.checked_sub(i64::from(d))?,
+            false => n.checked_add(i64::from(d))?,
+        };
+    }
+    Some(n)
 }
 
-fn multibulk(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
+fn multibulk<'a>(buf: &'a [u8], max_bulk: usize, unauth: bool, args: &mut Vec<&'a [u8]>) -> Parsed {
     let Some((l, mut at)) = line(buf, 0) else {
         return match buf.len() > MAX_INLINE {
             true => perr("too big mbulk count string"),
-            false => Frame::Incomplete,
+            false => Parsed::Incomplete,
         };
     };
     let n = match count(&l[1..]) {
@@ -88,18 +148,15 @@ fn multibulk(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
         None => return perr("invalid multibulk length"),
     };
     if n <= 0 {
-        return Frame::Command {
-            args: Vec::new(),
-            consumed: at,
-        };
+        return Parsed::Command { consumed: at };
     }
-    let mut args = Vec::with_capacity((n as usize).min(1024));
+    args.reserve((n as usize).min(1024));
     for _ in 0..n {
         if at >= buf.len() {
-            return Frame::Incomplete;
+            return Parsed::Incomplete;
         }
         if buf[at] != b'$' {
-            return Frame::Error(format!(
+            return Parsed::Error(format!(
                 "Protocol error: expected '$', got '{}'",
                 char::from(buf[at])
             ));
@@ -107,7 +164,7 @@ fn multibulk(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
         let Some((l, data)) = line(buf, at) else {
             return match buf.len() - at > MAX_INLINE {
                 true => perr("too big bulk count string"),
-                false => Frame::Incomplete,
+                false => Parsed::Incomplete,
             };
         };
         let len = match count(&l[1..]) {
@@ -118,26 +175,23 @@ fn multibulk(buf: &[u8], max_bulk: usize, unauth: bool) -> Frame<'_> {
             _ => return perr("invalid bulk length"),
         };
         if buf.len() < data + len + 2 {
-            return Frame::Incomplete;
+            return Parsed::Incomplete;
         }
-        args.push(Cow::Borrowed(&buf[data..data + len]));
+        args.push(&buf[data..data + len]);
         at = data + len + 2;
     }
-    Frame::Command { args, consumed: at }
+    Parsed::Command { consumed: at }
 }
 
-fn inline(buf: &[u8]) -> Frame<'_> {
+fn inline(buf: &[u8]) -> Parsed {
     let Some((l, consumed)) = line(buf, 0) else {
         return match buf.len() > MAX_INLINE {
             true => perr("too big inline request"),
-            false => Frame::Incomplete,
+            false => Parsed::Incomplete,
         };
     };
     match split_args(l) {
-        Some(args) => Frame::Command {
-            args: args.into_iter().map(Cow::Owned).collect(),
-            consumed,
-        },
+        Some(words) => Parsed::Inline { words, consumed },
         None => perr("unbalanced quotes in request"),
     }
 }
@@ -284,6 +338,47 @@ mod tests {
             Frame::Error(e) => assert_eq!(e, "Protocol error: invalid bulk length"),
             f => panic!("{f:?}"),
         }
+    }
+
+    #[test]
+    fn counts_as_i64_from_str_reads_them() {
+        for (l, want) in [
+            (&b"0"[..], Some(0)),
+            (b"007", Some(7)),
+            (b"-1", Some(-1)),
+            (b"-0", Some(0)),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"-9223372036854775808", Some(i64::MIN)),
+            (b"9223372036854775808", None),
+            (b"-9223372036854775809", None),
+            (b"", None),
+            (b"-", None),
+            (b"+1", None),
+            (b"1 ", None),
+            (b"1a", None),
+            (b"\xff", None),
+        ] {
+            assert_eq!(count(l), want, "{:?}", String::from_utf8_lossy(l));
+        }
+    }
+
+    #[test]
+    fn parse_into_borrows_and_reuses_the_list() {
+        let b = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\nGET k\r\n";
+        let mut args = vec![&b"stale"[..]];
+        let n = match parse_into(b, MAX_BULK, false, &mut args) {
+            Parsed::Command { consumed } => consumed,
+            p => panic!("{p:?}"),
+        };
+        assert_eq!(args, vec![&b"SET"[..], b"k", b"vv"]);
+        match parse_into(&b[n..], MAX_BULK, false, &mut args) {
+            Parsed::Inline { words, consumed } => {
+                assert_eq!(words, vec![b"GET".to_vec(), b"k".to_vec()]);
+                assert_eq!(n + consumed, b.len());
+            }
+            p => panic!("{p:?}"),
+        }
+        assert!(args.is_empty());
     }
 
     #[test]

@@ -215,6 +215,8 @@ pub trait HeldShard {
         may_read: bool,
     ) -> Result<MetaDeleted, Wait>;
     fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>);
+    /// Whether `store` can store this item in the held shard.
+    fn fits(&self, engine: &Engine, key: &[u8], vlen: usize, flags: u32) -> bool;
 }
 
 impl HeldShard for RefCell<Held<'_>> {
@@ -258,6 +260,9 @@ impl HeldShard for RefCell<Held<'_>> {
     }
     fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
         self.borrow_mut().probe(engine, key, fetched, reads);
+    }
+    fn fits(&self, engine: &Engine, key: &[u8], vlen: usize, flags: u32) -> bool {
+        self.borrow_mut().fits(engine, key, vlen, flags)
     }
 }
 
@@ -460,6 +465,47 @@ impl Db<'_> {
         }
     }
 
+    /// Runs `f` with the shards of all `keys` held (EXEC's hold, in EXEC):
+    /// no other command on those keys, from any connection of either
+    /// port, runs in between `f`'s calls. With a flash tier the run first
+    /// stops once, so that the connection probes the keys and reads their
+    /// records before the hold (no read waits under it, as for EXEC).
+    /// None: the run stopped.
+    pub fn with_all_held<'k, R>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        f: impl FnOnce(&Db<'_>) -> R,
+    ) -> Option<R> {
+        if self.stopped() {
+            return None;
+        }
+        if self.held.is_some() {
+            return Some(f(self));
+        }
+        let run = self.run;
+        if self.engine.flash().is_some() && run.stop_on_wait && run.may_read && !run.probed {
+            run.stop(Wait::Reads);
+            return None;
+        }
+        let held = RefCell::new(self.engine.hold_all(keys, self.now()));
+        let db = Db {
+            engine: self.engine,
+            run,
+            held: Some(&held),
+        };
+        Some(f(&db))
+    }
+
+    /// Whether [`store`](Self::store) can store this string: it fits the
+    /// item size limit, and in a held shard, needs no other shard's memory.
+    pub fn fits(&self, key: &[u8], vlen: usize) -> bool {
+        let flags = Kind::String.flags();
+        match self.held {
+            Some(h) => h.fits(self.engine, key, vlen, flags),
+            None => self.engine.fits(key.len(), vlen),
+        }
+    }
+
     /// Deletes the key; true if it was there.
     pub fn delete(&self, key: &[u8]) -> bool {
         let r = self.call(key, true, |fetched, may_read| {
@@ -485,10 +531,35 @@ impl Db<'_> {
 
     /// Reads the item, lets `f` decide, applies its change only if nobody
     /// changed the item meanwhile (else reads again and asks `f` again).
+    /// Outside EXEC the key's shard is held from the read to the write:
+    /// one lock hold, and nobody can change the item in between. A write
+    /// that finds no memory there (a jumbo item, which needs the other
+    /// shards to give back memory) is done again without the hold.
     pub fn update<R>(
         &self,
         key: &[u8],
         mut f: impl FnMut(Option<&Item>) -> (Change, R),
+    ) -> Result<R, Failed> {
+        if self.held.is_none() && !self.stopped() {
+            let held = RefCell::new(self.engine.hold(key, self.now()));
+            let db = Db {
+                engine: self.engine,
+                run: self.run,
+                held: Some(&held),
+            };
+            match db.update_loop(key, &mut f) {
+                Err(Failed::NoMemory) if !self.run.changed() => {}
+                r => return r,
+            }
+        }
+        self.update_loop(key, &mut f)
+    }
+
+    /// [`update`](Self::update)'s compare-and-swap loop.
+    fn update_loop<R>(
+        &self,
+        key: &[u8],
+        f: &mut impl FnMut(Option<&Item>) -> (Change, R),
     ) -> Result<R, Failed> {
         loop {
             let old = self.get(key);

@@ -2,8 +2,6 @@
 //! differ (nulls, maps, doubles, booleans, sets) the connection's version
 //! picks the form; everything else is the same bytes.
 
-use std::io::Write;
-
 /// A connection's output buffer and protocol version.
 #[derive(Debug, Default)]
 pub struct Out {
@@ -17,8 +15,26 @@ impl Out {
         self.buf.extend_from_slice(body);
         self.buf.extend_from_slice(b"\r\n");
     }
+    /// `tag`, the decimal `n`, `\r\n` (every bulk and integer reply:
+    /// digits by hand, not through `fmt`).
     fn len_line(&mut self, tag: u8, n: i64) {
-        let _ = write!(self.buf, "{}{n}\r\n", char::from(tag));
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        let mut u = n.unsigned_abs();
+        loop {
+            i -= 1;
+            d[i] = b'0' + (u % 10) as u8;
+            u /= 10;
+            if u == 0 {
+                break;
+            }
+        }
+        self.buf.push(tag);
+        if n < 0 {
+            self.buf.push(b'-');
+        }
+        self.buf.extend_from_slice(&d[i..]);
+        self.buf.extend_from_slice(b"\r\n");
     }
 
     pub fn ok(&mut self) {
@@ -104,6 +120,22 @@ impl Out {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_and_lengths() {
+        let mut o = Out::default();
+        for n in [0, 7, -1, 10, 12345, i64::MAX, i64::MIN] {
+            o.int(n);
+        }
+        o.bulk(b"");
+        o.array(100);
+        let want = format!(
+            ":0\r\n:7\r\n:-1\r\n:10\r\n:12345\r\n:{}\r\n:{}\r\n$0\r\n\r\n*100\r\n",
+            i64::MAX,
+            i64::MIN
+        );
+        assert_eq!(String::from_utf8(o.buf).unwrap(), want);
+    }
 
     #[test]
     fn versions_differ_where_redis_does() {

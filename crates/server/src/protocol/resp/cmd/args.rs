@@ -16,12 +16,28 @@ pub fn int(b: &[u8]) -> Option<i64> {
     if b == b"0" {
         return Some(0);
     }
-    let digits = b.strip_prefix(b"-").unwrap_or(b);
-    match digits.first() {
-        Some(b'1'..=b'9') if digits.iter().all(u8::is_ascii_digit) => {}
-        _ => return None,
+    let (neg, digits) = match b.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, b),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) {
+        return None;
     }
-    std::str::from_utf8(b).ok()?.parse().ok()
+    // Accumulated negative for `-`, so that i64::MIN fits.
+    let mut n: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(c - b'0');
+        n = n.checked_mul(10)?;
+        n = if neg {
+            n.checked_sub(d)?
+        } else {
+            n.checked_add(d)?
+        };
+    }
+    Some(n)
 }
 
 /// A float as INCRBYFLOAT and the expiry commands accept it: no spaces,
@@ -71,10 +87,15 @@ mod tests {
             b"",
             b"1.0",
             b"99999999999999999999",
+            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"1x",
+            b"-",
         ] {
             assert_eq!(int(bad), None, "{bad:?}");
         }
         assert_eq!(int(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(int(b"9223372036854775807"), Some(i64::MAX));
     }
 
     #[test]

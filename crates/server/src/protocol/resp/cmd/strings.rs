@@ -5,7 +5,7 @@
 
 use super::args::{self, float, fmt_float, int, is, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
 use super::Call;
-use crate::protocol::resp::db::{exptime_at, now_ms, Change, Item, Kind};
+use crate::protocol::resp::db::{exptime_at, now_ms, Change, Failed, Item, Kind};
 use tiercache_engine::command::{Mode, StoreResult};
 
 /// Redis's largest string (`proto-max-bulk-len`), for SETRANGE.
@@ -170,7 +170,8 @@ pub fn setex(c: &mut Call<'_>) {
     }
 }
 
-/// GETSET, GETDEL, GETEX: the old value, and a change.
+/// GETSET, GETDEL, GETEX: the old value, and a change (in one update:
+/// nobody changes the key between the read and the write).
 pub fn getset(c: &mut Call<'_>) {
     let name = c.name();
     let mut expire: Option<Option<u32>> = None;
@@ -195,6 +196,12 @@ pub fn getset(c: &mut Call<'_>) {
             Ok(p) => p.map(<[u8]>::to_vec),
         };
         let change = match (name, old) {
+            // GETSET stores whatever was there (a miss included).
+            ("getset", _) => Change::Put {
+                value: args[2].to_vec(),
+                kind: Kind::String,
+                exptime: 0,
+            },
             (_, None) => Change::Keep,
             ("getdel", _) => Change::Delete,
             ("getex", Some(o)) => match expire {
@@ -211,16 +218,6 @@ pub fn getset(c: &mut Call<'_>) {
         };
         (change, Ok(prev))
     });
-    // GETSET stores whatever was there (a miss included).
-    let r = match (name, r) {
-        ("getset", Ok(Ok(prev))) => {
-            match c.db.store(Mode::Set, args[1], args[2], Kind::String, 0, 0) {
-                Ok(_) => Ok(Ok(prev)),
-                Err(f) => Err(f),
-            }
-        }
-        (_, r) => r,
-    };
     match r {
         Err(f) => c.out.err(f.text()),
         Ok(Err(e)) => c.out.err(e),
@@ -243,28 +240,59 @@ pub fn mget(c: &mut Call<'_>) {
     }
 }
 
-/// MSET and MSETNX (each key stored in turn: not atomic across keys).
+/// MSET and MSETNX, atomic as Redis's: the shards of all their keys are
+/// held while they are checked (MSETNX) and stored (`Db::with_all_held`:
+/// one lock hold per shard, not one per key), so another client sees all
+/// of them or none, and MSETNX's check and stores are one step. A value
+/// over the item size limit is refused before anything is stored. An
+/// item larger than a segment takes memory from every shard, which the
+/// hold cannot give: then the keys are stored one by one, as before.
 pub fn mset(c: &mut Call<'_>) {
     if c.args.len().is_multiple_of(2) {
         return c.arity_error();
     }
     let nx = c.name() == "msetnx";
-    if nx
-        && c.args[1..]
-            .chunks(2)
-            .any(|kv| c.db.len_kind(kv[0]).is_some())
-    {
-        return c.out.int(0);
-    }
-    for kv in c.args[1..].chunks(2) {
-        if let Err(f) = c.db.store(Mode::Set, kv[0], kv[1], Kind::String, 0, 0) {
-            return c.out.err(f.text());
+    let pairs = &c.args[1..];
+    let r = c.db.with_all_held(pairs.iter().step_by(2).copied(), |db| {
+        if !pairs.chunks(2).all(|kv| db.fits(kv[0], kv[1].len())) {
+            return None;
         }
+        if nx && pairs.chunks(2).any(|kv| db.len_kind(kv[0]).is_some()) {
+            return Some(Ok(false));
+        }
+        for kv in pairs.chunks(2) {
+            if let Err(f) = db.store(Mode::Set, kv[0], kv[1], Kind::String, 0, 0) {
+                return Some(Err(f));
+            }
+        }
+        Some(Ok(true))
+    });
+    let r = match r {
+        None if c.db.stopped() => return,
+        Some(Some(r)) => r,
+        // Jumbo items (or an item over the limit): without the hold.
+        _ => mset_one_by_one(c, pairs, nx),
+    };
+    match (r, nx) {
+        (Err(f), _) => c.out.err(f.text()),
+        (Ok(stored), true) => c.out.int(i64::from(stored)),
+        (Ok(_), false) => c.out.ok(),
     }
-    match nx {
-        true => c.out.int(1),
-        false => c.out.ok(),
+}
+
+/// MSET's pairs stored key by key (items larger than a segment). In EXEC
+/// (its shards held) each store says itself what does not fit.
+fn mset_one_by_one(c: &mut Call<'_>, pairs: &[&[u8]], nx: bool) -> Result<bool, Failed> {
+    if c.db.held.is_none() && !pairs.chunks(2).all(|kv| c.db.fits(kv[0], kv[1].len())) {
+        return Err(Failed::TooLarge);
     }
+    if nx && pairs.chunks(2).any(|kv| c.db.len_kind(kv[0]).is_some()) {
+        return Ok(false);
+    }
+    for kv in pairs.chunks(2) {
+        c.db.store(Mode::Set, kv[0], kv[1], Kind::String, 0, 0)?;
+    }
+    Ok(true)
 }
 
 /// A read-modify-write of a string that keeps its TTL: `f` gets the old
