@@ -93,12 +93,12 @@ impl Shards {
 }
 
 impl RecordOwner for Shards {
-    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool) {
+    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool, may_wait: bool) -> bool {
         let klen = Header::read(item).klen as usize;
         let hash = hash_key(&item[HEADER..HEADER + klen]);
         self.of(hash)
             .lock_for(HoldCause::Reclaim)
-            .reclaim_flash(hash, loc, item, reinsert);
+            .reclaim_flash(hash, loc, item, reinsert, may_wait)
     }
 }
 

@@ -477,6 +477,7 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "flash_write_errors", f.write_errors);
     stat(out, "flash_failed_segments", f.segments_failed);
     stat(out, "flash_backpressure", f.busy);
+    stat(out, "flash_reclaim_waits", f.reclaim_waits);
     stat(out, "flash_admission_refused", f.admission_refused);
     stat(out, "flash_degraded", u8::from(f.degraded));
     stat(out, "flash_journal_commits", f.journal_commits);

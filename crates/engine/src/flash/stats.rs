@@ -44,6 +44,9 @@ pub struct FlashStats {
     pub write_errors: u64,
     /// Requests that waited for the device (back-pressure).
     pub busy: u64,
+    /// Times a reclaim's move or reinsert of a record waited for a write
+    /// buffer (the flusher then wrote a queued one, or waited a moment).
+    pub reclaim_waits: u64,
     pub admission_refused: u64,
     /// Serving from RAM only (the device failed, or the journal did).
     pub degraded: bool,
@@ -132,6 +135,7 @@ pub struct TierStats {
     /// Segments reclaimed early because every record in them had expired.
     pub segments_expired: AtomicU64,
     pub busy: AtomicU64,
+    pub reclaim_waits: AtomicU64,
     pub admission_refused: AtomicU64,
     /// Reads submitted and not completed yet (a gauge).
     pub reads_in_flight: AtomicU64,

@@ -498,7 +498,7 @@ impl FlashTier {
         if self.degraded() || size + BLOCK > self.params.segment_size {
             return Err(AppendError::Refused);
         }
-        let class = self.stream_for(ttl_class, dest);
+        let class = self.stream_for(ttl_class, dest, h.exptime, now);
         let copy = Self::copy_bit(dest, h.bits);
         let mut st = self.state.lock();
         if admitted && self.params.write_budget > 0 && !self.take_budget(&mut st, size) {

@@ -138,7 +138,7 @@ impl Shard {
     /// entry, with the copy bit, and the fast record its copy: the entry is
     /// the newer record, as after a promotion, so the crash rules of the
     /// module's documentation hold unchanged. Only items hit before (the
-    /// hot ones), not expiring within `ext_low_ttl`, and not already copied.
+    /// hot ones), not expiring within a minute, and not already copied.
     pub(super) fn copy_to_capacity(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
         let Some(f) = self.flash.clone() else {
             return;

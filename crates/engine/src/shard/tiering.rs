@@ -396,7 +396,10 @@ impl Shard {
     }
 
     /// A live record of a flash segment being reclaimed: reinsert it when
-    /// it was hit, else drop its entry.
+    /// it was hit (or move it to the capacity class), else drop its entry.
+    /// False, with nothing changed: the move found no write buffer free and
+    /// `may_wait` asked to be told (the flusher frees one and asks again);
+    /// without `may_wait` such a record is dropped, counted as an eviction.
     ///
     /// The reclaim raised its class's floor over the record and over the
     /// older records of its key in that class. A record with the copy bit
@@ -407,13 +410,20 @@ impl Shard {
     /// land in an older open segment): dropping it asks for a tombstone, or
     /// a later change of the key (finding no entry, so asking for none)
     /// would let the twin come back after a crash.
-    pub fn reclaim_flash(&mut self, hash: u64, loc: Loc, item_bytes: &[u8], reinsert: bool) {
+    pub fn reclaim_flash(
+        &mut self,
+        hash: u64,
+        loc: Loc,
+        item_bytes: &[u8],
+        reinsert: bool,
+        may_wait: bool,
+    ) -> bool {
         let Some(hit) = self.index.hit(hash, loc) else {
-            return;
+            return true;
         };
         let h = Header::read(item_bytes);
         if !h.expired(self.clock_now) && self.fall_back_to_copy(hash, loc, hit) {
-            return;
+            return true;
         }
         if h.expired(self.clock_now) {
             self.stats.reclaimed += 1;
@@ -425,17 +435,23 @@ impl Shard {
         {
             if let Some(f) = &self.flash {
                 let dest = crate::flash::tier::Dest::Moved { from: loc };
-                if let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0, dest) {
-                    if f.class_at(loc) != f.class_at(new) {
-                        f.stats
-                            .moves
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                match f.append(item_bytes, false, self.clock_now, &mut 0, dest) {
+                    Ok(new) => {
+                        if f.class_at(loc) != f.class_at(new) {
+                            f.stats
+                                .moves
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        self.index.relocate(hash, loc, new);
+                        self.stats.reinserted += 1;
+                        return true;
                     }
-                    self.index.relocate(hash, loc, new);
-                    self.stats.reinserted += 1;
-                    return;
+                    Err(AppendError::Busy) if may_wait => return false,
+                    Err(_) => {}
                 }
             }
+            // Refused, or no buffer came in time: dropped, as an eviction.
+            self.stats.evictions += 1;
         } else {
             self.stats.evictions += 1;
             if h.bits & item::FETCHED == 0 && !hit {
@@ -449,5 +465,6 @@ impl Shard {
         self.index.remove(hash, loc);
         self.stats.curr_items -= 1;
         self.stats.flash_items -= 1;
+        true
     }
 }

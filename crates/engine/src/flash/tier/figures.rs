@@ -36,6 +36,7 @@ impl FlashTier {
             tag_misses: l(&st.tag_misses),
             write_errors: l(&st.write_errors),
             busy: l(&st.busy),
+            reclaim_waits: l(&st.reclaim_waits),
             admission_refused: l(&st.admission_refused),
             degraded: self.degraded(),
             journal_commits: l(&j.stats.commits),

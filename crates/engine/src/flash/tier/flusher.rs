@@ -8,9 +8,15 @@ use super::*;
 /// live record of a segment that is being reclaimed or could not be written.
 pub trait RecordOwner: Send + Sync {
     /// Drops the entry for the record at `loc`, or reinserts it (through
-    /// [`FlashTier::append`]) when it was hit and `reinsert` allows.
-    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool);
+    /// [`FlashTier::append`]) when it was hit and `reinsert` allows, or
+    /// moves it to the capacity class. False, with nothing changed, when
+    /// the append found no write buffer and `may_wait` asked to be told.
+    fn reclaim(&self, loc: Loc, item: &[u8], reinsert: bool, may_wait: bool) -> bool;
 }
+
+/// How long a reclaim waits for a write buffer to move or reinsert one
+/// record before dropping it.
+const MOVE_WAIT: Duration = Duration::from_millis(500);
 
 enum Job {
     Write(u32, Arc<AlignedBuf>),
@@ -37,13 +43,7 @@ impl FlashTier {
                     if self.stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    if let Some(slot) = st.queued.pop_front() {
-                        let s = &mut st.slots[slot as usize];
-                        let SlotState::Queued(buf) = &s.state else {
-                            unreachable!("queued slot {slot} in state {:?}", s.state)
-                        };
-                        let buf = buf.clone();
-                        s.state = SlotState::Writing(buf.clone());
+                    if let Some((slot, buf)) = Self::take_queued(&mut st) {
                         break Job::Write(slot, buf);
                     }
                     // Each class keeps its own slots free, reclaiming its
@@ -119,12 +119,7 @@ impl FlashTier {
                 Job::RecordFailure => {
                     self.record_journal_failure(true);
                 }
-                Job::Write(slot, buf) => {
-                    if self.journal.failed() {
-                        self.record_journal_failure(false);
-                    }
-                    self.write_segment(slot, buf, owner)
-                }
+                Job::Write(slot, buf) => self.write_queued(slot, buf, owner),
                 Job::Reclaim(slot, expired) => {
                     self.reclaim_segment(slot, expired, &mut scratch, owner)
                 }
@@ -153,6 +148,65 @@ impl FlashTier {
                 tracing::warn!(device = self.devices[c.dev].name(), error = %e,
                     "writing an idle flash buffer's checkpoint failed; its seal writes it again");
             }
+        }
+    }
+
+    /// The oldest sealed buffer waiting to be written, marked as being
+    /// written.
+    fn take_queued(st: &mut State) -> Option<(u32, Arc<AlignedBuf>)> {
+        let slot = st.queued.pop_front()?;
+        let s = &mut st.slots[slot as usize];
+        let SlotState::Queued(buf) = &s.state else {
+            unreachable!("queued slot {slot} in state {:?}", s.state)
+        };
+        let buf = buf.clone();
+        s.state = SlotState::Writing(buf.clone());
+        Some((slot, buf))
+    }
+
+    fn write_queued(&self, slot: u32, buf: Arc<AlignedBuf>, owner: &dyn RecordOwner) {
+        if self.journal.failed() {
+            self.record_journal_failure(false);
+        }
+        self.write_segment(slot, buf, owner)
+    }
+
+    /// Gives a live record of a segment being reclaimed to its owner. A
+    /// move (or reinsert) that finds no write buffer free waits for one:
+    /// the flusher writes a queued buffer itself (nobody else would while
+    /// it reclaims), or, with none queued, lets the shards' evacuation
+    /// slices give back their reservations, for [`MOVE_WAIT`] per reclaimed
+    /// segment (`deadline`, set at the first wait). Past it, or when a
+    /// class has no free slot (only this thread's reclaims free one), the
+    /// record is dropped, counted as an eviction. Before, it was dropped at
+    /// once and uncounted: a fast class reclaimed while the shards'
+    /// demotions held the spare buffers lost keys the capacity class had
+    /// room for.
+    fn reclaim_record(
+        &self,
+        loc: Loc,
+        item: &[u8],
+        owner: &dyn RecordOwner,
+        deadline: &mut Option<Instant>,
+    ) {
+        let reinsert = self.params.reinsert_hits;
+        while !owner.reclaim(loc, item, reinsert, true) {
+            self.stats.reclaim_waits.fetch_add(1, Ordering::Relaxed);
+            let until = *deadline.get_or_insert_with(|| Instant::now() + MOVE_WAIT);
+            let mut st = self.state.lock();
+            if let Some((slot, buf)) = Self::take_queued(&mut st) {
+                drop(st);
+                self.write_queued(slot, buf, owner);
+                self.wake_all();
+                continue;
+            }
+            let no_slot = (0..2).any(|c| self.present[c] && st.free[c].is_empty());
+            if no_slot || Instant::now() >= until || self.stop.load(Ordering::Relaxed) {
+                drop(st);
+                owner.reclaim(loc, item, reinsert, false);
+                return;
+            }
+            self.work.wait_for(&mut st, Duration::from_millis(1));
         }
     }
 
@@ -199,7 +253,7 @@ impl FlashTier {
                 // The data never reached the device: drop every entry into it.
                 let seq = self.state.lock().slots[slot as usize].seq;
                 self.for_each_record(&buf.as_slice()[..len], seq, slot, |loc, item| {
-                    owner.reclaim(loc, item, false)
+                    owner.reclaim(loc, item, false, false);
                 });
             }
         }
@@ -240,8 +294,9 @@ impl FlashTier {
         let mut whole = false;
         match self.devices[dev].read_at(buf, off) {
             Ok(n) if n == len => {
+                let mut deadline = None;
                 whole = self.for_each_record(buf, seq, slot, |loc, item| {
-                    owner.reclaim(loc, item, self.params.reinsert_hits)
+                    self.reclaim_record(loc, item, owner, &mut deadline)
                 });
             }
             Ok(n) => {
