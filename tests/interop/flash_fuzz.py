@@ -398,7 +398,7 @@ def main():
             shown = ("evictions", "flash_index_evictions", "extstore_objects_evicted",
                      "small_objects", "small_dropped", "small_evicted", "small_invalidations",
                      "small_deferred", "small_verify_failures", "flash_journal_failed",
-                     "extstore_io_queue", "flash_degraded", "flash_failed_writes",
+                     "extstore_io_queue", "flash_degraded", "flash_failed_writes", "flash_reclaim_waits",
                      "extstore_bytes_written", "flash_promoted", "small_objects_admitted",
                      "extstore_page_evictions", "extstore_pages_free", "extstore_pages_used",
                      "flash_segments_written", "flash_bytes_admitted", "small_log_bytes_written",
