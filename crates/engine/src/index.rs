@@ -362,6 +362,26 @@ impl Index {
         self.position(hash, loc).is_some()
     }
 
+    /// Drops every entry whose location `keep` rejects; returns how many
+    /// went. One pass over every bucket (a restart's clean-up, not a
+    /// request's work).
+    pub fn retain(&mut self, mut keep: impl FnMut(Loc) -> bool) -> usize {
+        let mut dropped = 0;
+        for t in &mut self.tables {
+            for bk in t.buckets.iter_mut() {
+                for i in 0..SLOTS {
+                    let e = bk.get(i);
+                    if e != 0 && !keep(Loc::unpack(e & LOC_MASK)) {
+                        bk.set(i, 0);
+                        t.items -= 1;
+                        dropped += 1;
+                    }
+                }
+            }
+        }
+        dropped
+    }
+
     /// Drops every entry.
     pub fn clear(&mut self) {
         for t in &mut self.tables {

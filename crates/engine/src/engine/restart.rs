@@ -204,13 +204,23 @@ impl Engine {
             Some(f) => f.load(&mut r)?,
             None => 0,
         };
-        let mut items = 0;
+        let sealed = self.flash.as_ref().map(|f| f.sealed_slots());
+        let (mut items, mut dropped) = (0, 0);
         for s in &self.shards.list {
             let mut g = s.lock();
             g.load(&mut r)?;
+            if let Some(sealed) = &sealed {
+                dropped += g.drop_unrestored_flash_entries(sealed);
+            }
             items += g.stats.curr_items;
         }
         r.finish()?;
+        if dropped > 0 {
+            tracing::warn!(
+                entries = dropped,
+                "the snapshot indexed flash items in segments the devices no longer hold: their entries are dropped"
+            );
+        }
         Ok((items, segments))
     }
 

@@ -118,6 +118,30 @@ impl Shard {
     }
 }
 
+impl Shard {
+    /// After a snapshot's load: drops the flash entries whose segment the
+    /// tier did not restore (`sealed[slot]` false: its header on the device
+    /// no longer matches, as when the file was deleted or replaced while
+    /// the snapshot stayed). Left in, they were counted as items, read on
+    /// every lookup of a key of their class (a tag miss or a failed
+    /// verification, each time) and made sets of new keys ask the crash
+    /// journal for tombstones. Their records are not on the device: no
+    /// tombstone is needed. Returns how many went.
+    pub fn drop_unrestored_flash_entries(&mut self, sealed: &[bool]) -> u64 {
+        let base = crate::flash::FLASH_SEG_BASE;
+        let dropped = self.index.retain(|loc| {
+            !is_flash(loc)
+                || sealed
+                    .get((loc.seg - base) as usize)
+                    .copied()
+                    .unwrap_or(false)
+        }) as u64;
+        self.stats.curr_items = self.stats.curr_items.saturating_sub(dropped);
+        self.stats.flash_items = self.stats.flash_items.saturating_sub(dropped);
+        dropped
+    }
+}
+
 /// The counters a snapshot keeps, in file order (see persist.rs).
 fn persisted(st: &mut ShardStats) -> [&mut u64; 9] {
     [

@@ -55,6 +55,16 @@ impl FlashTier {
         w.list(sealed.into_iter())
     }
 
+    /// Per slot, whether it holds a sealed segment (after
+    /// [`load`](Self::load): the ones restored).
+    pub fn sealed_slots(&self) -> Vec<bool> {
+        let st = self.state.lock();
+        st.slots
+            .iter()
+            .map(|s| matches!(s.state, SlotState::Sealed))
+            .collect()
+    }
+
     /// Loads the segment table; a sealed segment whose header on the device
     /// does not match is dropped (its index entries become misses). Returns
     /// the number of segments restored.
