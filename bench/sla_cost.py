@@ -25,6 +25,13 @@ sla_record_cost.rs for the clock read's time).
   md+set    an `md` and the `set` that restores the key, per round trip
   multiget  one `get` naming 100 keys per round trip (counted per command)
 
+valgrind 3.19 crashes in rustix's vDSO set-up (the shard lock's CPU clock,
+rustix::time::clock_gettime, since 35252a2): build both binaries with rustix's
+libc backend, as bench/resp_callgrind.sh says:
+
+  RUSTFLAGS=--cfg=rustix_use_libc CARGO_TARGET_DIR=target/cg \
+      cargo build --release -p tiercache-server
+
 Environment: BEFORE, AFTER (binaries, required), N=20000 requests per run,
 WORKLOADS (comma-separated names; default "get,get x16,set").
 Prints a markdown table; writes nothing else. Needs valgrind.
