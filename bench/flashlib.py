@@ -11,6 +11,6 @@ from lib.stats import median, fmt_runs  # noqa: E402,F401
 from lib.build import build, build_reader  # noqa: E402,F401
 from lib.devices import need_fio, fio, reader, spinning_cpu, beside  # noqa: E402,F401
 from lib.servers import Cgroup, Server, scratch_server, tiercache_cmd, memcached_cmd  # noqa: E402,F401
-from lib.load import bench, latency_bench_cmd, latency_of, value_of, set_keys, get_values, missing_keys, fill_all  # noqa: E402,F401
+from lib.load import bench, latency_bench_cmd, latency_of, value_of, set_keys, get_values, read_once, missing_keys, fill_all  # noqa: E402,F401
 from lib.report import SECTION, write_results  # noqa: E402,F401
 from lib import paths  # noqa: E402,F401

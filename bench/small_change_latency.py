@@ -76,7 +76,7 @@ def one(name, binary):
 def measure(name, srv, cmd):
     """The load on a started server; its figures."""
     fl.set_keys(K.PORT, range(K.HOT), K.VLEN, prefix="hot:")
-    fl.get_values(K.PORT, range(K.HOT), prefix="hot:")
+    fl.read_once(K.PORT, K.HOT, prefix="hot:")
     a = srv.stats()
     fl.log(TAG, f"{name}: {a.get('small_objects', 0):,} objects in the store after the restart")
     d = fl.workdir(TAG)

@@ -66,7 +66,7 @@ def one(mode):
         fl.log(TAG, f"{mode}: prefill of {K.PREFILL:,} keys took {t:.1f} s")
         # The hot keys last, read once: RAM holds them (and keeps them, hit).
         fl.set_keys(K.PORT, range(K.HOT), K.VLEN, prefix="hot:")
-        fl.get_values(K.PORT, range(K.HOT), prefix="hot:")
+        fl.read_once(K.PORT, K.HOT, prefix="hot:")
         a, ca = srv.stats(), srv.thread_cpu()
         d = fl.workdir(TAG)
         wj, rj = os.path.join(d, "w.json"), os.path.join(d, "r.json")

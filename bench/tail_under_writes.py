@@ -82,7 +82,7 @@ def one(server, vlen, wrate):
                  TAG, timeout=600)
         fl.bench(K.PORT, ["--key-prefix", "hot:", "--keys", K.HOT, "--value-size", vlen,
                           "--preload", "--get-ratio", 1, "-d", "0s", "-t", 1, "-c", 1], TAG)
-        fl.get_values(K.PORT, range(K.HOT), prefix="hot:")
+        fl.read_once(K.PORT, K.HOT, prefix="hot:")
         srv.reset_stats()
         d = fl.workdir(TAG)
         wj, rj = os.path.join(d, "w.json"), os.path.join(d, "r.json")

@@ -105,6 +105,17 @@ def get_values(port, keys, batch=100, prefix="key:"):
     s.close()
 
 
+def read_once(port, n, prefix="key:"):
+    """Reads keys 0..n-1 once, as a client warming them would (a hit each
+    on the server), and fails unless all n are there. get_values is a
+    generator: called without taking its values it sends nothing, which
+    is how tail_under_writes.py, small_latency.py and small_change_latency.py
+    read their hot keys "once" until 2026-11-29 (they were only set)."""
+    got = sum(1 for _ in get_values(port, range(n), prefix=prefix))
+    if got != n:
+        raise RuntimeError(f"{n - got} of {n} {prefix} keys missing before the measurement")
+
+
 def missing_keys(port, n, vlen, batch=100, prefix="key:"):
     """Reads key 0..n-1 with multigets; returns the keys that are not there
     with a vlen-byte value."""

@@ -681,6 +681,7 @@ impl Engine {
             total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
             total.evacuations_waited += st.evacuations_waited;
             total.evacuations_late += st.evacuations_late;
+            total.reinserts_refused += st.reinserts_refused;
             total.evacuation_slices_sets += st.evacuation_slices_sets;
             total.evacuation_slices_evacuator += st.evacuation_slices_evacuator;
             total.sweep_segments_walked += st.sweep_segments_walked;

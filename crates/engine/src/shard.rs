@@ -126,6 +126,10 @@ pub struct ShardStats {
     /// and got a segment over the budget instead of waiting
     /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
     pub evacuations_late: u64,
+    /// Items the policy would have kept that were evicted for want of room
+    /// at their queue's head and of a spare segment
+    /// (`segment_evacuation_reinserts_refused`; see `Shard::evac_alloc`).
+    pub reinserts_refused: u64,
     /// Evacuation slices run by sets (inline, on a worker) and by the
     /// evacuator thread (`segment_evacuation_slices_*`).
     pub evacuation_slices_sets: u64,

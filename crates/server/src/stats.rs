@@ -247,6 +247,11 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         e.shard.evacuations_waited,
     );
     stat(out, "segment_evacuations_late", e.shard.evacuations_late);
+    stat(
+        out,
+        "segment_evacuation_reinserts_refused",
+        e.shard.reinserts_refused,
+    );
     // Evacuation slices run inline by sets, and by the evacuator thread.
     stat(
         out,

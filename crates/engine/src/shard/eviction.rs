@@ -348,7 +348,13 @@ impl Shard {
             };
             let target = match action {
                 TailAction::Evict => None,
-                TailAction::Reinsert(to) => self.evac_alloc(to, size, used_spare),
+                TailAction::Reinsert(to) => {
+                    let t = self.evac_alloc(to, size, used_spare);
+                    if t.is_none() {
+                        self.stats.reinserts_refused += 1;
+                    }
+                    t
+                }
             };
             if target.is_none() && self.demote(hash, loc, &h) {
                 self.seg_mut(victim).live_items -= 1;

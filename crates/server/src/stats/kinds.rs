@@ -63,6 +63,7 @@ pub const COUNTERS: &[&str] = &[
     "segment_evacuations",
     "segment_evacuations_waited",
     "segment_evacuations_late",
+    "segment_evacuation_reinserts_refused",
     "segment_evacuation_slices_sets",
     "segment_evacuation_slices_evacuator",
     "sweep_segments_walked",
