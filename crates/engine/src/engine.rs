@@ -674,6 +674,7 @@ impl Engine {
             total.promote_declined += st.promote_declined;
             total.flash_hits += st.flash_hits;
             total.not_demoted += st.not_demoted;
+            total.flash_waits_expired += st.flash_waits_expired;
             total.get_expired += st.get_expired;
             total.get_flushed += st.get_flushed;
             total.evacuations += st.evacuations;

@@ -247,6 +247,8 @@ fn failed_writes_drop_items_and_degrade_to_ram() {
     assert_eq!(counted, present, "items counted, items served");
 }
 
+/// With `ext_max_write_wait=0` (sets wait as long as the device needs; the
+/// default bound is slow_device.rs's).
 #[test]
 fn a_slow_device_applies_back_pressure_and_keeps_everything() {
     let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(128 << 20));
@@ -257,7 +259,8 @@ fn a_slow_device_applies_back_pressure_and_keeps_everything() {
             ..Faults::default()
         },
     ));
-    let e = engine_on(dev.clone(), 8);
+    let cfg = config_with(8, |p| p.max_write_wait = Duration::ZERO);
+    let e = Engine::with_devices(cfg, vec![dev.clone() as Arc<dyn BlockDevice>]).expect("engine");
     let n = 30_000u64;
     for i in 0..n {
         set(&e, format!("s{i}").as_bytes(), &value_of(i, 1500));

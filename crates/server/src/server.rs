@@ -176,6 +176,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
                     write_budget: cfg.flash.write_budget,
                     wipe: cfg.flash.wipe,
                     low_ttl: cfg.flash.low_ttl,
+                    max_write_wait: std::time::Duration::from_millis(cfg.flash.max_write_wait),
                     promote: tiercache_engine::flash::tier::Promote::parse(&cfg.flash.promote)
                         .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
                     crash_journal: cfg.flash.crash_safe,

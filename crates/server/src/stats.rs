@@ -473,6 +473,11 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "flash_hits", e.shard.flash_hits);
     stat(out, "flash_demoted", e.shard.demoted);
     stat(out, "flash_not_demoted", e.shard.not_demoted);
+    stat(
+        out,
+        "flash_write_waits_expired",
+        e.shard.flash_waits_expired,
+    );
     stat(out, "flash_promoted", e.shard.promoted);
     stat(out, "flash_promote_declined", e.shard.promote_declined);
     stat(out, "flash_reinserted", f.objects_reinserted);

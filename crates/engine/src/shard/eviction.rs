@@ -673,9 +673,24 @@ impl Shard {
         match f.reserve(worst.min(f.segment_size() - block)) {
             Ok(n) => {
                 self.flash_reserved = n;
+                self.flash_busy_since = None;
                 Ok(())
             }
-            Err(_) => Err(InsertError::Busy),
+            Err(_) => {
+                let since = *self
+                    .flash_busy_since
+                    .get_or_insert_with(std::time::Instant::now);
+                let bound = f.params().max_write_wait;
+                if bound.is_zero() || since.elapsed() < bound {
+                    return Err(InsertError::Busy);
+                }
+                // The device is behind by every write buffer for longer
+                // than a set should wait: go on without room, and evict
+                // what cannot be written (as memcached's extstore does at
+                // once), until the tier has room again.
+                self.stats.flash_waits_expired += 1;
+                Ok(())
+            }
         }
     }
 

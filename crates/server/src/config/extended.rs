@@ -38,6 +38,7 @@ pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
             "ext_avg_item_size",
             "ext_promote",
             "ext_low_ttl",
+            "ext_max_write_wait",
             "ext_io",
             "ext_crash_safe",
             "ext_nhc",
@@ -266,6 +267,7 @@ impl Config {
                 self.flash.small_log = n;
             }
             "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
+            "ext_max_write_wait" => self.flash.max_write_wait = num(v)? as u64,
             "ext_io" => self.flash.io = v.to_string(),
             "ext_nhc" => self.flash.nhc = flag(k, v)?,
             "ext_nhc_feedback" => self.flash.nhc_feedback = v.to_string(),

@@ -35,6 +35,10 @@ pub struct FlashSection {
     pub avg_item_size: usize,
     /// Which flash hits copy the item back to RAM: never, second, always (`ext_promote`).
     pub promote: String,
+    /// Milliseconds a RAM evacuation waits for flash write-buffer room
+    /// before it evicts what it cannot write (`ext_max_write_wait`; 0 = as
+    /// long as the device needs: sets throttled to its speed).
+    pub max_write_wait: u64,
     /// Items expiring within this many seconds get their own flash segments
     /// (`ext_low_ttl`; 0 = off; needs ext_wbuf_count >= 3).
     pub low_ttl: u32,
@@ -100,6 +104,7 @@ impl Default for FlashSection {
             avg_item_size: 0,
             promote: "second".into(),
             low_ttl: 3600,
+            max_write_wait: 10,
             io: "auto".into(),
             crash_safe: true,
             nhc: true,

@@ -100,6 +100,7 @@ pub const COUNTERS: &[&str] = &[
     "flash_tag_misses",
     "flash_write_errors",
     "flash_backpressure",
+    "flash_write_waits_expired",
     "flash_reclaim_waits",
     "flash_admission_refused",
     "flash_journal_commits",

@@ -22,6 +22,11 @@ pub struct TierParams {
     pub low_ttl: u32,
     /// Device write budget in bytes per second (0 = none): admission drops past it.
     pub write_budget: u64,
+    /// How long a RAM evacuation waits for write-buffer room (its shard's
+    /// sets told to retry meanwhile) before it goes on without, evicting
+    /// what it cannot write (`ext_max_write_wait`; zero: as long as the
+    /// device needs, sets throttled to its speed and nothing evicted).
+    pub max_write_wait: std::time::Duration,
     /// Overwrite devices that hold something other than our format.
     pub wipe: bool,
     /// Keep the crash journal (tombstones before changes, the floor before
@@ -57,6 +62,7 @@ impl Default for TierParams {
             promote: Promote::Second,
             low_ttl: 3600,
             write_budget: 0,
+            max_write_wait: std::time::Duration::from_millis(10),
             wipe: false,
             crash_journal: true,
             classes: Vec::new(),
