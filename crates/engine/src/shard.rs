@@ -193,9 +193,10 @@ pub struct Shard {
     flash: Option<Arc<FlashTier>>,
     /// Flash buffer rollovers reserved for the evacuation in progress.
     flash_reserved: usize,
-    /// Since when the flash tier has refused this shard write-buffer room
-    /// for its evacuations (None: it gave room at the last asking).
-    flash_busy_since: Option<std::time::Instant>,
+    /// The first and the latest of the flash tier's refusals of
+    /// write-buffer room to this shard's evacuations in the present wait
+    /// (None: it gave room at the last asking).
+    flash_busy_since: Option<(std::time::Instant, std::time::Instant)>,
     /// Tombstones this shard asked the crash journal for, by fingerprint:
     /// (horizon, ticket). Kept a while after they are durable so that a
     /// request retried after waiting for one finds it.

@@ -677,11 +677,18 @@ impl Shard {
                 Ok(())
             }
             Err(_) => {
-                let since = *self
-                    .flash_busy_since
-                    .get_or_insert_with(std::time::Instant::now);
                 let bound = f.params().max_write_wait;
-                if bound.is_zero() || since.elapsed() < bound {
+                let now = std::time::Instant::now();
+                // One wait: refusals no further apart than the bound (the
+                // shard's sets retry every millisecond). A refusal after a
+                // quiet spell starts a new one, rather than finding an old
+                // first refusal and evicting at once.
+                let since = match self.flash_busy_since {
+                    Some((first, last)) if now - last < bound => first,
+                    _ => now,
+                };
+                self.flash_busy_since = Some((since, now));
+                if bound.is_zero() || now - since < bound {
                     return Err(InsertError::Busy);
                 }
                 // The device is behind by every write buffer for longer
