@@ -108,7 +108,7 @@ pub struct ShardStats {
     /// tier had refused this shard for `TierParams::max_write_wait`: what
     /// they could not write was evicted (`flash_write_waits_expired`).
     /// Without that bound, sets of 4 KiB values at 50,000/s (200 MB/s, more
-    /// than the device took) waited up to 4.6 s (p99 3.6 s; bench/RESULTS.md
+    /// than the device took) had a p99 of 2.2-4.6 s (median of 3 runs 3.6 s; bench/RESULTS.md
     /// "4 KiB values under writes"), where memcached's extstore evicts at
     /// once.
     pub flash_waits_expired: u64,

@@ -1,7 +1,7 @@
 //! A flash device slower than the sets: a set waits for write-buffer room
 //! at most about `ext_max_write_wait` (10 ms) before the evacuation that needs
 //! the room goes on without it and evicts what it cannot write. Before
-//! that bound, sets of 4 KiB values at 50,000/s waited up to 4.6 s for the
+//! that bound, sets of 4 KiB values at 50,000/s had a p99 of up to 4.6 s behind the
 //! flash writer (bench/RESULTS.md, "4 KiB values under writes").
 //!
 //! Cost: about 5 s (every device write takes 100 ms).

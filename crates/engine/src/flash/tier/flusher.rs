@@ -176,9 +176,9 @@ impl FlashTier {
     /// the flusher writes a queued buffer itself (nobody else would while
     /// it reclaims), or, with none queued, lets the shards' evacuation
     /// slices give back their reservations, for [`MOVE_WAIT`] per reclaimed
-    /// segment (`deadline`, set at the first wait). Past it, or when a
-    /// class has no free slot (only this thread's reclaims free one), the
-    /// record is dropped, counted as an eviction. Before, it was dropped at
+    /// segment (`deadline`, set at the first wait). Past it, or when the
+    /// class the record would go to has no free slot (only this thread's
+    /// reclaims free one), the record is dropped, counted as an eviction. Before, it was dropped at
     /// once and uncounted: a fast class reclaimed while the shards'
     /// demotions held the spare buffers lost keys the capacity class had
     /// room for.
@@ -200,7 +200,17 @@ impl FlashTier {
                 self.wake_all();
                 continue;
             }
-            let no_slot = (0..2).any(|c| self.present[c] && st.free[c].is_empty());
+            // Moves and reinserts go to the capacity class when there are
+            // two (the fast class keeps only hit records expiring within
+            // a minute: few), else to the one class. The reclaimed class
+            // itself is short of slots (that is why it reclaims): its own
+            // want of one must not drop records bound for the other.
+            let to = if self.two_classes() {
+                1
+            } else {
+                self.new_class as usize
+            };
+            let no_slot = st.free[to].is_empty();
             if no_slot || Instant::now() >= until || self.stop.load(Ordering::Relaxed) {
                 drop(st);
                 owner.reclaim(loc, item, reinsert, false);
