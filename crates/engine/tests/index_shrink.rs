@@ -212,10 +212,24 @@ fn a_shrunk_index_keeps_its_keys_and_recovers_from_a_crash_and_a_restart() {
     // The RAM items are lost; the flash ones (most of them) come back.
     assert!(back > kept.len() / 2, "{back} of {} back", kept.len());
     e.maintain(LATER);
+    // The recovered index is sized for what came back, not for the grown
+    // index: as small against the grown one as the shrunk index was, and as
+    // full per bucket. (Not against the shrunk index's own size: when the
+    // flusher's once-a-second expiry scan freed a wholly expired segment
+    // before the crash image, the shrunk index had dropped its entries,
+    // about 6,900, while the recovery, which does not know the clock, reads
+    // that segment's records back; they are expired and never served. CI
+    // saw 3,995 buckets recovered against 3,869 shrunk that way.)
     let (buckets, entries) = index(&e, LATER);
     assert!(
-        entries >= back as u64 && buckets <= shrunk.index_buckets,
-        "{buckets} buckets, {entries} entries after the crash ({back} kept keys back)"
+        entries >= back as u64
+            && buckets * 3 < grown.index_buckets
+            && entries * 2 * shrunk.index_buckets >= buckets * shrunk.index_entries,
+        "{buckets} buckets, {entries} entries after the crash ({back} kept keys back); \
+         shrunk {} / {}, grown {} buckets",
+        shrunk.index_buckets,
+        shrunk.index_entries,
+        grown.index_buckets
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
