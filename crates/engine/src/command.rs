@@ -28,7 +28,6 @@ mod view;
 
 pub use crate::ops::{ArithResult, Mode, StoreResult};
 pub use crate::wait::Wait;
-pub(crate) use dump::last_access;
 pub use dump::{DumpCursor, DumpedKey};
 pub use held::Held;
 pub use meta::{ArithFailed, MetaArith, MetaGet, MetaItem, Token};

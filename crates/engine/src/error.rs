@@ -4,7 +4,7 @@
 //! them as they are at start, and tests and scripts match on their text, so
 //! the text of a variant's message does not change.
 
-use crate::flash::DeviceError;
+use crate::device::DeviceError;
 use std::io;
 use std::path::PathBuf;
 

@@ -96,6 +96,13 @@ pub const OFF_EXPTIME: usize = 8;
 pub const OFF_BITS: usize = 21;
 pub const OFF_ATIME: usize = 22;
 
+/// An item's last access as absolute unix seconds, from the 16 bits its
+/// header keeps (exact within 18 hours of `now`).
+pub(crate) fn last_access(now: u32, atime: u16) -> u32 {
+    let idle = (now as u16).wrapping_sub(atime);
+    now.saturating_sub(u32::from(idle))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

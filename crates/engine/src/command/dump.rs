@@ -56,7 +56,7 @@ impl<'a> DumpedKey<'a> {
     /// Last access, absolute unix seconds (kept mod 65536: exact for items
     /// touched in the last 18 hours).
     pub fn last_access(&self) -> u32 {
-        last_access(self.now, self.header.atime)
+        item::last_access(self.now, self.header.atime)
     }
 
     pub fn cas(&self) -> u64 {
@@ -77,13 +77,6 @@ impl<'a> DumpedKey<'a> {
     pub fn stored_size(&self) -> usize {
         self.header.size()
     }
-}
-
-/// An item's last access as absolute unix seconds, from the 16 bits its
-/// header keeps (exact within 18 hours of `now`).
-pub(crate) fn last_access(now: u32, atime: u16) -> u32 {
-    let idle = (now as u16).wrapping_sub(atime);
-    now.saturating_sub(u32::from(idle))
 }
 
 impl Engine {

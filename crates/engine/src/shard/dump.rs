@@ -51,7 +51,7 @@ impl Shard {
                     {
                         continue;
                     }
-                    let la = crate::command::last_access(now, h.atime);
+                    let la = crate::item::last_access(now, h.atime);
                     oldest = Some(oldest.map_or(la, |o| o.min(la)));
                     found = true;
                 }
