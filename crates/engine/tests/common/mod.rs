@@ -16,6 +16,11 @@ pub const NOW: u32 = 1_000_000;
 /// The flash tests' engine: `memory` bytes of RAM in `ram_segment`-byte
 /// segments over 2 shards, flash segments of `flash_segment` bytes with 3
 /// write buffers, the index sized for 1 KiB items; tests adjust the rest.
+/// Sets wait for the device as long as it needs (`ext_max_write_wait=0`):
+/// with the default bound, a flusher starved of CPU on a loaded machine
+/// makes evacuations evict what it has not written within 10 ms, and the
+/// tests that count what is kept would count the machine's load
+/// (tests/slow_device.rs tests the bound).
 pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> EngineConfig {
     EngineConfig {
         memory_limit: memory,
@@ -28,6 +33,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             params: TierParams {
                 segment_size: flash_segment,
                 write_buffers: 3,
+                max_write_wait: Duration::ZERO,
                 ..TierParams::default()
             },
             read_threads: 1,
