@@ -267,6 +267,9 @@ impl Engine {
             segments_wanted: std::sync::atomic::AtomicUsize::new(0),
             evacuator: Default::default(),
         });
+        shared
+            .pool
+            .set_reserve(SegmentPool::reserve_for(config.shards));
         if let Some(f) = &flash {
             // Write buffers come out of the memory limit.
             shared.pool.add_index_bytes(f.buffer_bytes() as isize);

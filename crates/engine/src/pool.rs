@@ -5,6 +5,14 @@
 //! A *jumbo* buffer holds one item larger than a segment (`-I` above the
 //! segment size): it is allocated to the item's size and charged as the
 //! whole segments it spans; it is never kept for reuse.
+//!
+//! A few segments of the budget are a *reserve* shared by the shards'
+//! evacuations: an evacuation that keeps items (reinserts them) may need a
+//! new head segment before it frees its victim, and takes it from the
+//! reserve ([`take_spare`](SegmentPool::take_spare)); the victim's buffer
+//! then goes back. Plain allocations ([`take`](SegmentPool::take)) leave
+//! the reserve alone. (A spare segment per shard, idle between
+//! evacuations, was an eighth of the memory with 8 segments per shard.)
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +29,9 @@ pub struct SegmentPool {
     released: Mutex<Vec<Box<[u8]>>>,
     allocated: AtomicUsize,
     index_bytes: AtomicUsize,
+    /// Segments of the budget that only [`take_spare`](Self::take_spare)
+    /// hands out.
+    reserve: AtomicUsize,
 }
 
 impl SegmentPool {
@@ -32,7 +43,34 @@ impl SegmentPool {
             released: Mutex::new(Vec::new()),
             allocated: AtomicUsize::new(0),
             index_bytes: AtomicUsize::new(0),
+            reserve: AtomicUsize::new(0),
         }
+    }
+
+    /// How many segments of the budget are kept for evacuations' spares
+    /// (none until set: the engine sets [`reserve_for`](Self::reserve_for)).
+    pub fn set_reserve(&self, segments: usize) {
+        self.reserve.store(segments, Ordering::Relaxed);
+    }
+
+    /// The reserve a shard count wants: one spare for every four shards
+    /// (evacuations run one per shard, under its lock or in slices, and
+    /// hold a spare only while one runs), at least one.
+    pub fn reserve_for(shards: usize) -> usize {
+        (shards / 4).max(1)
+    }
+
+    /// Segments held by the shards (allocated and not free here).
+    fn in_use(&self, free: usize) -> usize {
+        self.allocated().saturating_sub(free)
+    }
+
+    /// Whether the reserve is short: the shards hold more than the budget
+    /// less the reserve (after a snapshot's restore, or a lower limit), so
+    /// a reclaim should give its segment back.
+    pub fn reserve_short(&self) -> bool {
+        let free = self.free.lock().len();
+        self.in_use(free) + self.reserve.load(Ordering::Relaxed) > self.max_segments()
     }
 
     pub fn seg_size(&self) -> usize {
@@ -156,19 +194,40 @@ impl SegmentPool {
     }
 
     /// Whether [`take`](Self::take) would find a segment now (a free one,
-    /// or room in the budget for a new one).
+    /// or room in the budget for a new one), the reserve left alone.
     pub fn has_room(&self) -> bool {
-        self.allocated() < self.max_segments() || !self.free.lock().is_empty()
+        let free = self.free.lock().len();
+        self.in_use(free) + 1 + self.reserve.load(Ordering::Relaxed) <= self.max_segments()
     }
 
-    /// A free buffer, or a new one if the budget allows.
+    /// A free buffer, or a new one if the budget allows, the reserve left
+    /// alone.
     pub fn take(&self) -> Option<Box<[u8]>> {
-        if let Some(b) = self.free.lock().pop() {
+        self.take_leaving(self.reserve.load(Ordering::Relaxed))
+    }
+
+    /// A segment for an evacuation's spare (or for the last segment of a
+    /// shard that has nothing else): may come out of the reserve.
+    pub fn take_spare(&self) -> Option<Box<[u8]>> {
+        self.take_leaving(0)
+    }
+
+    /// A free buffer, or a new one, if `keep` segments of the budget are
+    /// left after it.
+    fn take_leaving(&self, keep: usize) -> Option<Box<[u8]>> {
+        let mut free = self.free.lock();
+        if self.in_use(free.len()) + 1 + keep > self.max_segments() {
+            return None;
+        }
+        if let Some(b) = free.pop() {
             return Some(b);
         }
+        // Charged under the free list's lock, so that two takers cannot
+        // both pass the check above for the last segment before the reserve.
         if !self.charge(1) {
             return None;
         }
+        drop(free);
         Some(self.new_segment())
     }
 
@@ -262,6 +321,25 @@ mod tests {
         assert!(!p.has_room_for(7 * 1024 + 1));
         p.release(a);
         assert_eq!(p.allocated(), 0);
+    }
+
+    #[test]
+    fn plain_takes_leave_the_reserve_to_spares() {
+        let p = SegmentPool::new(1024, 4096);
+        p.set_reserve(1);
+        let mut a: Vec<_> = (0..3).map(|_| p.take().unwrap()).collect();
+        assert!(p.take().is_none(), "the fourth is the reserve's");
+        assert!(!p.has_room());
+        assert!(!p.reserve_short());
+        let spare = p.take_spare().expect("the reserve");
+        assert!(p.take_spare().is_none(), "the budget is spent");
+        assert!(p.reserve_short());
+        // The evacuation that took it gives its victim back.
+        p.give(a.pop().unwrap());
+        assert!(!p.reserve_short());
+        assert!(p.take().is_none(), "the buffer given back is the reserve");
+        assert!(p.take_spare().is_some());
+        drop(spare);
     }
 
     #[test]

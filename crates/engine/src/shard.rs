@@ -5,7 +5,8 @@
 //! Space is reclaimed a whole segment at a time: the oldest segment of the
 //! queue the policy names is *evacuated*: each live item is either evicted or
 //! copied to the head of a queue (reinsertion), as the policy decides. A
-//! spare segment per shard guarantees that evacuation always has room.
+//! reinsertion that finds its head full takes a spare segment from the
+//! pool's reserve, shared by the shards, and the victim's buffer goes back.
 //!
 //! This file holds the RAM log (find, insert, unlink, hit, flush, expiry);
 //! `eviction` reclaims segments, `tiering` is the RAM side of the flash
@@ -177,7 +178,6 @@ pub struct Shard {
     segs: Vec<Option<Segment>>,
     free_ids: Vec<u32>,
     queues: [VecDeque<u32>; 2],
-    spare: Option<Box<[u8]>>,
     /// An evacuation begun ahead of need, a slice per insert, and the
     /// segment it freed, waiting for the next allocation.
     ahead: Option<eviction::Ahead>,
@@ -254,13 +254,11 @@ impl Shard {
         let index = Index::new(precision, buckets);
         let bytes = index.memory_bytes();
         shared.pool.add_index_bytes(bytes as isize);
-        let spare = shared.pool.take();
         Shard {
             index,
             segs: Vec::new(),
             free_ids: Vec::new(),
             queues: [VecDeque::new(), VecDeque::new()],
-            spare,
             ahead: None,
             ready: None,
             sweep: None,

@@ -154,6 +154,10 @@ fn a_snapshot_over_a_replaced_device_drops_its_flash_entries() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Keys [`damaged_or_foreign_snapshots_are_refused`] sets: over what 8 MiB
+/// of RAM holds (about 5,800 of them), so that some are on flash.
+const KEYS: u64 = 8_000;
+
 #[test]
 fn damaged_or_foreign_snapshots_are_refused() {
     let dir = tempdir("badsnap");
@@ -161,7 +165,7 @@ fn damaged_or_foreign_snapshots_are_refused() {
     let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(64 << 20));
     {
         let e = Engine::with_devices(config(&snap, false), vec![dev.clone()]).unwrap();
-        for i in 0..5_000 {
+        for i in 0..KEYS {
             set(&e, i);
         }
         e.persist().unwrap();
@@ -215,7 +219,7 @@ fn damaged_or_foreign_snapshots_are_refused() {
         let r = e.last_recovery().expect("a scan of the devices");
         assert!(r.items > 100, "{r:?}");
         let mut back = 0;
-        for i in 0..5_000 {
+        for i in 0..KEYS {
             if let Some((v, ..)) = get(&e, i) {
                 assert_eq!(v, value(i), "{i}");
                 back += 1;
@@ -234,7 +238,7 @@ fn damaged_or_foreign_snapshots_are_refused() {
         assert!(!snap.exists(), "the snapshot is removed");
         let r = e.last_recovery().expect("a scan of the devices");
         assert!(r.items > 100, "{r:?}");
-        let back = (0..5_000)
+        let back = (0..KEYS)
             .filter_map(|i| get(&e, i).map(|(v, ..)| assert_eq!(v, value(i), "{i}")))
             .count();
         assert_eq!(back as u64, r.items, "every recovered item reads back");

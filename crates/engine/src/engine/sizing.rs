@@ -5,15 +5,12 @@ use super::*;
 
 /// The fewest RAM segments (of the memory left after the index and the
 /// flash write buffers) a configuration starts with. Without a flash tier
-/// one shard runs on three (its spare and its two queue heads), so that
-/// `-m 4` works with 1 MiB segments next to its index; a running server
-/// already goes below that when the index grows for small items.
+/// one shard runs on three (its two queue heads and the pool's reserve of
+/// spares), so that `-m 4` works with 1 MiB segments next to its index; a
+/// running server already goes below that when the index grows for small
+/// items.
 pub(super) fn min_segments(shards: usize, flash: bool) -> usize {
-    if flash {
-        2 * shards + 2
-    } else {
-        2 * shards + 1
-    }
+    2 * shards + SegmentPool::reserve_for(shards) + usize::from(flash)
 }
 
 /// Shards for a number of RAM segments (when not configured).

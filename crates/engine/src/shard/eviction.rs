@@ -25,10 +25,6 @@ impl Shard {
                 }
             },
         };
-        if self.spare.is_none() {
-            // Spent when the shard had nothing else (see `reclaim`).
-            self.spare = self.shared.pool.take();
-        }
         self.open_segment(q, buf);
         self.bump(q, size).ok_or(InsertError::TooLarge)
     }
@@ -82,9 +78,6 @@ impl Shard {
                 seg.write = size;
                 let id = self.new_segment(seg);
                 self.queue_behind_head(q, id);
-                if self.spare.is_none() {
-                    self.spare = self.shared.pool.take();
-                }
                 return Ok(Loc { seg: id, off: 0 });
             }
             if !self.give_back_segment(0)? {
@@ -97,8 +90,8 @@ impl Shard {
     /// Frees this shard's oldest segment (its items evicted, demoted or
     /// reinserted as for any reclaim) and lets its memory go to the pool,
     /// if the shard holds more than `keep` segments. False when it gave
-    /// none. A shard left with none takes its spare, and refuses sets once
-    /// that is gone and the pool has nothing: for another shard's sake it
+    /// none. A shard left with none takes a spare from the pool's reserve,
+    /// and refuses sets once that is gone: for another shard's sake it
     /// keeps at least one.
     pub(crate) fn give_back_segment(&mut self, keep: usize) -> Result<bool, InsertError> {
         if self.queues.iter().map(|q| q.len()).sum::<usize>() <= keep {
@@ -113,7 +106,7 @@ impl Shard {
     /// thread: the segment an evacuation freed ahead (`ready`) goes at
     /// once; else the oldest segment's evacuation is begun or continued
     /// ahead, at most `max_items` of its items in this lock hold; with no
-    /// more than `keep` segments queued, the spare goes. `Some`: whether a
+    /// more than `keep` segments queued, nothing. `Some`: whether a
     /// segment went back (false: nothing left to give); `None`: none yet,
     /// call again (with the lock released
     /// between, so requests run between the slices).
@@ -129,15 +122,8 @@ impl Shard {
         let before = self.held_segments();
         if self.ahead.is_none() {
             if self.queues.iter().map(|q| q.len()).sum::<usize>() <= keep {
-                // Down to the queues' heads: the spare goes last (the shard
-                // takes one again when the pool has it).
-                return Ok(match self.spare.take() {
-                    Some(b) => {
-                        self.shared.pool.release(b);
-                        Some(true)
-                    }
-                    None => Some(false),
-                });
+                // Down to the queues' heads.
+                return Ok(Some(false));
             }
             if !self.begin_ahead() {
                 // The victim is a queue's open head or a jumbo segment:
@@ -150,8 +136,8 @@ impl Shard {
             return Ok(None);
         }
         // Done: its segment went to the pool, or waits in `ready`, or
-        // became the spare (the evacuation used the old one: then none
-        // went back yet, call again).
+        // went back for the spare the evacuation took (then none went
+        // back yet, call again).
         if let Some(b) = self.ready.take() {
             self.shared.pool.release(b);
         }
@@ -235,10 +221,9 @@ impl Shard {
             let Some(&victim) = self.queues[q as usize].front() else {
                 // Nothing of its own to evict: its segments went back to the
                 // pool while the index grew (or to a flush) and the other
-                // shards hold the rest. The spare becomes a segment rather
-                // than a set being refused; the shard takes a new spare when
-                // the pool has one.
-                return self.spare.take().ok_or(InsertError::NoMemory);
+                // shards hold the rest. A spare from the reserve becomes a
+                // segment rather than a set being refused.
+                return self.shared.pool.take_spare().ok_or(InsertError::NoMemory);
             };
             if self.is_jumbo(victim) {
                 // One item, never demoted (larger than a flash record may
@@ -269,7 +254,9 @@ impl Shard {
             }
             let buf = self.close_segment(victim);
             if used_spare {
-                self.spare = Some(buf);
+                // It took a spare for its head: the victim's buffer goes
+                // back in its place, and the next pass frees one.
+                self.shared.pool.give(buf);
                 continue;
             }
             // Memory goes back to the pool from a shard above its share,
@@ -417,7 +404,9 @@ impl Shard {
         }
     }
 
-    /// Room at a queue head during evacuation: the head, else the spare.
+    /// Room at a queue head during evacuation: the head, else a new head
+    /// from the pool's reserve, once per evacuation (whose victim's buffer
+    /// goes back when it ends). None: the item is evicted.
     pub(super) fn evac_alloc(
         &mut self,
         q: Queue,
@@ -427,7 +416,10 @@ impl Shard {
         if let Some(loc) = self.bump(q, size) {
             return Some(loc);
         }
-        let buf = self.spare.take()?;
+        if *used_spare {
+            return None;
+        }
+        let buf = self.shared.pool.take_spare()?;
         *used_spare = true;
         self.open_segment(q, buf);
         self.bump(q, size)
@@ -539,8 +531,7 @@ impl Shard {
     /// Rather than finishing it in this lock hold, the set gets a segment
     /// over the memory budget, and the evacuation goes on a slice per
     /// insert; the segment it frees then goes back to the pool (which is
-    /// over its budget by that one segment until then). The spare is not
-    /// used: the evacuation needs it for the items it keeps. None: the
+    /// over its budget by that one segment until then). None: the
     /// evacuation is to be finished (little is left).
     fn head_over_budget(&mut self) -> Result<Option<Box<[u8]>>, InsertError> {
         let Some(a) = &self.ahead else {
@@ -592,8 +583,8 @@ impl Shard {
 
     /// Up to `max` items of the evacuation ahead, for at most
     /// [`AHEAD_SLICE_TIME`]; at its end the victim's
-    /// segment leaves its queue and becomes the spare (if the evacuation
-    /// used it), goes to the pool (see [`gives_back`](Self::gives_back)),
+    /// segment leaves its queue and goes back to the pool for the spare (if
+    /// the evacuation took one), goes to the pool (see [`gives_back`](Self::gives_back)),
     /// or waits in `ready`.
     /// `Err(Busy)`: the flash tier has no write buffer room for the
     /// slice's demotions now (nothing was done).
@@ -631,9 +622,9 @@ impl Shard {
         debug_assert_eq!(queue.front(), Some(&a.victim));
         queue.retain(|&id| id != a.victim);
         let buf = self.close_segment(a.victim);
-        if a.used_spare {
-            self.spare = Some(buf);
-        } else if self.gives_back() {
+        // Back to the pool in place of the spare it took, or to a shard
+        // that asked; else ready for this shard's next head.
+        if a.used_spare || self.gives_back() {
             self.shared.pool.give(buf);
         } else {
             self.ready = Some(buf);
@@ -737,11 +728,9 @@ impl Shard {
         self.shared.pool.max_segments() / self.shared.nshards.max(1)
     }
 
-    /// Segments this shard holds: in its queues and its spare.
+    /// Segments this shard holds: in its queues and ready.
     pub(crate) fn held_segments(&self) -> usize {
-        self.stats.segments as usize
-            + usize::from(self.spare.is_some())
-            + usize::from(self.ready.is_some())
+        self.stats.segments as usize + usize::from(self.ready.is_some())
     }
 
     /// Whether the segment just freed by a reclaim (not yet counted in
@@ -753,6 +742,7 @@ impl Shard {
             return false;
         }
         self.shared.pool.over_budget()
+            || self.shared.pool.reserve_short()
             || self
                 .shared
                 .segments_wanted
