@@ -123,8 +123,9 @@ def report(k, res, cmds, fast_mb, loadavg):
     for name in c0:
         p = [[r[name] for r in res[nhc]] for nhc in (0, 1)]
         if "offered" in p[0][0] or name == "light":
-            print(f"\n{name}: get latency p50 {med([x['p50'] for x in p[0]])} / {med([x['p50'] for x in p[1]])} us, "
-                  f"p99 {med([x['p99'] for x in p[0]])} / {med([x['p99'] for x in p[1]])} us (classic / nhc, "
-                  "medians)", end="")
+            q = {f"{w}{nhc}": med([x[w] for x in p[nhc]]) for w in ("p50", "p99") for nhc in (0, 1)}
+            q = {w: "n/a" if x is None else f"{x:,.0f}" for w, x in q.items()}
+            print(f"\n{name}: get latency p50 {q['p500']} / {q['p501']} us, p99 {q['p990']} / {q['p991']} us "
+                  "(classic / nhc, medians)", end="")
     print(f"\n\nCeiling: {(k.FAST_IOPS + k.CAP_IOPS) / k.FAST_IOPS:.2f}x (both devices busy against the fast one "
           "alone).")
