@@ -23,11 +23,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import bench  # noqa: E402
+from lib.report import write_results  # noqa: E402
+from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
+from lib.stats import fmt_runs, median  # noqa: E402
+from lib.util import commit, log, machine, now_utc  # noqa: E402
 
 TAG = "crash_cost"
-K = fl.knobs(MEM=64, FLASH_SIZE="1G", KEYS=400000, VALUE=1000, WARMUP=5, DURATION=10, RATE=10000, RUNS=3,
-             PORT=21471)
+K = scenario.knobs(TAG)
 FILL_MAX_S = 120  # give up if the flash file has not wrapped by then
 MODES = [("safe", 1), ("unsafe", 0)]
 LOAD = ["--threads", 2, "--conns", 4, "--keys", K.KEYS, "--value-size", K.VALUE, "--no-stats"]
@@ -66,19 +71,19 @@ def fill(srv):
     while srv.stats().get("extstore_page_reclaims", 0) == 0:
         if time.monotonic() - t0 > FILL_MAX_S:
             raise RuntimeError(f"no page reclaim after {FILL_MAX_S} s of overwrites")
-        fl.bench(K.PORT, LOAD + SETS + ["--pipeline", 8, "-d", "2s"], TAG, timeout=60)
+        bench(K.PORT, LOAD + SETS + ["--pipeline", 8, "-d", "2s"], TAG, timeout=60)
     return time.monotonic() - t0
 
 
 def one(safe, args, open_loop):
-    make = lambda d: fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.FLASH_SIZE}",  # noqa: E731
+    make = lambda d: tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.FLASH_SIZE}",  # noqa: E731
                                                      f"ext_crash_safe={safe}"])
-    with fl.scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
-        fl.bench(K.PORT, LOAD + ["--pipeline", 8, "--preload", "--get-ratio", 1, "-d", "0s"], TAG, timeout=300)
+    with scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
+        bench(K.PORT, LOAD + ["--pipeline", 8, "--preload", "--get-ratio", 1, "-d", "0s"], TAG, timeout=300)
         filled = fill(srv)
-        fl.bench(K.PORT, LOAD + args + ["-d", f"{K.WARMUP}s"], TAG, timeout=K.WARMUP + 60)
+        bench(K.PORT, LOAD + args + ["-d", f"{K.WARMUP}s"], TAG, timeout=K.WARMUP + 60)
         a, t0 = srv.stats(), time.monotonic()
-        r = fl.bench(K.PORT, LOAD + args + ["-d", f"{K.DURATION}s"], TAG, timeout=K.DURATION + 60)["runs"][0]
+        r = bench(K.PORT, LOAD + args + ["-d", f"{K.DURATION}s"], TAG, timeout=K.DURATION + 60)["runs"][0]
         b, window = srv.stats(), time.monotonic() - t0
         healthy(srv, b, r)
         d = {k: b.get(k, 0) - a.get(k, 0) for k in KEYS_STATS}
@@ -113,7 +118,7 @@ def describe(mode, x):
 
 def table(name, res):
     """A markdown table: safe, unsafe and safe / unsafe, with the runs of one column."""
-    m = lambda k, mode: fl.median([x[k] for x in res[mode]])  # noqa: E731
+    m = lambda k, mode: median([x[k] for x in res[mode]])  # noqa: E731
     if res["safe"][0]["open_loop"]:
         cols = [("p50", "set p50 us"), ("p99", "set p99 us"), ("p999", "set p99.9 us"), ("ops", "achieved sets/s")]
         runs = 1
@@ -125,30 +130,30 @@ def table(name, res):
            "| --- | " + " | ".join("---:" for _ in cols) + " | --- |"]
     for mode, _ in MODES:
         out.append(f"| {mode} | " + " | ".join(f(k).format(m(k, mode)) for k, _ in cols) + " | "
-                   + fl.fmt_runs([x[cols[runs][0]] for x in res[mode]], f(cols[runs][0])) + " |")
+                   + fmt_runs([x[cols[runs][0]] for x in res[mode]], f(cols[runs][0])) + " |")
     out.append("| **safe / unsafe** | " + " | ".join(f"**{m(k, 'safe') / m(k, 'unsafe'):.2f}**" for k, _ in cols)
                + " | |")
     return "\n".join(out)
 
 
 def main():
-    fl.build(TAG)
+    build(TAG)
     results = {w[0]: {mode: [] for mode, _ in MODES} for w in WORKLOADS}
     for run in range(K.RUNS):
         order = MODES if run % 2 == 0 else MODES[::-1]
         for name, args, open_loop in WORKLOADS:
             for mode, safe in order:
-                fl.log(TAG, f"run {run + 1}/{K.RUNS}, {name}, ext_crash_safe={safe}")
+                log(TAG, f"run {run + 1}/{K.RUNS}, {name}, ext_crash_safe={safe}")
                 x = one(safe, args, open_loop)
                 results[name][mode].append(x)
-                fl.log(TAG, describe(mode, x))
-    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+                log(TAG, describe(mode, x))
+    m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
     tables = "\n\n".join(table(name, results[name]) for name, _, _ in WORKLOADS)
     journal = []
     for name, _, _ in WORKLOADS:
         s, u = results[name]["safe"], results[name]["unsafe"]
         journal.append(f"| {name} | {m('commits_s', s):,.0f} | {m('tomb_s', s):,.0f} | {m('tomb_per_commit', s):.1f} | "
-                       f"{m('tomb_per_set', s):.2f} | {fl.fmt_runs([x['raises'] for x in s])} | "
+                       f"{m('tomb_per_set', s):.2f} | {fmt_runs([x['raises'] for x in s])} | "
                        f"{m('reclaims', s):,.0f} | {m('above_floor', s):.0%} | {m('commits_s', u):,.0f} |")
     journal = "\n".join(journal)
     envs = " ".join(([f"CARGO_TARGET_DIR={os.environ['CARGO_TARGET_DIR']}"] if "CARGO_TARGET_DIR" in os.environ
@@ -156,7 +161,7 @@ def main():
     first = results[WORKLOADS[0][0]]["safe"][0]
     on_flash = m("on_flash", [x for w in results.values() for xs in w.values() for x in xs])
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py crash_cost`
-- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; the 2 CPUs are shared with other work and noisy: read the medians and ratios, not single runs
+- date: {now_utc()}; commit {commit()}; machine: {machine()}; the 2 CPUs are shared with other work and noisy: read the medians and ratios, not single runs
 - server: `{first['cmd']}`, and the same with `ext_crash_safe=0`; the same binary, a fresh server and flash file per run
 - load: {K.KEYS:,} keys of {K.VALUE} B preloaded (`tiercache-bench --threads 2 --conns 4`; {on_flash:.0%} of the items on flash, median), sets-only overwrites at pipeline 8 until the flash file wrapped (page reclaims under way), {K.WARMUP} s of the workload (not counted), {K.DURATION} s measured; {K.RUNS} runs per workload and setting, safe and unsafe alternating (order swapped each run), medians; ratio = median safe / median unsafe
 
@@ -169,7 +174,7 @@ Journal, safe runs (`stats` deltas over the measured window; medians): "tombston
 {journal}
 """
     print(body)
-    fl.write_results("Cost of crash safety", body, TAG)
+    write_results("Cost of crash safety", body, TAG)
 
 
 if __name__ == "__main__":

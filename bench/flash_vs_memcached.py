@@ -21,11 +21,16 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import paths, scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import bench, fill_all  # noqa: E402
+from lib.report import write_results  # noqa: E402
+from lib.servers import Cgroup, Server, memcached_cmd, tiercache_cmd  # noqa: E402
+from lib.stats import fmt_runs, median  # noqa: E402
+from lib.util import commit, fs_of, log, machine, now_utc, workdir  # noqa: E402
 
 TAG = "flash_vs_memcached"
-K = fl.knobs(LIMIT=256, MEM=192, KEYS=300000, VALUE=4000, SKEW="0.99", FLASH_SIZE="4G", RUNS=3, DURATION=10,
-             PIPELINE=2, CONNS=16, PRELOAD_MBS=50.0, LAT_FRACTION=0.5, RATE=0.0, MC_EXT_OPTS="", TC_EXT_OPTS="")
+K = scenario.knobs(TAG)
 LIMIT, MEM, KEYS, VALUE, SKEW, FLASH_SIZE = K.LIMIT, K.MEM, K.KEYS, K.VALUE, K.SKEW, K.FLASH_SIZE
 RUNS, DURATION, PIPELINE, CONNS = K.RUNS, K.DURATION, K.PIPELINE, K.CONNS
 PRELOAD_MBS, LAT_FRACTION = K.PRELOAD_MBS, K.LAT_FRACTION
@@ -36,7 +41,7 @@ MC_PORT, TC_PORT = 21431, 21432
 
 def measure(srv, args):
     a = srv.stats()
-    r = fl.bench(srv.port, args, TAG)["runs"][0]
+    r = bench(srv.port, args, TAG)["runs"][0]
     b = srv.stats()
     d = {k: b.get(k, 0) - a.get(k, 0) for k in ("cmd_get", "get_hits", "extstore_objects_read",
                                                "flash_hits", "get_extstore")}
@@ -48,44 +53,44 @@ def measure(srv, args):
 
 
 def main():
-    fl.build(TAG)
-    d = fl.workdir(TAG)
+    build(TAG)
+    d = workdir(TAG)
     limit = LIMIT << 20
     servers = []
     try:
-        mc_cg = fl.Cgroup(f"tiercache-bench-mc-{os.getpid()}", limit)
-        tc_cg = fl.Cgroup(f"tiercache-bench-tc-{os.getpid()}", limit)
-        mc_cmd = fl.memcached_cmd(MC_PORT, MEM, 2, [f"ext_path={d}/mc.flash:{FLASH_SIZE}"] + MC_EXT)
-        tc_cmd = fl.tiercache_cmd(TC_PORT, MEM, 2, [f"ext_path={d}/tc.flash:{FLASH_SIZE}"] + TC_EXT)
-        mc = fl.Server("memcached", mc_cmd, MC_PORT, d, cgroup=mc_cg)
+        mc_cg = Cgroup(f"tiercache-bench-mc-{os.getpid()}", limit)
+        tc_cg = Cgroup(f"tiercache-bench-tc-{os.getpid()}", limit)
+        mc_cmd = memcached_cmd(MC_PORT, MEM, 2, [f"ext_path={d}/mc.flash:{FLASH_SIZE}"] + MC_EXT)
+        tc_cmd = tiercache_cmd(TC_PORT, MEM, 2, [f"ext_path={d}/tc.flash:{FLASH_SIZE}"] + TC_EXT)
+        mc = Server("memcached", mc_cmd, MC_PORT, d, cgroup=mc_cg)
         servers.append(mc)
-        tc = fl.Server("tiercache", tc_cmd, TC_PORT, d, cgroup=tc_cg)
+        tc = Server("tiercache", tc_cmd, TC_PORT, d, cgroup=tc_cg)
         servers.append(tc)
         both = [mc, tc]
         load = ["--keys", KEYS, "--value-size", VALUE, "--dist", f"zipf:{SKEW}", "--get-ratio", 1]
         pre = {}
         for s in both:
-            fl.log(TAG, f"{s.name}: preloading {KEYS:,} x {VALUE} B")
-            secs, first, kept = fl.fill_all(s.port, KEYS, VALUE, PRELOAD_MBS, TAG)
+            log(TAG, f"{s.name}: preloading {KEYS:,} x {VALUE} B")
+            secs, first, kept = fill_all(s.port, KEYS, VALUE, PRELOAD_MBS, TAG)
             st = s.stats()
             pre[s.name] = {"s": secs, "first": first, "kept": kept, "curr_items": st.get("curr_items"),
                            "rss": s.rss(), "cg": s.cgroup.usage()}
-            fl.log(TAG, f"{s.name}: preload {secs:.1f} s, kept {first:,} after one pass, {kept:,} at the end, "
+            log(TAG, f"{s.name}: preload {secs:.1f} s, kept {first:,} after one pass, {kept:,} at the end, "
                    f"curr_items {st.get('curr_items')}, "
                    f"RSS {s.rss() >> 20} MiB, cgroup {s.cgroup.usage() >> 20} MiB")
         tp_args = ["--threads", 2, "--conns", CONNS, "--pipeline", PIPELINE, "-d", f"{DURATION}s", "--no-stats"]
         for s in both:  # warm-up
             w = measure(s, load + tp_args)
-            fl.log(TAG, f"{s.name}: warm-up {w['ops']:,.0f} gets/s, hit ratio {w['hit_ratio']:.4f}")
+            log(TAG, f"{s.name}: warm-up {w['ops']:,.0f} gets/s, hit ratio {w['hit_ratio']:.4f}")
         tp = {"memcached": [], "tiercache": []}
         for run in range(RUNS):
             for s in both:
                 r = measure(s, load + tp_args)
                 tp[s.name].append(r)
-                fl.log(TAG, f"run {run + 1} {s.name}: {r['ops']:,.0f} gets/s, hit ratio {r['hit_ratio']:.4f}, "
+                log(TAG, f"run {run + 1} {s.name}: {r['ops']:,.0f} gets/s, hit ratio {r['hit_ratio']:.4f}, "
                        f"flash reads {r['flash_reads']:,.0f}/s, p50 {r['p50']:.0f} p99 {r['p99']:.0f} us (closed loop), "
                        f"RSS {r['rss'] >> 20} MiB, cgroup {r['cg'] >> 20} MiB")
-        m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+        m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
         rate = LAT_FRACTION * min(m("ops", tp["memcached"]), m("ops", tp["tiercache"]))
         rate = K.RATE or rate
         lat = {"memcached": [], "tiercache": []}
@@ -95,7 +100,7 @@ def main():
             for s in both:
                 r = measure(s, load + lat_args)
                 lat[s.name].append(r)
-                fl.log(TAG, f"latency run {run + 1} {s.name} at {rate:,.0f}/s: achieved {r['ops']:,.0f}, "
+                log(TAG, f"latency run {run + 1} {s.name} at {rate:,.0f}/s: achieved {r['ops']:,.0f}, "
                        f"p50 {r['p50']:.0f} p99 {r['p99']:.0f} p99.9 {r['p999']:.0f} us, hit ratio {r['hit_ratio']:.4f}")
         cg = {s.name: {"peak": s.cgroup.peak(), "failcnt": s.cgroup.failcnt(), "oom": s.cgroup.oom_kills(),
                        "alive": s.alive()} for s in both}
@@ -120,19 +125,19 @@ def main():
     envs = K.shown
 
     def row(name, t, lt):
-        return (f"| {name} | {m('ops', t):,.0f} | {fl.fmt_runs([x['ops'] for x in t])} | {m('hit_ratio', t):.4f} | "
+        return (f"| {name} | {m('ops', t):,.0f} | {fmt_runs([x['ops'] for x in t])} | {m('hit_ratio', t):.4f} | "
                 f"{m('flash_reads', t):,.0f} | {m('p50', lt):,.0f} | {m('p99', lt):,.0f} | {m('p999', lt):,.0f} | "
-                f"{fl.fmt_runs([x['p99'] for x in lt])} | {(cg_peak(name)) or 'n/a'} |")
+                f"{fmt_runs([x['p99'] for x in lt])} | {(cg_peak(name)) or 'n/a'} |")
 
     def cg_peak(name):
         p = cg[name.split()[0]]["peak"]
         return f"{p / 2**20:.0f}" if p else None
 
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_vs_memcached`
-- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
+- date: {now_utc()}; commit {commit()}; machine: {machine()}; files on {fs_of(d)}
 - memory budget: each server in its own memory cgroup, {cg_desc} ({LIMIT} MiB, RSS plus page cache), same `-m {MEM}`, 2 threads, a {FLASH_SIZE} flash file each
 - memcached: `{' '.join(mc_cmd).replace(d, 'DIR')}`
-- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}` (read backend {tc_end.get('flash_io_backend', 'pool')}, `ext_promote` default; flash_promoted at the end {tc_end.get('flash_promoted', 'n/a')})
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(paths.TIERCACHE, 'tiercache')}` (read backend {tc_end.get('flash_io_backend', 'pool')}, `ext_promote` default; flash_promoted at the end {tc_end.get('flash_promoted', 'n/a')})
 - dataset: {KEYS:,} keys x {VALUE} B ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / limit:.1f}x the limit), written at {PRELOAD_MBS:.0f} MB/s over 1 connection (`set ... noreply`), then missing keys written again, up to 4 passes (memcached {pre['memcached']['s']:.0f} s, kept {pre['memcached']['first']:,} after the first pass and {pre['memcached']['kept']:,} at the end; tiercache {pre['tiercache']['s']:.0f} s, kept {pre['tiercache']['first']:,} and {pre['tiercache']['kept']:,})
 - reads: zipf:{SKEW} gets; throughput `tiercache-bench --threads 2 --conns {CONNS} --pipeline {PIPELINE} --get-ratio 1 --dist zipf:{SKEW}` (closed loop, {2 * CONNS * PIPELINE} in flight); latency `--mode latency --rate {rate:.0f}` (open loop, {LAT_FRACTION} x the lower median throughput); {DURATION} s per run, one warm-up run each, then {RUNS} runs alternating servers, medians
 
@@ -146,7 +151,7 @@ Throughput tiercache / memcached: **{ratio:.2f}x**; p99 tiercache / memcached: *
 cgroup limit hits (failcnt) memcached {cg['memcached']['failcnt']}, tiercache {cg['tiercache']['failcnt']}; OOM kills memcached {cg['memcached']['oom']}, tiercache {cg['tiercache']['oom']}; both alive at the end: {cg['memcached']['alive'] and cg['tiercache']['alive']}.
 """
     print(body)
-    fl.write_results("tiercache vs memcached extstore at the same memory budget", body, TAG)
+    write_results("tiercache vs memcached extstore at the same memory budget", body, TAG)
     if os.environ.get("KEEP") is None:
         import shutil
         shutil.rmtree(d, ignore_errors=True)

@@ -20,11 +20,16 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import bench  # noqa: E402
+from lib.report import write_results  # noqa: E402
+from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
+from lib.stats import fmt_runs, median  # noqa: E402
+from lib.util import commit, log, machine, now_utc  # noqa: E402
 
 TAG = "flash_wa"
-K = fl.knobs(MEM=64, FLASH_SIZE="1G", KEYS=400000, VALUES="list:100:0.3,1000:0.5,4000:0.2", WARMUP=10,
-             DURATION=15, RUNS=3, PORT=21451)
+K = scenario.knobs(TAG)
 MEM, FLASH_SIZE, KEYS, VALUES, PORT = K.MEM, K.FLASH_SIZE, K.KEYS, K.VALUES, K.PORT
 WARMUP, DURATION, RUNS = K.WARMUP, K.DURATION, K.RUNS
 SETS = ["--get-ratio", 0, "--dist", "uniform"]
@@ -45,12 +50,12 @@ KEYS_STATS = ("extstore_bytes_written", "flash_bytes_admitted", "extstore_page_r
 def one(values, args, flash_size):
     base = ["--threads", 2, "--conns", 4, "--pipeline", 8, "--keys", KEYS, "--value-size", values,
             "--no-stats"]
-    make = lambda d: fl.tiercache_cmd(PORT, MEM, 2, [f"ext_path={d}/tc.flash:{flash_size}"])  # noqa: E731
-    with fl.scratch_server(TAG, "tiercache", make, PORT) as (srv, shown):
-        fl.bench(PORT, base + ["--preload", "--get-ratio", 1, "-d", "0s"], TAG)
-        fl.bench(PORT, base + args + ["-d", f"{WARMUP}s"], TAG)
+    make = lambda d: tiercache_cmd(PORT, MEM, 2, [f"ext_path={d}/tc.flash:{flash_size}"])  # noqa: E731
+    with scratch_server(TAG, "tiercache", make, PORT) as (srv, shown):
+        bench(PORT, base + ["--preload", "--get-ratio", 1, "-d", "0s"], TAG)
+        bench(PORT, base + args + ["-d", f"{WARMUP}s"], TAG)
         a = srv.stats()
-        r = fl.bench(PORT, base + args + ["-d", f"{DURATION}s"], TAG)["runs"][0]
+        r = bench(PORT, base + args + ["-d", f"{DURATION}s"], TAG)["runs"][0]
         b = srv.stats()
         dl = {k: b.get(k, 0) - a.get(k, 0) for k in KEYS_STATS}
         res = {"wa": dl["extstore_bytes_written"] / max(1, dl["flash_bytes_admitted"]),
@@ -62,24 +67,24 @@ def one(values, args, flash_size):
                "seg_fill": dl["extstore_bytes_written"] / max(1, dl["flash_segments_written"])
                / b.get("extstore_page_size", 1),
                "cmd": shown}
-        fl.log(TAG, f"WA {res['wa']:.3f} (cumulative {res['cum']}), {res['sets']:,.0f} sets/s, "
+        log(TAG, f"WA {res['wa']:.3f} (cumulative {res['cum']}), {res['sets']:,.0f} sets/s, "
                f"{res['mb_s']:.0f} MB/s to the device, {res['device_passes']:.1f} device passes, "
                f"{res['reclaims']} reclaims, {res['reinserted']} reinserted, segments {res['seg_fill']:.0%} full")
         return res
 
 
 def main():
-    fl.build(TAG)
+    build(TAG)
     results = {w[0]: [] for w in WORKLOADS}
     for _ in range(RUNS):
         for name, values, args, flash_size in WORKLOADS:
-            fl.log(TAG, name)
+            log(TAG, name)
             results[name].append(one(values, args, flash_size))
-    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+    m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
     rows = []
     for name, _, _, _ in WORKLOADS:
         xs = results[name]
-        rows.append(f"| {name} | **{m('wa', xs):.3f}** | {fl.fmt_runs([x['wa'] for x in xs], '{:.3f}')} | "
+        rows.append(f"| {name} | **{m('wa', xs):.3f}** | {fmt_runs([x['wa'] for x in xs], '{:.3f}')} | "
                     f"{m('cum', xs)} | {m('sets', xs):,.0f} | {m('mb_s', xs):.0f} | {m('device_passes', xs):.1f} | "
                     f"{m('reclaims', xs):,.0f} | {m('reinserted', xs):,.0f} | {m('seg_fill', xs):.0%} |")
     main_wa = m("wa", results[WORKLOADS[0][0]])
@@ -88,7 +93,7 @@ def main():
     table = "\n".join(rows)
     first = results[WORKLOADS[0][0]][0]
     body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_wa`
-- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
+- date: {now_utc()}; commit {commit()}; machine: {machine()}
 - server: `{first['cmd']}` (the last workload: a 128M flash file), fresh per run
 - load: {KEYS:,} keys, values as in the table (mixed: `{VALUES}`), preloaded, then `tiercache-bench --threads 2 --conns 4 --pipeline 8` overwrites: {WARMUP} s warm-up (not counted), {DURATION} s measured; WA = delta extstore_bytes_written / delta flash_bytes_admitted over the measured window; {RUNS} runs per workload, a fresh server each, medians
 
@@ -100,7 +105,7 @@ Write amplification under steady overwrites (sets only, mixed values): **{main_w
 Device bytes above admitted bytes are block padding: a record of at most 4 KiB never crosses a 4 KiB block (crates/engine/src/flash/format.rs `place_record`), so three 1,048-byte records fill a block (1.30), and in a mix a record that does not fit moves to the next block.
 """
     print(body)
-    fl.write_results("Flash write amplification under steady overwrites", body, TAG)
+    write_results("Flash write amplification under steady overwrites", body, TAG)
 
 
 if __name__ == "__main__":

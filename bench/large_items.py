@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashlib import free_port  # noqa: E402
+from lib.util import free_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIERCACHE = os.environ.get("TIERCACHE", os.path.join(ROOT, "target/release/tiercache"))

@@ -24,11 +24,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import bench  # noqa: E402
+from lib.report import write_results  # noqa: E402
+from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
+from lib.stats import fmt_runs, median  # noqa: E402
+from lib.util import commit, log, machine, now_utc  # noqa: E402
 
 TAG = "small_default"
-K = fl.knobs(NS="1000000,4000000,12000000", VLEN=100, MEM=48, SIZE="2G", RUNS=3, SECS=5,
-             SMALL="ext_small_max=512", BASE="", PORT=21660, ONLY="")
+K = scenario.knobs(TAG)
 
 STATS = ["small_objects_admitted", "small_deferred", "small_invalidate_waits",
          "small_invalidate_jobs", "small_change_checks", "small_objects",
@@ -69,16 +74,16 @@ def opts(d, small):
 
 def one(n, small, port):
     name = "small" if small else "log"
-    make = lambda d: fl.tiercache_cmd(port, K.MEM, 2, opts(d, small))  # noqa: E731
-    with fl.scratch_server(TAG, name, make, port) as (srv, shown):
+    make = lambda d: tiercache_cmd(port, K.MEM, 2, opts(d, small))  # noqa: E731
+    with scratch_server(TAG, name, make, port) as (srv, shown):
         t = time.monotonic()
-        fl.bench(port, ["--preload", "-t", 2, "-c", 4, "-p", 32, "-k", n,
+        bench(port, ["--preload", "-t", 2, "-c", 4, "-p", 32, "-k", n,
                         "--value-size", K.VLEN, "--get-ratio", 1, "-d", "1ms", "--no-stats"],
                  tag=TAG, timeout=3600)
         load_s = time.monotonic() - t
         # Let the stores' queues settle before the gets.
         time.sleep(1)
-        out = fl.bench(port, ["-t", 2, "-c", 4, "-p", 32, "-k", n, "--value-size", K.VLEN,
+        out = bench(port, ["-t", 2, "-c", 4, "-p", 32, "-k", n, "--value-size", K.VLEN,
                               "--get-ratio", 1, "-d", f"{K.SECS}s", "--no-stats"],
                        tag=TAG, timeout=600)
         st = srv.stats()
@@ -90,7 +95,7 @@ def one(n, small, port):
 
 
 def main():
-    fl.build(TAG)
+    build(TAG)
     lines, notes = [], []
     for n in [int(x) for x in K.NS.split(",")]:
         res = {"log": [], "small": []}
@@ -104,18 +109,18 @@ def main():
                 x = one(n, small, K.PORT + int(small))
                 name = "small" if small else "log"
                 res[name].append(x)
-                fl.log(TAG, f"N={n} run {r} {name}: load {x['load_s']:.1f} s, "
+                log(TAG, f"N={n} run {r} {name}: load {x['load_s']:.1f} s, "
                             f"{x['sets']:,.0f} sets/s, hit {x['hit']:.3f}, {x['ops']:,.0f} gets/s "
                             f"{x['stats']}")
         if K.ONLY:
             continue
-        med = {k: {f: fl.median([x[f] for x in v]) for f in ("sets", "hit", "ops")}
+        med = {k: {f: median([x[f] for x in v]) for f in ("sets", "hit", "ops")}
                for k, v in res.items()}
-        lines.append(f"| {n:,} | {fl.fmt_runs([x['sets'] for x in res['log']])} | "
-                     f"{fl.fmt_runs([x['sets'] for x in res['small']])} | "
+        lines.append(f"| {n:,} | {fmt_runs([x['sets'] for x in res['log']])} | "
+                     f"{fmt_runs([x['sets'] for x in res['small']])} | "
                      f"{med['small']['sets'] / med['log']['sets']:.2f}x | "
-                     f"{fl.fmt_runs([x['hit'] for x in res['log']], '{:.3f}')} | "
-                     f"{fl.fmt_runs([x['hit'] for x in res['small']], '{:.3f}')} |")
+                     f"{fmt_runs([x['hit'] for x in res['log']], '{:.3f}')} | "
+                     f"{fmt_runs([x['hit'] for x in res['small']], '{:.3f}')} |")
         for name in ("small", "log"):
             st = res[name][-1]["stats"]
             notes.append(f"- {n:,} keys, {name}'s last run: "
@@ -125,7 +130,7 @@ def main():
     if K.ONLY:
         return
     body = [f"- command: `NS={K.NS} RUNS={K.RUNS} SECS={K.SECS} SMALL={K.SMALL} BASE={K.BASE} "
-            f"python3 bench/run.py {TAG}` ({fl.now_utc()}, commit {fl.commit()}; {fl.machine()})",
+            f"python3 bench/run.py {TAG}` ({now_utc()}, commit {commit()}; {machine()})",
             f"- servers: log `{cmds[0]}`; small `{cmds[1]}`",
             f"- load: `tiercache-bench --preload -t 2 -c 4 -p 32 -k N --value-size {K.VLEN}`, "
             f"then {K.SECS} s of uniform gets (`--get-ratio 1`, same options)",
@@ -134,7 +139,7 @@ def main():
             "| log: hit ratio (runs) | small: hit ratio (runs) |",
             "| ---: | --- | --- | ---: | --- | --- |"] + lines + [""] + notes
     print("\n".join(body))
-    fl.write_results("Issue 32: the small store against the log tier alone (small_default.py)",
+    write_results("Issue 32: the small store against the log tier alone (small_default.py)",
                      "\n".join(body), TAG)
 
 
