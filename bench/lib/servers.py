@@ -7,6 +7,7 @@ import subprocess
 import time
 
 from . import paths
+from .scenario import value
 from .util import workdir, port_open, show_cmd
 
 
@@ -206,3 +207,24 @@ def memcached_cmd(port, mem_mb, threads, ext_opts):
     if os.geteuid() == 0:
         cmd += ["-u", "root"]
     return cmd + ["-o", ",".join(ext_opts)]
+
+
+def from_spec(k, name, d, extra=(), more=None):
+    """The command line of the scenario's server NAME (its `[server.NAME]` table)
+    in the scratch directory D, with the knobs K:
+        binary = "memcached" | "tiercache" (default) | "=BEFORE" (a path)
+        opts = [...]     # its -o options (none: the server's defaults), `{dir}` is D
+        port = "=PORT + 1"   # default PORT
+    and `-m MEM -t 2`; MORE: more variables of the values."""
+    spec = k.sc["server"][name]
+    opts = [o for o in (value(o, k, dir=d, **(more or {})) for o in spec.get("opts", []) + list(extra)) if o]
+    port = value(spec.get("port", "=PORT"), k)
+    binary = value(spec.get("binary", "tiercache"), k)
+    if not binary:
+        raise SystemExit(f"{k.sc['name']}: server {name}'s binary {spec['binary']!r} is empty: set it")
+    if binary == "memcached":
+        cmd = memcached_cmd(port, k.MEM, 2, opts)
+    else:
+        cmd = tiercache_cmd(port, k.MEM, 2, opts)
+        cmd = [binary if binary != "tiercache" else paths.TIERCACHE] + cmd[1:]
+    return cmd[:-2] if cmd[-2:] == ["-o", ""] else cmd

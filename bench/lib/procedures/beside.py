@@ -12,8 +12,7 @@ value size and set rate, `dir` the server's scratch directory):
     describe = "..."                # the "- per run:" line of the report
     servers = "=SERVERS.split(',')" # the servers compared, in order
     grid = {size = "=[VLEN]", rate = "=[WRATE]"}
-    [server.NAME] binary = "memcached" | "tiercache" (default) | "=BEFORE"
-                  opts = [...]      # its -o options (none: the server's defaults)
+    [server.NAME] binary, opts, port (lib.servers.from_spec)
                   fill_opts, restart_opts   # with restart_opts: the prefill runs with
                                     # fill_opts added, then a graceful restart with these
     [prefill] / [hot] how = "preload" (tiercache-bench) | "set" (one connection),
@@ -29,26 +28,11 @@ import json
 import os
 import subprocess
 
-from lib import paths, report, servers, stats
+from lib import report, servers, stats
 from lib.build import build
 from lib.load import bench, latency_bench_cmd, latency_of, read_once, set_keys
 from lib.scenario import value
 from lib.util import commit, log, machine, now_utc, workdir
-
-
-def command(k, name, d, extra=()):
-    """The server NAME's command line in the scratch directory D."""
-    spec = k.sc["server"][name]
-    opts = [value(o, k, dir=d) for o in spec.get("opts", []) + list(extra)]
-    binary = value(spec.get("binary", "tiercache"), k)
-    if not binary:
-        raise SystemExit(f"{k.sc['name']}: server {name}'s binary {spec['binary']!r} is empty: set it")
-    if binary == "memcached":
-        cmd = servers.memcached_cmd(k.PORT, k.MEM, 2, opts)
-    else:
-        cmd = servers.tiercache_cmd(k.PORT, k.MEM, 2, opts)
-        cmd = [binary if binary != "tiercache" else paths.TIERCACHE] + cmd[1:]
-    return cmd[:-2] if cmd[-2:] == ["-o", ""] else cmd
 
 
 def fill(k, spec, size, tag):
@@ -65,14 +49,14 @@ def fill(k, spec, size, tag):
 def one(k, name, size, rate, tag):
     spec = k.sc["server"][name]
     restart = spec.get("restart_opts")
-    first = lambda d: command(k, name, d, spec.get("fill_opts", []) if restart else [])  # noqa: E731
+    first = lambda d: servers.from_spec(k, name, d, spec.get("fill_opts", []) if restart else [])  # noqa: E731
     with servers.scratch_server(tag, name, first, k.PORT) as (srv, shown):
         if "prefill" in k.sc:
             fill(k, k.sc["prefill"], size, tag)
         if restart:
             # the fill ran with fill_opts; the measured server restarts gracefully with restart_opts
             srv.stop()
-            cmd = command(k, name, srv.cwd, restart)
+            cmd = servers.from_spec(k, name, srv.cwd, restart)
             srv = servers.Server(name + "-measured", cmd, k.PORT, srv.cwd)
             shown = servers.show_cmd(cmd, srv.cwd)
         try:

@@ -1,0 +1,157 @@
+"""A fresh server per measurement: for each run, each cell (a workload, a key
+count...) and each server of the scenario (their order reversed every other run
+unless `swap = false`), a server in a scratch directory, the scenario's steps, and
+the figures of the run; a table with a row per cell and server (medians, and the
+runs of the first figure) and, with `ratios`, a row of ratios of the medians.
+
+Scenario data (values: see lib.scenario.value; a cell's keys are variables):
+    title = "..."           # the RESULTS.md subsection (### in ## Flash tier)
+    describe = "..."        # the "- load:" line of the report
+    servers = ["a", "b"]    # [server.NAME] tables: lib.servers.from_spec
+    swap = true
+    [[cell]] name = "...", any other key = a variable of the expressions; `each = "KNOB"`:
+                            # a cell per value of that comma-separated knob, as `each`
+    [vars] NAME = ...       # more variables, evaluated with the cell's
+    [[step]] bench = [...]  # tiercache-bench arguments; `time = "VAR"`: its wall time as VAR;
+                            # `until = "STAT"`: repeated until STAT is above 0 (at most until_s;
+                            # its time as `time`); `measure = true`: the measured window: `run`
+                            # (its runs[0]), `pre` (its preload), `a`, `b` (stats before and
+                            # after), `d` (their difference), `window` (seconds)
+    [[step]] sleep = S
+    [[step]] missing = "=N" # keys key:0..N-1 with a value of `vlen` bytes not there, as `missing`
+    fail_on = [...]         # stats that must be 0 after the window (and no client errors)
+    [[figure]] name, expr, head, fmt      # evaluated after the steps; `end`: `stats` then
+    ratios = [["a", "b"]]   # a row "a / b" of the medians' ratios
+    notes = [...]           # stats listed for each cell's and server's last run
+    summary = "..."         # the closing line(s): `med(server, figure)`, `ratio(a, b, figure)`
+    report_when = "=..."    # no report when false (a look at one side)
+"""
+import time
+
+from lib import report, servers, stats
+from lib.build import build
+from lib.load import bench, missing_keys
+from lib.scenario import value
+from lib.util import commit, log, machine, now_utc
+
+
+def one(k, name, cell, tag):
+    vs = {key: value(v, k) for key, v in cell.items() if key != "when"}
+    vs.update({key: value(v, k, **vs) for key, v in k.sc.get("vars", {}).items()})
+    make = lambda d: servers.from_spec(k, name, d, more=vs)  # noqa: E731
+    port = value(k.sc["server"][name].get("port", "=PORT"), k)
+    with servers.scratch_server(tag, name, make, port) as (srv, shown):
+        for st in k.sc["step"]:
+            if "sleep" in st:
+                time.sleep(st["sleep"])
+            elif "missing" in st:
+                vs["missing"] = len(missing_keys(port, value(st["missing"], k, **vs), value(st["vlen"], k, **vs)))
+            else:
+                vs.update(step(k, srv, port, st, vs, tag))
+        vs["end"] = srv.stats()
+        out = {f["name"]: value(f["expr"], k, **vs, srv=srv) for f in k.sc["figure"]}
+        out["cmd"], out["stats"] = shown, vs["end"]
+    log(tag, f"{vs['name']}, {name}: " + ", ".join(f"{f['name']} {out[f['name']]}" for f in k.sc["figure"]))
+    return out
+
+
+def step(k, srv, port, st, vs, tag):
+    args = value(st["bench"], k, **vs)
+    timeout = value(st.get("timeout"), k, **vs)
+    out, t0 = {}, time.monotonic()
+    if "until" in st:
+        while srv.stats().get(st["until"], 0) == 0:
+            if time.monotonic() - t0 > st.get("until_s", 120):
+                raise RuntimeError(f"no {st['until']} after {st.get('until_s', 120)} s")
+            bench(port, args, tag, timeout=timeout)
+    elif st.get("measure"):
+        a = srv.stats()
+        r = bench(port, args, tag, timeout=timeout)
+        b = srv.stats()
+        out = {"a": a, "b": b, "run": (r.get("runs") or [None])[0], "pre": r.get("preload"),
+               "window": time.monotonic() - t0,
+               "d": {key: stats.delta(a, b, key) for key, x in b.items() if isinstance(x, (int, float))}}
+        healthy(k, srv, b, out["run"])
+    else:
+        r = bench(port, args, tag, timeout=timeout)
+        out = {"pre": r.get("preload"), "run": (r.get("runs") or [None])[0]}
+    if "time" in st:
+        out[st["time"]] = time.monotonic() - t0
+    return out
+
+
+def healthy(k, srv, b, r):
+    """Raises (with the tail of the server's log) on anything amiss."""
+    bad = [] if srv.alive() else [f"server exited ({srv.proc.returncode})"]
+    bad += [f"{s} {b[s]}" for s in k.sc.get("fail_on", []) if b.get(s)]
+    if k.sc.get("fail_on") and (r["errors"] or r["unanswered"]):
+        bad.append(f"client saw {r['errors']} errors, {r['unanswered']} unanswered")
+    if bad:
+        raise RuntimeError("; ".join(bad) + f"\nlog {srv.log_path}:\n" + open(srv.log_path).read()[-3000:])
+
+
+def rows(k, cell, runs, names):
+    """The table's rows of one cell (a row per server, one per ratio) and its medians."""
+    figs = k.sc["figure"]
+    med = {(s, f["name"]): stats.median([r[f["name"]] for r in runs[s]]) for s in names for f in figs}
+    fmt = {f["name"]: f.get("fmt", "{:,.0f}") for f in figs}
+
+    def show(x, f):
+        return "n/a" if x is None else fmt[f].format(x) if isinstance(x, (int, float)) else str(x)
+    first = figs[0]["name"]
+    out = [f"| {cell} | {s} | " + " | ".join(show(med[(s, f['name'])], f["name"]) for f in figs) + " | "
+           + " / ".join(show(r[first], first) for r in runs[s]) + " |" for s in names]
+    for a, b in k.sc.get("ratios", []):
+        if a in runs and b in runs:
+            out.append(f"| {cell} | **{a} / {b}** | " + " | ".join(
+                f"**{med[(a, f['name'])] / med[(b, f['name'])]:.2f}**" if isinstance(med[(a, f["name"])], (int, float))
+                and med[(b, f["name"])] else "" for f in figs) + " | |")
+    notes = [f"- {cell}, {s}'s last run: " + ", ".join(f"`{n}` {runs[s][-1]['stats'][n]}" for n in k.sc["notes"]
+                                                           if n in runs[s][-1]["stats"]) for s in names
+             if k.sc.get("notes")]
+    return out, notes, med
+
+
+def main(k):
+    tag = k.sc["name"]
+    build(tag)
+    names = value(k.sc["servers"], k)
+    cells = [{**c, "each": e, "name": value(c["name"], k, each=e)} for c in k.sc["cell"] if value(c.get("when", True), k)
+             for e in ([int(x) for x in getattr(k, c["each"]).split(",")] if "each" in c else [None])]
+    runs = {c["name"]: {s: [] for s in names} for c in cells}
+    for i in range(k.RUNS):
+        for c in cells:
+            for s in names[::-1] if k.sc.get("swap", True) and i % 2 else names:
+                runs[c["name"]][s].append(one(k, s, c, tag))
+    if not value(k.sc.get("report_when", True), k):
+        return
+    figs = k.sc["figure"]
+    table = ["| cell | server | " + " | ".join(f["head"] for f in figs) + f" | runs ({figs[0]['head']}) |",
+             "| --- | --- | " + "---: | " * len(figs) + "--- |"]
+    notes, meds = [], {}
+    for c in cells:
+        r, n, meds[c["name"]] = rows(k, c["name"], runs[c["name"]], names)
+        table += r
+        notes += n
+    last = cells[-1]["name"]
+
+    def med(server, fig, cell=last):
+        return meds[cell][(server, fig)]
+
+    def ratio(a, b, fig, cell=last):
+        return med(a, fig, cell) / med(b, fig, cell)
+    cmds = "\n".join(f"  - {s}: `{runs[cells[0]['name']][s][0]['cmd']}`" for s in names)
+    figs = "".join(f"\n  - {f['head']}: `{f['expr'].lstrip('=')}`" for f in k.sc["figure"])
+    summary = value(k.sc.get("summary", ""), k, med=med, ratio=ratio, cells=[c["name"] for c in cells])
+    body = f"""- command: `{k.shown + ' ' if k.shown else ''}python3 bench/run.py {tag}`
+- date: {now_utc()}; commit {commit()}; machine: {machine()}
+- servers, a fresh one per run and cell, in a scratch directory:
+{cmds}
+- load: {value(k.sc['describe'], k)}; {k.RUNS} runs, servers alternating, medians
+- figures (`run`: the measured tiercache-bench run, `d`: `stats` deltas over it, `b`: `stats` at its end):{figs}
+
+{chr(10).join(table)}
+
+{chr(10).join(notes + [''])}{summary}
+"""
+    report.write_results(value(k.sc["title"], k), body, tag)
