@@ -1,6 +1,7 @@
-"""A fresh server per measurement: for each run, each cell (a workload, a key
-count...) and each server of the scenario (their order reversed every other run
-unless `swap = false`), a server in a scratch directory, the scenario's steps, and
+"""A fresh server per measurement (or, with `keep`, servers kept across the runs): for
+each run, each cell (a workload, a key count...) and each server of the scenario
+(their order reversed every other run unless `swap = false`), a server in a scratch
+directory, the scenario's steps, and
 the figures of the run; a table with a row per cell and server (medians, and the
 runs of the first figure) and, with `ratios`, a row of ratios of the medians.
 
@@ -9,6 +10,9 @@ Scenario data (values: see lib.scenario.value; a cell's keys are variables):
     describe = "..."        # the "- load:" line of the report
     servers = ["a", "b"]    # [server.NAME] tables: lib.servers.from_spec
     swap = true
+    keep = false            # true: the servers of a cell start once (ports apart), [[setup]]
+                            # runs once on each, [[step]] every run; else a fresh server
+                            # per run runs [[setup]] then [[step]]
     [[cell]] name = "...", any other key = a variable of the expressions; `each = "KNOB"`:
                             # a cell per value of that comma-separated knob, as `each`
     [vars] NAME = ...       # more variables, evaluated with the cell's
@@ -18,6 +22,7 @@ Scenario data (values: see lib.scenario.value; a cell's keys are variables):
                             # (its runs[0]), `pre` (its preload), `a`, `b` (stats before and
                             # after), `d` (their difference), `window` (seconds)
     [[step]] sleep = S
+    [[step]] set = "=N", vlen, prefix   # keys PREFIX0..N-1 set over one connection (noreply)
     [[step]] missing = "=N" # keys key:0..N-1 with a value of `vlen` bytes not there, as `missing`
     fail_on = [...]         # stats that must be 0 after the window (and no client errors)
     [[figure]] name, expr, head, fmt      # evaluated after the steps; `end`: `stats` then
@@ -26,32 +31,49 @@ Scenario data (values: see lib.scenario.value; a cell's keys are variables):
     summary = "..."         # the closing line(s): `med(server, figure)`, `ratio(a, b, figure)`
     report_when = "=..."    # no report when false (a look at one side)
 """
+import contextlib
 import time
 
 from lib import report, servers, stats
 from lib.build import build
-from lib.load import bench, missing_keys
+from lib.load import bench, missing_keys, set_keys
 from lib.scenario import value
 from lib.util import commit, log, machine, now_utc
 
 
-def one(k, name, cell, tag):
+@contextlib.contextmanager
+def started(k, name, cell, tag):
+    """The server NAME for CELL in a scratch directory; yields the state the
+    steps share: the cell's and [vars] variables, the server, its port and
+    command line."""
     vs = {key: value(v, k) for key, v in cell.items() if key != "when"}
     vs.update({key: value(v, k, **vs) for key, v in k.sc.get("vars", {}).items()})
     make = lambda d: servers.from_spec(k, name, d, more=vs)  # noqa: E731
     port = value(k.sc["server"][name].get("port", "=PORT"), k)
     with servers.scratch_server(tag, name, make, port) as (srv, shown):
-        for st in k.sc["step"]:
-            if "sleep" in st:
-                time.sleep(st["sleep"])
-            elif "missing" in st:
-                vs["missing"] = len(missing_keys(port, value(st["missing"], k, **vs), value(st["vlen"], k, **vs)))
-            else:
-                vs.update(step(k, srv, port, st, vs, tag))
-        vs["end"] = srv.stats()
-        out = {f["name"]: value(f["expr"], k, **vs, srv=srv) for f in k.sc["figure"]}
-        out["cmd"], out["stats"] = shown, vs["end"]
-    log(tag, f"{vs['name']}, {name}: " + ", ".join(f"{f['name']} {out[f['name']]}" for f in k.sc["figure"]))
+        yield dict(vs, srv=srv, port=port, cmd=shown, server=name)
+
+
+def steps(k, vs, sts, tag):
+    for st in sts:
+        if "sleep" in st:
+            time.sleep(st["sleep"])
+        elif "missing" in st:
+            vs["missing"] = len(missing_keys(vs["port"], value(st["missing"], k, **vs), value(st["vlen"], k, **vs)))
+        elif "set" in st:
+            t = set_keys(vs["port"], range(value(st["set"], k, **vs)), value(st["vlen"], k, **vs),
+                         prefix=value(st.get("prefix", "key:"), k, **vs))
+            vs[st.get("time", "set_s")] = t
+        else:
+            vs.update(step(k, vs["srv"], vs["port"], st, vs, tag))
+
+
+def figures(k, vs, tag):
+    """The run's figures, after its steps."""
+    vs["end"] = vs["srv"].stats()
+    out = {f["name"]: value(f["expr"], k, **vs) for f in k.sc["figure"]}
+    out["cmd"], out["stats"] = vs["cmd"], vs["end"]
+    log(tag, f"{vs['name']}, {vs['server']}: " + ", ".join(f"{f['name']} {out[f['name']]}" for f in k.sc["figure"]))
     return out
 
 
@@ -119,10 +141,26 @@ def main(k):
     cells = [{**c, "each": e, "name": value(c["name"], k, each=e)} for c in k.sc["cell"] if value(c.get("when", True), k)
              for e in ([int(x) for x in getattr(k, c["each"]).split(",")] if "each" in c else [None])]
     runs = {c["name"]: {s: [] for s in names} for c in cells}
-    for i in range(k.RUNS):
+
+    def order(i):
+        return names[::-1] if k.sc.get("swap", True) and i % 2 else names
+    if k.sc.get("keep"):
         for c in cells:
-            for s in names[::-1] if k.sc.get("swap", True) and i % 2 else names:
-                runs[c["name"]][s].append(one(k, s, c, tag))
+            with contextlib.ExitStack() as stack:
+                live = {s: stack.enter_context(started(k, s, c, tag)) for s in names}
+                for s in names:
+                    steps(k, live[s], k.sc.get("setup", []), tag)
+                for i in range(k.RUNS):
+                    for s in order(i):
+                        steps(k, live[s], k.sc["step"], tag)
+                        runs[c["name"]][s].append(figures(k, live[s], tag))
+    else:
+        for i in range(k.RUNS):
+            for c in cells:
+                for s in order(i):
+                    with started(k, s, c, tag) as vs:
+                        steps(k, vs, k.sc.get("setup", []) + k.sc["step"], tag)
+                        runs[c["name"]][s].append(figures(k, vs, tag))
     if not value(k.sc.get("report_when", True), k):
         return
     figs = k.sc["figure"]
@@ -145,7 +183,7 @@ def main(k):
     summary = value(k.sc.get("summary", ""), k, med=med, ratio=ratio, cells=[c["name"] for c in cells])
     body = f"""- command: `{k.shown + ' ' if k.shown else ''}python3 bench/run.py {tag}`
 - date: {now_utc()}; commit {commit()}; machine: {machine()}
-- servers, a fresh one per run and cell, in a scratch directory:
+- servers, {'started once per cell and kept across the runs' if k.sc.get('keep') else 'a fresh one per run and cell'}, in a scratch directory:
 {cmds}
 - load: {value(k.sc['describe'], k)}; {k.RUNS} runs, servers alternating, medians
 - figures (`run`: the measured tiercache-bench run, `d`: `stats` deltas over it, `b`: `stats` at its end):{figs}
