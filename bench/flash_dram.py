@@ -31,28 +31,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import scenario  # noqa: E402
 from lib.build import build  # noqa: E402
 from lib.load import bench  # noqa: E402
-from lib.report import write_results  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
 from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
-from lib.stats import fmt_runs, median  # noqa: E402
-from lib.util import commit, log, machine, now_utc  # noqa: E402
+from lib.stats import fmt_runs, med_of, median  # noqa: E402
+from lib.util import flash_record, log, size_bytes  # noqa: E402
 
 TAG = "flash_dram"
 K = scenario.knobs(TAG)
 SMALL, LARGE, MEM, VALUE, RUNS, OVERFILL, PORT = K.SMALL, K.LARGE, K.MEM, K.VALUE, K.RUNS, K.OVERFILL, K.PORT
-BLOCK = 4096
-
-
-def size_of(s):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
-
-
-def record_bytes(klen):
-    # 8-byte record prefix + 24-byte item header + key + value, padded to 8;
-    # records do not cross 4 KiB blocks
-    rec = (8 + 24 + klen + VALUE + 7) // 8 * 8
-    per_block = BLOCK // rec
-    return rec, BLOCK / per_block
 
 
 def fill(srv, first, n, klen_hint):
@@ -91,7 +77,7 @@ def one(flash_size, avg):
                             "--no-stats"], TAG)
         rss1, st1 = settle(srv)
         # 2) more items than the flash holds
-        n = int(size_of(flash_size) / avg * OVERFILL)
+        n = int(size_bytes(flash_size) / avg * OVERFILL)
         t0 = time.monotonic()
         fill(srv, 0, n, None)
         rss2, st2 = settle(srv)
@@ -113,8 +99,8 @@ def one(flash_size, avg):
 
 def main():
     build(TAG)
-    klen = len("key:") + len(str(int(size_of(LARGE) / 100 * OVERFILL)))
-    rec, avg = record_bytes(klen)
+    klen = len("key:") + len(str(int(size_bytes(LARGE) / 100 * OVERFILL)))
+    rec, avg = flash_record(klen, VALUE)
     avg_i = int(round(avg))
     smalls, larges, per = [], [], []
     for run in range(RUNS):
@@ -126,12 +112,10 @@ def main():
         per.append(p)
         log(TAG, f"run {run + 1}: {p:.2f} B of DRAM per flash item")
     simple = [(g["rss2"] - g["rss1"]) / max(1, g["flash2"] - g["flash1"]) for g in larges]
-    m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
+    m = med_of
     p = median(per)
     verdict = "met" if p <= 8 else "not met"
-    envs = K.shown
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_dram`
-- date: {now_utc()}; commit {commit()}; machine: {machine()}
+    body = f"""{header(K)}
 - servers: `{larges[0]['cmd']}` and `{smalls[0]['cmd']}` (-m = {MEM} MiB for the RAM tier + the index, which -m covers and which is allocated for the full device at start: the RAM tiers are the same size, {m('segs', smalls):.0f} and {m('segs', larges):.0f} segments allocated at the end); items of a {klen}-byte key and a {VALUE}-byte value ({rec} B records, {avg:.1f} B each on flash with block padding, hence `ext_avg_item_size={avg_i}`)
 - fill: {MEM} MiB worth of other keys first (the RAM tier full: RSS_before), then {OVERFILL}x as many items as the flash file holds, with `tiercache-bench --preload` (8 connections); RSS from /proc/PID/status after 1.5 s; {RUNS} runs, medians
 - method: two servers that differ only in flash size (and in -m by their index size), both with RAM and flash full: (RSS_large - RSS_small) / (flash items_large - flash items_small), which cancels the RAM tier, buffers and fixed costs and counts everything that grows with the flash tier (index sized for the full device, segment metadata)

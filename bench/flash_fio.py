@@ -44,10 +44,10 @@ from lib import paths, scenario  # noqa: E402
 from lib.build import build, build_reader  # noqa: E402
 from lib.devices import beside, fio, need_fio, reader, spinning_cpu  # noqa: E402
 from lib.load import bench  # noqa: E402
-from lib.report import write_results  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
 from lib.servers import Server, tiercache_cmd  # noqa: E402
-from lib.stats import fmt_runs, median  # noqa: E402
-from lib.util import commit, cpu_delta, fs_of, log, machine, now_utc, size_bytes, workdir  # noqa: E402
+from lib.stats import fmt_runs, med_of, median  # noqa: E402
+from lib.util import cpu_delta, fs_of, log, machine, scratch, size_bytes  # noqa: E402
 
 TAG = "flash_fio"
 K = scenario.knobs(TAG)
@@ -98,7 +98,11 @@ def main():
     build(TAG)
     build_reader(TAG)
     need_fio(TAG)
-    d = workdir(TAG)
+    with scratch(TAG) as d:
+        measure(d)
+
+
+def measure(d):
     flash = os.path.join(d, "tiercache.flash")
     fio_file = os.path.join(d, "fio.dat")
     ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
@@ -175,7 +179,7 @@ def main():
         end = srv.stats()
     finally:
         srv.stop()
-    m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
+    m = med_of
     fio_iops = m("iops", fio_runs)
     ratios = [t["flash_reads"] / f["iops"] for t, f in zip(tc_runs, fio_runs)]
     ratio = median(ratios)
@@ -184,11 +188,7 @@ def main():
     loaded_ratio = median([x["iops"] / f["iops"] for x, f in zip(loaded_runs, fio_runs)])
     vs_loaded = median([t["flash_reads"] / x["iops"] for t, x in zip(tc_runs, loaded_runs)])
     verdict = "met" if ratio >= 0.8 else "not met"
-    cmd = "python3 bench/run.py flash_fio"
-    envs = K.shown
-    body = f"""- command: `{(envs + ' ') if envs else ''}{cmd}`
-- date: {now_utc()}; commit {commit()}
-- machine: {machine()}; files on {fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)
+    body = f"""{header(K, f"; files on {fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)")}
 - device: `{fio_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat')}`
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(paths.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash; read backend (`stats` flash_io_backend): {end.get('flash_io_backend', 'pool (no such stat)')}
 - load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; the server's device queue depth (`extstore_io_queue` sampled every 50 ms) averaged {median([t['qd'] for t in tc_runs]):.1f} (median of the runs' means); fio and tiercache alternate, {RUNS} runs each, medians
@@ -212,9 +212,6 @@ Flash hits were {median([t['flash_hit_frac'] for t in tc_runs]):.1%} of get hits
 """
     print(body)
     write_results("Flash-hit throughput vs fio (4 KiB random reads)", body, TAG)
-    if os.environ.get("KEEP") is None:
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

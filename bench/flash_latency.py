@@ -26,10 +26,10 @@ from lib import devices, paths, scenario  # noqa: E402
 from lib.build import build  # noqa: E402
 from lib.devices import fio, need_fio  # noqa: E402
 from lib.load import bench  # noqa: E402
-from lib.report import write_results  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
 from lib.servers import Server, tiercache_cmd  # noqa: E402
-from lib.stats import fmt_runs, median  # noqa: E402
-from lib.util import commit, cpu_ticks, fs_of, log, machine, now_utc, steal_share, workdir  # noqa: E402
+from lib.stats import fmt_runs, med_of, median  # noqa: E402
+from lib.util import cpu_ticks, fs_of, log, machine, scratch, steal_share  # noqa: E402
 
 TAG = "flash_latency"
 K = scenario.knobs(TAG)
@@ -62,7 +62,11 @@ def one(srv, load, rate):
 def main():
     build(TAG)
     need_fio(TAG)
-    d = workdir(TAG)
+    with scratch(TAG) as d:
+        measure(d)
+
+
+def measure(d):
     flash = os.path.join(d, "tiercache.flash")
     fio_file = os.path.join(d, "fio.dat")
     ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
@@ -112,7 +116,7 @@ def main():
                        f"p50 {b['p50']:.0f} p99 {b['p99']:.0f} us (fio's p99 then {bf['p99_us']:.0f} us)")
     finally:
         srv.stop()
-    m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
+    m = med_of
     rate = rates[0]
     p99 = m("p99", tcs[rate])
     verdict = "met" if p99 < 1000 else "not met"
@@ -136,8 +140,7 @@ def main():
                     f"{fmt_runs([x['p99_us'] for x in f])} | | |")
     table = "\n".join(rows)
     all_t = [x for r in rates for x in tcs[r]]
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_latency`
-- date: {now_utc()}; commit {commit()}; machine: {machine()}; files on {fs_of(d)}
+    body = f"""{header(K, f"; files on {fs_of(d)}")}
 - device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(paths.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}
 - load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client, and the same RAM run while fio reads the device at the same rate in parallel shows what the device's reads alone do to it; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
@@ -151,9 +154,6 @@ The client's send lag is how late the load generator sent its requests (it is pa
 """
     print(body)
     write_results("Flash-hit latency at half of the device's IOPS", body, TAG)
-    if os.environ.get("KEEP") is None:
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import paths, scenario  # noqa: E402
 from lib.build import build  # noqa: E402
 from lib.load import bench, fill_all  # noqa: E402
-from lib.report import write_results  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
 from lib.servers import Cgroup, Server, memcached_cmd, tiercache_cmd  # noqa: E402
-from lib.stats import fmt_runs, median  # noqa: E402
-from lib.util import commit, fs_of, log, machine, now_utc, workdir  # noqa: E402
+from lib.stats import fmt_runs, med_of, median  # noqa: E402
+from lib.util import fs_of, log, scratch  # noqa: E402
 
 TAG = "flash_vs_memcached"
 K = scenario.knobs(TAG)
@@ -54,7 +54,11 @@ def measure(srv, args):
 
 def main():
     build(TAG)
-    d = workdir(TAG)
+    with scratch(TAG) as d:
+        measure(d)
+
+
+def measure(d):
     limit = LIMIT << 20
     servers = []
     try:
@@ -90,7 +94,7 @@ def main():
                 log(TAG, f"run {run + 1} {s.name}: {r['ops']:,.0f} gets/s, hit ratio {r['hit_ratio']:.4f}, "
                        f"flash reads {r['flash_reads']:,.0f}/s, p50 {r['p50']:.0f} p99 {r['p99']:.0f} us (closed loop), "
                        f"RSS {r['rss'] >> 20} MiB, cgroup {r['cg'] >> 20} MiB")
-        m = lambda k, xs: median([x[k] for x in xs])  # noqa: E731
+        m = med_of
         rate = LAT_FRACTION * min(m("ops", tp["memcached"]), m("ops", tp["tiercache"]))
         rate = K.RATE or rate
         lat = {"memcached": [], "tiercache": []}
@@ -133,8 +137,7 @@ def main():
         p = cg[name.split()[0]]["peak"]
         return f"{p / 2**20:.0f}" if p else None
 
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_vs_memcached`
-- date: {now_utc()}; commit {commit()}; machine: {machine()}; files on {fs_of(d)}
+    body = f"""{header(K, f"; files on {fs_of(d)}")}
 - memory budget: each server in its own memory cgroup, {cg_desc} ({LIMIT} MiB, RSS plus page cache), same `-m {MEM}`, 2 threads, a {FLASH_SIZE} flash file each
 - memcached: `{' '.join(mc_cmd).replace(d, 'DIR')}`
 - tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(paths.TIERCACHE, 'tiercache')}` (read backend {tc_end.get('flash_io_backend', 'pool')}, `ext_promote` default; flash_promoted at the end {tc_end.get('flash_promoted', 'n/a')})
@@ -152,9 +155,6 @@ cgroup limit hits (failcnt) memcached {cg['memcached']['failcnt']}, tiercache {c
 """
     print(body)
     write_results("tiercache vs memcached extstore at the same memory budget", body, TAG)
-    if os.environ.get("KEEP") is None:
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

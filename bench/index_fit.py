@@ -36,23 +36,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import scenario  # noqa: E402
 from lib.build import build  # noqa: E402
-from lib.load import get_values, set_keys, value_of  # noqa: E402
-from lib.report import write_results  # noqa: E402
+from lib.load import read_back, set_keys  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
 from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
-from lib.util import commit, log, machine, now_utc, size_bytes  # noqa: E402
+from lib.util import flash_record, log, size_bytes  # noqa: E402
 
 TAG = "index_fit"
 K = scenario.knobs(TAG)
-# Records on flash, per item: 8-byte record prefix + 24-byte header + key +
-# value, padded to 8; records of at most 4 KiB do not cross a 4 KiB block.
+# The crash journal's share of the device (records on flash: lib.util.flash_record).
 JOURNAL_SHARE = 1 / 32
-
-
-def record_bytes(klen, vlen):
-    rec = (8 + 24 + klen + vlen + 7) // 8 * 8
-    if rec <= 4096:
-        return 4096 / (4096 // rec)
-    return rec
 
 
 def flash_cmd(d):
@@ -77,11 +69,7 @@ def small_items():
         st = srv.stats()
         rss = srv.rss()
         sample = range(0, K.N, K.STEP)
-        want = value_of(100)
-        got = bad = 0
-        for _k, v in get_values(K.PORT, sample):
-            got += 1
-            bad += v != want
+        got, bad = read_back(K.PORT, sample, 100)
         return shown, t, st, rss, len(sample), got, bad
 
 
@@ -94,7 +82,7 @@ def load(make, n, vlen):
 
 def dram_per_item(vlen, fill):
     klen = len(f"key:{int(1e6)}")
-    cap = size_bytes(K.SIZE) * (1 - JOURNAL_SHARE) / record_bytes(klen, vlen)
+    cap = size_bytes(K.SIZE) * (1 - JOURNAL_SHARE) / flash_record(klen, vlen)[1]
     ram_items = K.MEM * (1 << 20) / (24 + klen + vlen)
     n = int(cap * fill + ram_items)
     shown_f, rss_f, st_f = load(flash_cmd, n, vlen)
@@ -113,17 +101,13 @@ def drift():
     cap = size_bytes(K.SIZE) * (1 - JOURNAL_SHARE)
     with scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
         for phase, vlen in enumerate(int(v) for v in K.DRIFT.split(",")):
-            n = min(K.N, int(cap * 0.7 / record_bytes(klen, vlen)))
+            n = min(K.N, int(cap * 0.7 / flash_record(klen, vlen)[1]))
             prefix = f"d{phase}:"
             t = set_keys(K.PORT, range(n), vlen, prefix=prefix)
             time.sleep(2)
             st = srv.stats()
             sample = range(0, n, K.STEP)
-            want = value_of(vlen)
-            got = bad = 0
-            for _k, v in get_values(K.PORT, sample, prefix=prefix):
-                got += 1
-                bad += v != want
+            got, bad = read_back(K.PORT, sample, vlen, prefix)
             row = dict(phase=phase, vlen=vlen, n=n, t=t, sampled=len(sample), got=got, bad=bad,
                        rss=srv.rss(), st=figures(st))
             log(TAG, f"drift {phase} ({vlen} B): {n:,} sets in {t:.1f} s; read back {got:,} of "
@@ -136,8 +120,7 @@ def main():
     build(TAG)
     phases = K.PHASES.split(",")
     body = [
-        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/run.py index_fit`",
-        f"- date: {now_utc()}; commit {commit()}; machine: {machine()}",
+        header(K),
         "",
     ]
     if "small" in phases:

@@ -35,11 +35,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import scenario, util  # noqa: E402
 from lib.build import build  # noqa: E402
-from lib.load import bench, get_values, set_keys, value_of  # noqa: E402
-from lib.report import write_results  # noqa: E402
+from lib.load import bench, read_back, set_keys  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
 from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
 from lib.stats import fmt_runs, median  # noqa: E402
-from lib.util import commit, machine, now_utc  # noqa: E402
+
 
 TAG = "small_fit"
 K = scenario.knobs(TAG)
@@ -94,11 +94,7 @@ def load(name, srv, port, shown, rate=None):
     st = srv.stats()
     rss = srv.rss()
     sample = range(0, K.N, K.STEP)
-    want = value_of(K.VLEN)
-    got = bad = 0
-    for _k, v in get_values(port, sample, prefix=PREFIX):
-        got += 1
-        bad += v != want
+    got, bad = read_back(port, sample, K.VLEN, PREFIX)
     r = dict(name=name, shown=shown, t=t, st=st, rss=rss, peak=max(peak[0], rss), sampled=len(sample),
              got=got, bad=bad)
     util.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
@@ -146,8 +142,7 @@ def main():
     beyond_log = (log["rss"] - ram["rss"]) / max(log_items, 1)
     log_index = num(lg, "flash_index_bytes_per_item")
     body = [
-        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/run.py small_fit`",
-        f"- date: {now_utc()}; commit {commit()}; machine: {machine()}",
+        header(K),
         f"- servers: small `{small['shown']}`; log `{log['shown']}`; RAM-only `{ram['shown']}`",
         "",
         f"{K.N:,} keys of {K.KLEN} B with {K.VLEN}-byte values, one connection, noreply; every "

@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import scenario  # noqa: E402
 from lib.build import build  # noqa: E402
 from lib.load import bench, set_keys  # noqa: E402
-from lib.report import write_results  # noqa: E402
-from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
-from lib.util import commit, log, machine, now_utc, workdir  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
+from lib.servers import joining, scratch_server, tiercache_cmd  # noqa: E402
+from lib.util import log, scratch  # noqa: E402
 from lib.throttle import Blkio, losetup  # noqa: E402
 
 TAG = "throttle_check"
@@ -43,14 +43,7 @@ def fio_iops(dev, engine, cgroup, extra=()):
     cmd = ["fio", "--name=t", f"--filename={dev}", "--direct=1", "--rw=randread", "--bs=4k",
            "--size=256M", f"--runtime={K.SECS}", "--time_based", f"--ioengine={engine}",
            "--iodepth=16", "--output-format=terse", *extra]
-    pre = None
-    if cgroup is not None:
-        procs = cgroup.procs_file()
-
-        def pre():
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
-    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pre)
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=joining(cgroup))
     if r.returncode != 0:
         raise RuntimeError(f"fio failed: {r.stderr[-500:]}")
     return float(r.stdout.strip().split(";")[7])
@@ -79,7 +72,11 @@ def main():
     if os.geteuid() != 0:
         sys.exit("throttle_check: needs root (losetup, cgroup blkio)")
     build(TAG)
-    d = workdir(TAG)
+    with scratch(TAG) as d:
+        measure(d)
+
+
+def measure(d):
     img = os.path.join(d, "dev.img")
     with open(img, "wb") as f:
         f.truncate(K.FILE_MB << 20)
@@ -108,12 +105,9 @@ def main():
     finally:
         cg.remove()
         subprocess.run(["losetup", "-d", dev])
-        os.unlink(img)
     table = "\n".join(f"| {r} | {w} | {v:,.0f} | {v / K.LIMIT:.2f} |" for r, w, v in rows)
     seen = all(v <= K.LIMIT * 1.1 for r, w, v in rows if w == "in the cgroup")
-    shown = f"{K.shown} " if K.shown else ""
-    body = f"""- command: `{shown}python3 bench/run.py throttle_check`
-- date: {now_utc()}; commit {commit()}; machine: {machine()}
+    body = f"""{header(K)}
 - one loop device (`losetup --direct-io=on` over a {K.FILE_MB} MiB file), its reads limited to
   {K.LIMIT:,}/s by cgroup v1 `blkio.throttle.read_iops_device`; fio: 4 KiB random reads, queue
   depth 16, {K.SECS} s; tiercache: {K.KEYS:,} values of {K.VALUE:,} B on the device, `-m {K.MEM}`,

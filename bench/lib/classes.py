@@ -14,7 +14,7 @@ import time
 from . import servers, stats
 from .load import bench
 from .throttle import BLKIO, Blkio, losetup
-from .util import log, workdir, show_cmd
+from .util import log, scratch, show_cmd
 
 delta = stats.delta
 
@@ -44,9 +44,10 @@ def loop_devices(tag, fast_mb, cap_mb, fast_iops, cap_iops):
     target/flash-bench) and a blkio group throttling their reads; yields
     ((fast, cap), cgroup, scratch directory). Removes all of it at the end,
     also after a failure (the directory is kept with KEEP=1)."""
-    d = workdir(tag)
     loops, cg = [], None
-    try:
+    with scratch(tag) as d, contextlib.ExitStack() as undo:
+        undo.callback(lambda: [subprocess.run(["losetup", "-d", dev]) for dev in loops])
+        undo.callback(lambda: cg is not None and cg.remove())
         files = []
         for name, mb in (("fast.img", fast_mb), ("cap.img", cap_mb)):
             p = os.path.join(d, name)
@@ -58,13 +59,6 @@ def loop_devices(tag, fast_mb, cap_mb, fast_iops, cap_iops):
         log(tag, f"loop devices {loops}")
         cg = Blkio(f"nhc-bench-{os.getpid()}", [(loops[0], fast_iops), (loops[1], cap_iops)])
         yield tuple(loops), cg, d
-    finally:
-        for dev in loops:
-            subprocess.run(["losetup", "-d", dev])
-        if cg is not None:
-            cg.remove()
-        if os.environ.get("KEEP") is None:
-            shutil.rmtree(d, ignore_errors=True)
 
 
 def start_server(devs, cg, nhc, d, k, pool=True, ext_to="nhc"):

@@ -1,14 +1,13 @@
 """Servers: a memory cgroup, a server process with its stats, scratch directories, command lines."""
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import time
 
 from . import paths
 from .scenario import value
-from .util import workdir, port_open, show_cmd
+from .util import scratch, port_open, show_cmd
 
 
 class Cgroup:
@@ -86,20 +85,26 @@ class Cgroup:
         return f"cgroup v{self.version} {f}={self.limit}"
 
 
+def joining(cgroup):
+    """A child's preexec_fn that moves it into CGROUP (a Cgroup or a throttle.Blkio),
+    or None for no cgroup."""
+    if cgroup is None:
+        return None
+    procs = cgroup.procs_file()
+
+    def join():
+        with open(procs, "w") as fh:
+            fh.write(str(os.getpid()))
+    return join
+
+
 class Server:
     def __init__(self, name, cmd, port, cwd, cgroup=None, log_path=None, wait_s=30):
         self.name, self.cmd, self.port, self.cwd, self.cgroup = name, cmd, port, cwd, cgroup
         self.log_path = log_path or os.path.join(cwd, f"{name}.log")
         logf = open(self.log_path, "w")
-        pre = None
-        if cgroup is not None:
-            procs = cgroup.procs_file()
-
-            def pre():
-                with open(procs, "w") as fh:
-                    fh.write(str(os.getpid()))
         self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
-                                     preexec_fn=pre)
+                                     preexec_fn=joining(cgroup))
         for _ in range(int(wait_s * 10)):
             if port_open(port):
                 return
@@ -183,15 +188,13 @@ def scratch_server(tag, name, make_cmd, port, cgroup=None):
     """Starts make_cmd(scratch_dir) in a fresh scratch directory; yields
     (server, command for RESULTS.md); stops it and removes the directory
     (kept with KEEP=1)."""
-    d = workdir(tag)
-    cmd = make_cmd(d)
-    srv = Server(name, cmd, port, d, cgroup)
-    try:
-        yield srv, show_cmd(cmd, d)
-    finally:
-        srv.stop()
-        if os.environ.get("KEEP") is None:
-            shutil.rmtree(d, ignore_errors=True)
+    with scratch(tag) as d:
+        cmd = make_cmd(d)
+        srv = Server(name, cmd, port, d, cgroup)
+        try:
+            yield srv, show_cmd(cmd, d)
+        finally:
+            srv.stop()
 
 
 def tiercache_cmd(port, mem_mb, threads, ext_opts):

@@ -7,6 +7,11 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def med_of(key, xs):
+    """The median of x[key] over the results xs."""
+    return median([x[key] for x in xs])
+
+
 def fmt_runs(xs, f="{:,.0f}"):
     return " / ".join(f.format(x) if x is not None else "n/a" for x in xs)
 

@@ -32,7 +32,7 @@ from lib import report, servers, stats
 from lib.build import build
 from lib.load import bench, latency_bench_cmd, latency_of, read_once, set_keys
 from lib.scenario import value
-from lib.util import commit, log, machine, now_utc, workdir
+from lib.util import log
 
 
 def fill(k, spec, size, tag):
@@ -71,8 +71,7 @@ def measure(k, srv, shown, name, size, rate, tag):
     if k.sc.get("reset"):
         srv.reset_stats()
     a, ca = srv.stats(), srv.thread_cpu()
-    d = workdir(tag)
-    wj, rj = os.path.join(d, "w.json"), os.path.join(d, "r.json")
+    wj, rj = os.path.join(srv.cwd, "w.json"), os.path.join(srv.cwd, "r.json")
     writer = subprocess.Popen(latency_bench_cmd(k.PORT, k.SECS, size, value(k.sc["writer"], k, size=size, rate=rate),
                                                 wj), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     reader = subprocess.run(latency_bench_cmd(k.PORT, k.SECS, size, value(k.sc["reader"], k, size=size, rate=rate),
@@ -145,8 +144,7 @@ def main(k):
     cmds = "\n".join(f"  - {s}: `{runs[grid[0]][s][0]['cmd']}`" for s in names)
     cols = "".join(f"\n  - {c['head']}: `{c['stat']}`" + (" at the end" if c.get("end") else " in the window")
                    + (" per set" if c.get("per") else "") for c in k.sc.get("column", []))
-    body = f"""- command: `{k.shown + ' ' if k.shown else ''}python3 bench/run.py {tag}`
-- date: {now_utc()}; commit {commit()}; machine: {machine()}
+    body = f"""{report.header(k)}
 - servers, a fresh one per run, in a scratch directory:
 {cmds}
 - per run: {value(k.sc['describe'], k)}; latency in microseconds, medians of {k.RUNS} runs, servers alternating

@@ -38,7 +38,7 @@ from lib import report, servers, stats
 from lib.build import build
 from lib.load import bench, missing_keys, set_keys
 from lib.scenario import value
-from lib.util import commit, log, machine, now_utc
+from lib.util import log
 
 
 @contextlib.contextmanager
@@ -181,8 +181,7 @@ def main(k):
     cmds = "\n".join(f"  - {s}: `{runs[cells[0]['name']][s][0]['cmd']}`" for s in names)
     figs = "".join(f"\n  - {f['head']}: `{f['expr'].lstrip('=')}`" for f in k.sc["figure"])
     summary = value(k.sc.get("summary", ""), k, med=med, ratio=ratio, cells=[c["name"] for c in cells])
-    body = f"""- command: `{k.shown + ' ' if k.shown else ''}python3 bench/run.py {tag}`
-- date: {now_utc()}; commit {commit()}; machine: {machine()}
+    body = f"""{report.header(k)}
 - servers, {'started once per cell and kept across the runs' if k.sc.get('keep') else 'a fresh one per run and cell'}, in a scratch directory:
 {cmds}
 - load: {value(k.sc['describe'], k)}; {k.RUNS} runs, servers alternating, medians

@@ -23,7 +23,7 @@ import time
 from lib import classes, stats
 from lib.build import build
 from lib.scenario import value
-from lib.util import commit, fs_of, log, machine, now_utc, workdir
+from lib.util import commit, flash_dir, fs_of, log, machine, now_utc
 
 
 def phases(k):
@@ -98,7 +98,7 @@ def report(k, res, cmds, fast_mb, loadavg):
     hit = med([r[c0[0]]["hit"] for r in res[0]])
     print(f"\n### {value(k.sc['title'], k)} ({now_utc()}, {commit()})\n")
     print(f"- machine: {machine()}; load average {min(loadavg):.1f}-{max(loadavg):.1f} during the runs")
-    print(f"- devices: loop files over {fs_of(workdir(k.sc['name']))}, `losetup --direct-io=on`, fast {fast_mb} MiB "
+    print(f"- devices: loop files over {fs_of(flash_dir())}, `losetup --direct-io=on`, fast {fast_mb} MiB "
           f"at {k.FAST_IOPS}, capacity {k.CAP_MB} MiB at {k.CAP_IOPS} reads/s (cgroup v1 "
           f"`blkio.throttle.read_iops_device`); classic fast hit ratio {hit:.3f} ({c0[0]}, median)")
     print(f"- server (nhc=1): `{cmds.get(1)}`")
