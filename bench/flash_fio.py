@@ -99,10 +99,10 @@ def main():
     build_reader(TAG)
     need_fio(TAG)
     with scratch(TAG) as d:
-        measure(d)
+        run_in(d)
 
 
-def measure(d):
+def run_in(d):
     flash = os.path.join(d, "tiercache.flash")
     fio_file = os.path.join(d, "fio.dat")
     ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS

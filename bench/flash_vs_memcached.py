@@ -55,10 +55,10 @@ def measure(srv, args):
 def main():
     build(TAG)
     with scratch(TAG) as d:
-        measure(d)
+        run_in(d)
 
 
-def measure(d):
+def run_in(d):
     limit = LIMIT << 20
     servers = []
     try:

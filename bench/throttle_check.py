@@ -73,10 +73,10 @@ def main():
         sys.exit("throttle_check: needs root (losetup, cgroup blkio)")
     build(TAG)
     with scratch(TAG) as d:
-        measure(d)
+        run_in(d)
 
 
-def measure(d):
+def run_in(d):
     img = os.path.join(d, "dev.img")
     with open(img, "wb") as f:
         f.truncate(K.FILE_MB << 20)
