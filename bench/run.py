@@ -7,6 +7,7 @@ and runs nothing; `--list` lists the scenarios. Knobs may also be given as
 environment variables, as the commands in bench/RESULTS.md do.
 """
 import argparse
+import importlib
 import os
 import subprocess
 import sys
@@ -33,6 +34,12 @@ def main():
     sets = scenario.parse_sets(a.set, sc)
     print(scenario.plan(sc, sets, a.args), file=sys.stderr, flush=True)
     if a.dry_run:
+        if "procedure" in sc:
+            # the procedure's own plan, with the knobs as the run would see them
+            os.environ.update(scenario.environment(sc, sets))
+            proc = importlib.import_module("lib.procedures." + sc["procedure"])
+            for line in proc.plan(scenario.knobs(a.scenario)):
+                print("  " + line, file=sys.stderr)
         return 0
     env = scenario.environment(sc, sets)
     return subprocess.call(scenario.command(sc, a.args), env=env)

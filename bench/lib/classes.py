@@ -61,13 +61,19 @@ def loop_devices(tag, fast_mb, cap_mb, fast_iops, cap_iops):
         yield tuple(loops), cg, d
 
 
-def start_server(devs, cg, nhc, d, k, pool=True, ext_to="nhc"):
-    """A fresh server on the wiped devices in the blkio group with the knobs
+def start_server(devs, cg, nhc, d, k, **how):
+    """A fresh server (server_cmd) on the wiped devices in the blkio group;
+    returns it and its command line for RESULTS.md."""
+    cmd = server_cmd(devs, nhc, k, **how)
+    return servers.Server(f"nhc{nhc}", cmd, k.PORT, d, cgroup=cg), show_cmd(cmd, d)
+
+
+def server_cmd(devs, nhc, k, pool=True, ext_to="nhc"):
+    """The server's command line on the devices (fast, capacity) with the knobs
     PORT, MEM, SERVER_THREADS and, where the scenario has them, IO_THREADS,
-    SHARDS, DEFAULTS and EXT of `k`; returns it and its command line for
-    RESULTS.md. `pool`: the pread pool and no promotion to RAM (unless
-    DEFAULTS=1), else the server's reader and promotion; `ext_to`: EXT's -o
-    options go to the nhc=1 server ("nhc") or to both ("both")."""
+    SHARDS, DEFAULTS and EXT of `k`. `pool`: the pread pool and no promotion to
+    RAM (unless DEFAULTS=1), else the server's reader and promotion; `ext_to`:
+    EXT's -o options go to the nhc=1 server ("nhc") or to both ("both")."""
     fast, cap = devs
     ext = [f"ext_path={fast}:fast", f"ext_path={cap}:capacity", "ext_wipe", f"ext_nhc={nhc}"]
     if pool and not getattr(k, "DEFAULTS", 0):
@@ -76,8 +82,7 @@ def start_server(devs, cg, nhc, d, k, pool=True, ext_to="nhc"):
         ext.append(f"shards={k.SHARDS}")
     if nhc or ext_to == "both":
         ext += [x for x in getattr(k, "EXT", "").split(",") if x]
-    cmd = servers.tiercache_cmd(k.PORT, k.MEM, k.SERVER_THREADS, ext)
-    return servers.Server(f"nhc{nhc}", cmd, k.PORT, d, cgroup=cg), show_cmd(cmd, d)
+    return servers.tiercache_cmd(k.PORT, k.MEM, k.SERVER_THREADS, ext)
 
 
 def preload(port, keys, vlen, tag, prefix=None):

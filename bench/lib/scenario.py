@@ -118,6 +118,14 @@ def value(expr, k, **more):
     return expr
 
 
+def shown(expr, k, **more):
+    """value(), or the expression itself where it needs what only a run knows."""
+    try:
+        return value(expr, k, **more)
+    except (NameError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return expr
+
+
 def environment(sc, sets):
     """The script's environment: the preset's values, then the caller's
     environment, then `--set` (the later wins)."""

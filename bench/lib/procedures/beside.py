@@ -31,7 +31,7 @@ import subprocess
 from lib import report, servers, stats
 from lib.build import build
 from lib.load import bench, latency_bench_cmd, latency_of, read_once, set_keys
-from lib.scenario import value
+from lib.scenario import shown, value
 from lib.util import log
 
 
@@ -123,6 +123,22 @@ def ratios(k, runs):
                 p99, p999 = (stats.paired(runs[b], runs[a], lambda x: max(1, x[who][q]))[0] for q in ("p99", "p999"))
                 said.append(f"{a} / {b}{'' if who == 'reader' else ' (sets)'}: p99 **{p99:.2f}x**, p99.9 {p999:.2f}x")
     return "; ".join(said) or "n/a"
+
+
+def plan(k):
+    """The dry run's lines: the servers' command lines, the grid, the loads."""
+    for s in shown(k.sc["servers"], k):
+        yield f"server {s}: {' '.join(map(str, shown_cmd(k, s)))}"
+    yield f"grid: sizes {shown(k.sc['grid']['size'], k)}, set rates {shown(k.sc['grid']['rate'], k)}"
+    for w in ("writer", "reader"):
+        yield f"{w}: {shown(k.sc[w], k, size='SIZE', rate='RATE')}"
+
+
+def shown_cmd(k, s):
+    try:
+        return servers.from_spec(k, s, "DIR")
+    except SystemExit as e:
+        return [str(e)]
 
 
 def main(k):

@@ -37,7 +37,7 @@ import time
 from lib import report, servers, stats
 from lib.build import build
 from lib.load import bench, missing_keys, set_keys
-from lib.scenario import value
+from lib.scenario import shown, value
 from lib.util import log
 
 
@@ -134,18 +134,37 @@ def rows(k, cell, runs, names):
     return out, notes, med
 
 
+def cells(k):
+    """The scenario's cells, one per value of the knob a cell's `each` names; those whose
+    `when` is false left out."""
+    return [{**c, "each": e, "name": value(c["name"], k, each=e)} for c in k.sc["cell"] if value(c.get("when", True), k)
+            for e in ([int(x) for x in getattr(k, c["each"]).split(",")] if "each" in c else [None])]
+
+
+def plan(k):
+    """The dry run's lines: the servers, the cells, the steps (with the first cell's variables)."""
+    cs = cells(k)
+    vs = {key: shown(v, k) for key, v in cs[0].items() if key != "when"}
+    vs.update({key: shown(v, k, **vs) for key, v in k.sc.get("vars", {}).items()})
+    for s in shown(k.sc["servers"], k):
+        yield f"server {s}: {' '.join(map(str, servers.from_spec(k, s, 'DIR', more=vs)))}"
+    yield "cells: " + "; ".join(c["name"] for c in cs)
+    for st in k.sc.get("setup", []) + k.sc["step"]:
+        yield "step: " + ", ".join(f"{key}={shown(v, k, **vs)}" for key, v in st.items())
+    yield "figures: " + ", ".join(f["name"] for f in k.sc["figure"])
+
+
 def main(k):
     tag = k.sc["name"]
     build(tag)
     names = value(k.sc["servers"], k)
-    cells = [{**c, "each": e, "name": value(c["name"], k, each=e)} for c in k.sc["cell"] if value(c.get("when", True), k)
-             for e in ([int(x) for x in getattr(k, c["each"]).split(",")] if "each" in c else [None])]
-    runs = {c["name"]: {s: [] for s in names} for c in cells}
+    cs = cells(k)
+    runs = {c["name"]: {s: [] for s in names} for c in cs}
 
     def order(i):
         return names[::-1] if k.sc.get("swap", True) and i % 2 else names
     if k.sc.get("keep"):
-        for c in cells:
+        for c in cs:
             with contextlib.ExitStack() as stack:
                 live = {s: stack.enter_context(started(k, s, c, tag)) for s in names}
                 for s in names:
@@ -156,7 +175,7 @@ def main(k):
                         runs[c["name"]][s].append(figures(k, live[s], tag))
     else:
         for i in range(k.RUNS):
-            for c in cells:
+            for c in cs:
                 for s in order(i):
                     with started(k, s, c, tag) as vs:
                         steps(k, vs, k.sc.get("setup", []) + k.sc["step"], tag)
@@ -167,20 +186,20 @@ def main(k):
     table = ["| cell | server | " + " | ".join(f["head"] for f in figs) + f" | runs ({figs[0]['head']}) |",
              "| --- | --- | " + "---: | " * len(figs) + "--- |"]
     notes, meds = [], {}
-    for c in cells:
+    for c in cs:
         r, n, meds[c["name"]] = rows(k, c["name"], runs[c["name"]], names)
         table += r
         notes += n
-    last = cells[-1]["name"]
+    last = cs[-1]["name"]
 
     def med(server, fig, cell=last):
         return meds[cell][(server, fig)]
 
     def ratio(a, b, fig, cell=last):
         return med(a, fig, cell) / med(b, fig, cell)
-    cmds = "\n".join(f"  - {s}: `{runs[cells[0]['name']][s][0]['cmd']}`" for s in names)
+    cmds = "\n".join(f"  - {s}: `{runs[cs[0]['name']][s][0]['cmd']}`" for s in names)
     figs = "".join(f"\n  - {f['head']}: `{f['expr'].lstrip('=')}`" for f in k.sc["figure"])
-    summary = value(k.sc.get("summary", ""), k, med=med, ratio=ratio, cells=[c["name"] for c in cells])
+    summary = value(k.sc.get("summary", ""), k, med=med, ratio=ratio, cells=[c["name"] for c in cs])
     body = f"""{report.header(k)}
 - servers, {'started once per cell and kept across the runs' if k.sc.get('keep') else 'a fresh one per run and cell'}, in a scratch directory:
 {cmds}

@@ -22,7 +22,7 @@ import time
 
 from lib import classes, stats
 from lib.build import build
-from lib.scenario import value
+from lib.scenario import shown, value
 from lib.util import commit, flash_dir, fs_of, log, machine, now_utc
 
 
@@ -67,6 +67,14 @@ def one_run(devs, cg, nhc, d, k, tag):
             return out, shown
     finally:
         srv.stop()
+
+
+def plan(k):
+    """The dry run's lines: the server and the phases."""
+    yield f"fast device: {shown(k.sc.get('fast_mb', '=FAST_MB'), k)} MiB"
+    yield "server (nhc=1): " + " ".join(classes.server_cmd(("FAST", "CAP"), 1, k, **k.sc.get("server", {})))
+    for p in k.sc["phase"]:
+        yield "phase: " + ", ".join(f"{key}={shown(v, k, each='EACH')}" for key, v in p.items())
 
 
 def main(k):
