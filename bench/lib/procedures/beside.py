@@ -50,7 +50,7 @@ def one(k, name, size, rate, tag):
     spec = k.sc["server"][name]
     restart = spec.get("restart_opts")
     first = lambda d: servers.from_spec(k, name, d, spec.get("fill_opts", []) if restart else [])  # noqa: E731
-    with servers.scratch_server(tag, name, first, k.PORT) as (srv, shown):
+    with servers.scratch_server(tag, name, first, k.PORT) as (srv, line):
         if "prefill" in k.sc:
             fill(k, k.sc["prefill"], size, tag)
         if restart:
@@ -58,14 +58,14 @@ def one(k, name, size, rate, tag):
             srv.stop()
             cmd = servers.from_spec(k, name, srv.cwd, restart)
             srv = servers.Server(name + "-measured", cmd, k.PORT, srv.cwd)
-            shown = servers.show_cmd(cmd, srv.cwd)
+            line = servers.show_cmd(cmd, srv.cwd)
         try:
-            return measure(k, srv, shown, name, size, rate, tag)
+            return measure(k, srv, line, name, size, rate, tag)
         finally:
             srv.stop()
 
 
-def measure(k, srv, shown, name, size, rate, tag):
+def measure(k, srv, line, name, size, rate, tag):
     fill(k, k.sc["hot"], size, tag)
     read_once(k.PORT, k.HOT, prefix=k.sc["hot"]["prefix"])
     if k.sc.get("reset"):
@@ -82,7 +82,7 @@ def measure(k, srv, shown, name, size, rate, tag):
     b, cb = srv.stats(), srv.thread_cpu()
     with open(rj) as f:
         hot = json.load(f)["runs"][0]["hit_ratio"]
-    out = {"reader": latency_of(rj, "get_hit"), "writer": latency_of(wj, "set"), "hot_hits": hot, "cmd": shown,
+    out = {"reader": latency_of(rj, "get_hit"), "writer": latency_of(wj, "set"), "hot_hits": hot, "cmd": line,
            "cmd_set": stats.delta(a, b, "cmd_set")}
     for c in k.sc.get("column", []):
         x = b.get(c["stat"]) if c.get("end") else stats.delta(a, b, c["stat"])

@@ -50,8 +50,8 @@ def started(k, name, cell, tag):
     vs.update({key: value(v, k, **vs) for key, v in k.sc.get("vars", {}).items()})
     make = lambda d: servers.from_spec(k, name, d, more=vs)  # noqa: E731
     port = value(k.sc["server"][name].get("port", "=PORT"), k)
-    with servers.scratch_server(tag, name, make, port) as (srv, shown):
-        yield dict(vs, srv=srv, port=port, cmd=shown, server=name)
+    with servers.scratch_server(tag, name, make, port) as (srv, line):
+        yield dict(vs, srv=srv, port=port, cmd=line, server=name)
 
 
 def steps(k, vs, sts, tag):
@@ -87,7 +87,7 @@ def step(k, srv, port, st, vs, tag):
                 raise RuntimeError(f"no {st['until']} after {st.get('until_s', 120)} s")
             bench(port, args, tag, timeout=timeout)
     elif st.get("measure"):
-        a = srv.stats()
+        a, t0 = srv.stats(), time.monotonic()
         r = bench(port, args, tag, timeout=timeout)
         b = srv.stats()
         out = {"a": a, "b": b, "run": (r.get("runs") or [None])[0], "pre": r.get("preload"),
@@ -106,7 +106,7 @@ def healthy(k, srv, b, r):
     """Raises (with the tail of the server's log) on anything amiss."""
     bad = [] if srv.alive() else [f"server exited ({srv.proc.returncode})"]
     bad += [f"{s} {b[s]}" for s in k.sc.get("fail_on", []) if b.get(s)]
-    if k.sc.get("fail_on") and (r["errors"] or r["unanswered"]):
+    if k.sc.get("fail_on") and r and (r["errors"] or r["unanswered"]):
         bad.append(f"client saw {r['errors']} errors, {r['unanswered']} unanswered")
     if bad:
         raise RuntimeError("; ".join(bad) + f"\nlog {srv.log_path}:\n" + open(srv.log_path).read()[-3000:])

@@ -51,7 +51,7 @@ def run_phase(srv, k, p, keys, tag):
 
 
 def one_run(devs, cg, nhc, d, k, tag):
-    srv, shown = classes.start_server(devs, cg, nhc, d, k, **k.sc.get("server", {}))
+    srv, line = classes.start_server(devs, cg, nhc, d, k, **k.sc.get("server", {}))
     try:
         with classes.traced(srv, getattr(k, "TRACE_DIR", ""), k.sc.get("trace", tag), nhc):
             classes.preload(k.PORT, k.KEYS, k.VALUE, tag)
@@ -64,7 +64,7 @@ def one_run(devs, cg, nhc, d, k, tag):
                     log(tag, f"{p['calibrate']} = {r['ops']:,.0f} gets/s (classic, {p['name']}; fast "
                              f"{r['fast']:,.0f} reads/s, hit {r['hit']:.3f})")
                 time.sleep(p.get("pause_s", 0))
-            return out, shown
+            return out, line
     finally:
         srv.stop()
 
