@@ -42,10 +42,9 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import paths, scenario  # noqa: E402
 from lib.build import build, build_reader  # noqa: E402
-from lib.devices import beside, fio, need_fio, reader, spinning_cpu  # noqa: E402
+from lib.devices import beside, fio, flash_server, need_fio, reader, spinning_cpu  # noqa: E402
 from lib.load import bench  # noqa: E402
 from lib.report import header, write_results  # noqa: E402
-from lib.servers import Server, tiercache_cmd  # noqa: E402
 from lib.stats import fmt_runs, med_of, median  # noqa: E402
 from lib.util import cpu_delta, fs_of, log, machine, scratch, size_bytes  # noqa: E402
 
@@ -55,7 +54,6 @@ QD, RUNS, DURATION, KEYS, VALUE, MEM = K.QD, K.RUNS, K.DURATION, K.KEYS, K.VALUE
 CT, PIPELINE = K.CLIENT_THREADS, K.PIPELINE
 FLASH_SIZE, SERVER_THREADS = K.FLASH_SIZE, K.SERVER_THREADS
 CC = K.CLIENT_CONNS or max(1, QD // (CT * PIPELINE))
-EXT_OPTS = [o for o in K.EXT_OPTS.split(",") if o]
 PORT = K.PORT
 
 
@@ -103,28 +101,11 @@ def main():
 
 
 def run_in(d):
-    flash = os.path.join(d, "tiercache.flash")
-    fio_file = os.path.join(d, "fio.dat")
-    ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
-    tc_cmd = tiercache_cmd(PORT, MEM, SERVER_THREADS, ext)
-    log(TAG, "server:", " ".join(tc_cmd))
-    srv = Server("tiercache", tc_cmd, PORT, d)
     load = ["--threads", CT, "--conns", CC, "--keys", KEYS, "--value-size", VALUE]
+    # written last, so in RAM: the load beside fio in the third context row
+    ram_load = ["--threads", CT, "--conns", 16, "--keys", K.RAM_KEYS, "--key-prefix", "ram:", "--value-size", VALUE]
+    srv, tc_cmd, fio_file = flash_server(TAG, d, K, SERVER_THREADS, load, ram_load, "1s")
     try:
-        log(TAG, f"preloading {KEYS} x {VALUE} B")
-        pre = bench(PORT, load + ["--preload", "--get-ratio", "1", "--pipeline", 32,
-                                     "-d", "1s", "--no-stats"], TAG)
-        st = srv.stats()
-        log(TAG, f"preload {pre['preload']['elapsed_s']:.1f} s; curr_items {st.get('curr_items')}, "
-               f"on flash {st.get('extstore_objects_used')}")
-        if st.get("extstore_objects_used", 0) < KEYS * 0.8:
-            log(TAG, "WARNING: fewer than 80% of the keys are on flash")
-        # written last, so in RAM: the load beside fio in the third context row
-        ram_load = ["--threads", CT, "--conns", 16, "--keys", K.RAM_KEYS, "--key-prefix", "ram:",
-                    "--value-size", VALUE]
-        bench(PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s", "--no-stats"], TAG)
-        # lay out fio's file once (not timed)
-        fio(fio_file, FLASH_SIZE, 1, 1)
         fio_runs, tc_runs, reader_runs, busy_runs, loaded_runs = [], [], [], [], []
         for run in range(RUNS):
             f = fio(fio_file, FLASH_SIZE, QD, DURATION)

@@ -24,10 +24,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import devices, paths, scenario  # noqa: E402
 from lib.build import build  # noqa: E402
-from lib.devices import fio, need_fio  # noqa: E402
+from lib.devices import flash_server, fio, need_fio  # noqa: E402
 from lib.load import bench  # noqa: E402
 from lib.report import header, write_results  # noqa: E402
-from lib.servers import Server, tiercache_cmd  # noqa: E402
 from lib.stats import fmt_runs, med_of, median  # noqa: E402
 from lib.util import cpu_ticks, fs_of, log, machine, scratch, steal_share  # noqa: E402
 
@@ -35,7 +34,6 @@ TAG = "flash_latency"
 K = scenario.knobs(TAG)
 QD, FRACTION, RUNS, CAL_RUNS, DURATION = K.QD, K.FRACTION, K.RUNS, K.CAL_RUNS, K.DURATION
 KEYS, VALUE, MEM, FLASH_SIZE, PORT, RAM_KEYS = K.KEYS, K.VALUE, K.MEM, K.FLASH_SIZE, K.PORT, K.RAM_KEYS
-EXT_OPTS = [o for o in K.EXT_OPTS.split(",") if o]
 CT = 2
 # one request per connection waits for flash at a time: QD connections for QD reads in flight
 CC = K.CLIENT_CONNS or max(1, QD // CT)
@@ -67,22 +65,11 @@ def main():
 
 
 def run_in(d):
-    flash = os.path.join(d, "tiercache.flash")
-    fio_file = os.path.join(d, "fio.dat")
-    ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
-    tc_cmd = tiercache_cmd(PORT, MEM, 2, ext)
-    srv = Server("tiercache", tc_cmd, PORT, d)
     load = ["--threads", CT, "--conns", CC, "--keys", KEYS, "--value-size", VALUE]
+    # control: a small set of keys written last, so in RAM: the machine's latency floor
+    ram_load = ["--threads", CT, "--conns", CC, "--keys", RAM_KEYS, "--key-prefix", "ram:", "--value-size", VALUE]
+    srv, tc_cmd, fio_file = flash_server(TAG, d, K, 2, load, ram_load)
     try:
-        log(TAG, f"preloading {KEYS} x {VALUE} B")
-        bench(PORT, load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
-                               "--no-stats"], TAG)
-        # control: a small set of keys written last, so in RAM: the machine's latency floor
-        ram_load = ["--threads", CT, "--conns", CC, "--keys", RAM_KEYS, "--key-prefix", "ram:",
-                    "--value-size", VALUE]
-        bench(PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
-                                   "--no-stats"], TAG)
-        fio(fio_file, FLASH_SIZE, 1, 1)
         cal = []
         for i in range(CAL_RUNS):
             cal.append(fio(fio_file, FLASH_SIZE, QD, max(5, DURATION // 2)))
