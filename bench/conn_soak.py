@@ -43,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import paths, scenario  # noqa: E402
+from lib.util import ask  # noqa: E402
 
 ROOT = paths.ROOT
 K = scenario.knobs("conn_soak")
@@ -71,19 +72,8 @@ def rss_mb(pid):
     return 0.0
 
 
-def request(port, data, until=b"\r\n", timeout=3.0):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        s.sendall(data)
-        got = b""
-        while not got.endswith(until):
-            r = s.recv(65536)
-            if not r:
-                break
-            got += r
-        return got
-    finally:
-        s.close()
+def request(port, data, until=b"\r\n"):
+    return ask(port, data, until, timeout=3.0)
 
 
 def stat(port, name):

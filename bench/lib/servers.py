@@ -1,13 +1,12 @@
 """Servers: a memory cgroup, a server process with its stats, scratch directories, command lines."""
 import contextlib
 import os
-import socket
 import subprocess
 import time
 
 from . import paths
 from .scenario import value
-from .util import scratch, port_open, show_cmd
+from .util import ask, scratch, port_open, show_cmd
 
 
 class Cgroup:
@@ -116,15 +115,7 @@ class Server:
 
     def _ask(self, line, until):
         """Sends one command line; the reply up to `until`."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-            s.sendall(line.encode() + b"\r\n")
-            buf = b""
-            while not buf.endswith(until):
-                c = s.recv(65536)
-                if not c:
-                    break
-                buf += c
-        return buf
+        return ask(self.port, line.encode() + b"\r\n", until)
 
     def stats(self, what=""):
         buf = self._ask(f"stats {what}" if what else "stats", b"END\r\n")

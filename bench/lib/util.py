@@ -128,6 +128,20 @@ def port_open(port):
         return False
 
 
+def ask(port, data, until=b"\r\n", timeout=30.0):
+    """Sends DATA on a new connection to 127.0.0.1:PORT; the reply up to UNTIL
+    (or what came before the server closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = b""
+        while not got.endswith(until):
+            r = s.recv(65536)
+            if not r:
+                break
+            got += r
+    return got
+
+
 def cpu_delta(a, b):
     """Per thread group CPU seconds between two thread_cpu() snapshots."""
     return {k: (b[k][0] - a.get(k, (0, 0))[0], b[k][1] - a.get(k, (0, 0))[1]) for k in b}
