@@ -109,7 +109,7 @@ def value(expr, k, **more):
     expression over the knobs (`"=FAST_IOPS // 2"`), a string with `{KNOB}`
     is formatted with them, anything else is itself."""
     if isinstance(expr, str) and expr.startswith("="):
-        names = {**vars(k), **more, "__builtins__": {"int": int, "float": float, "max": max, "min": min, "sum": sum}}
+        names = {**vars(k), **more, "__builtins__": {"int": int, "float": float, "max": max, "min": min, "sum": sum, "round": round}}
         return eval(expr[1:], names)
     if isinstance(expr, str) and "{" in expr:
         return expr.format(**vars(k), **more)

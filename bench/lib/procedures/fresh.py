@@ -10,9 +10,10 @@ Scenario data (values: see lib.scenario.value; a cell's keys are variables):
     describe = "..."        # the "- load:" line of the report
     servers = ["a", "b"]    # [server.NAME] tables: lib.servers.from_spec
     swap = true
-    keep = false            # true: the servers of a cell start once (ports apart), [[setup]]
-                            # runs once on each, [[step]] every run; else a fresh server
-                            # per run runs [[setup]] then [[step]]
+    keep = false            # true: the servers start once (ports apart), [[setup]] runs once
+                            # on each, [[step]] every run of every cell, and a cell's values
+                            # may use `med(server, figure, cell)` of the cells before it;
+                            # else a fresh server per run and cell runs [[setup]], [[step]]
     [[cell]] name = "...", any other key = a variable of the expressions; `each = "KNOB"`:
                             # a cell per value of that comma-separated knob, as `each`
     [vars] NAME = ...       # more variables, evaluated with the cell's
@@ -24,6 +25,9 @@ Scenario data (values: see lib.scenario.value; a cell's keys are variables):
     [[step]] sleep = S
     [[step]] set = "=N", vlen, prefix   # keys PREFIX0..N-1 set over one connection (noreply)
     [[step]] missing = "=N" # keys key:0..N-1 with a value of `vlen` bytes not there, as `missing`
+    [[step]] fill = "=N", vlen, mbs   # keys key:0..N-1 at MBS MB/s, then the missing ones again
+                            # (lib.load.fill_all): `fill_s`, `fill_first`, `fill_kept`
+    [server.NAME] cgroup = "=LIMIT << 20"   # the server in a memory cgroup of that many bytes
     fail_on = [...]         # stats that must be 0 after the window (and no client errors)
     [[figure]] name, expr, head, fmt      # evaluated after the steps; `end`: `stats` then
     ratios = [["a", "b"]]   # a row "a / b" of the medians' ratios
@@ -32,26 +36,38 @@ Scenario data (values: see lib.scenario.value; a cell's keys are variables):
     report_when = "=..."    # no report when false (a look at one side)
 """
 import contextlib
+import os
 import time
 
 from lib import report, servers, stats
 from lib.build import build
-from lib.load import bench, missing_keys, set_keys
+from lib.load import bench, fill_all, missing_keys, set_keys
 from lib.scenario import shown, value
 from lib.util import log
 
 
+def variables(k, cell, **more):
+    """A cell's variables and the [vars] evaluated with them (MORE: `med` of the cells done)."""
+    vs = {key: value(v, k, **more) for key, v in cell.items() if key != "when"}
+    vs.update({key: value(v, k, **vs, **more) for key, v in k.sc.get("vars", {}).items()})
+    return vs
+
+
 @contextlib.contextmanager
-def started(k, name, cell, tag):
-    """The server NAME for CELL in a scratch directory; yields the state the
-    steps share: the cell's and [vars] variables, the server, its port and
-    command line."""
-    vs = {key: value(v, k) for key, v in cell.items() if key != "when"}
-    vs.update({key: value(v, k, **vs) for key, v in k.sc.get("vars", {}).items()})
+def started(k, name, vs, tag):
+    """The server NAME in a scratch directory (in a memory cgroup of `cgroup`
+    bytes if its table says so), its options formatted with the variables VS;
+    yields the state the steps share: VS, the server, its port and command line."""
+    spec = k.sc["server"][name]
     make = lambda d: servers.from_spec(k, name, d, more=vs)  # noqa: E731
-    port = value(k.sc["server"][name].get("port", "=PORT"), k)
-    with servers.scratch_server(tag, name, make, port) as (srv, line):
-        yield dict(vs, srv=srv, port=port, cmd=line, server=name)
+    port = value(spec.get("port", "=PORT"), k)
+    cg = servers.Cgroup(f"tiercache-bench-{name}-{os.getpid()}", value(spec["cgroup"], k)) if "cgroup" in spec else None
+    try:
+        with servers.scratch_server(tag, name, make, port, cgroup=cg) as (srv, line):
+            yield dict(vs, srv=srv, port=port, cmd=line, server=name)
+    finally:
+        if cg is not None:
+            cg.remove()
 
 
 def steps(k, vs, sts, tag):
@@ -60,6 +76,10 @@ def steps(k, vs, sts, tag):
             time.sleep(st["sleep"])
         elif "missing" in st:
             vs["missing"] = len(missing_keys(vs["port"], value(st["missing"], k, **vs), value(st["vlen"], k, **vs)))
+        elif "fill" in st:
+            t, first, kept = fill_all(vs["port"], value(st["fill"], k, **vs), value(st["vlen"], k, **vs),
+                                      value(st["mbs"], k, **vs), tag)
+            vs.update(fill_s=t, fill_first=first, fill_kept=kept)
         elif "set" in st:
             t = set_keys(vs["port"], range(value(st["set"], k, **vs)), value(st["vlen"], k, **vs),
                          prefix=value(st.get("prefix", "key:"), k, **vs))
@@ -112,10 +132,17 @@ def healthy(k, srv, b, r):
         raise RuntimeError("; ".join(bad) + f"\nlog {srv.log_path}:\n" + open(srv.log_path).read()[-3000:])
 
 
-def rows(k, cell, runs, names):
-    """The table's rows of one cell (a row per server, one per ratio) and its medians."""
+def medians(k, runs, names):
+    """{(server, figure): the median over the runs} of one cell (a figure that is not a
+    number: its last run's)."""
+    def mid(xs):
+        return stats.median(xs) if all(isinstance(x, (int, float)) for x in xs if x is not None) else xs[-1]
+    return {(s, f["name"]): mid([r[f["name"]] for r in runs[s]]) for s in names for f in k.sc["figure"]}
+
+
+def rows(k, cell, runs, names, med):
+    """The table's rows of one cell (a row per server, one per ratio) and its notes."""
     figs = k.sc["figure"]
-    med = {(s, f["name"]): stats.median([r[f["name"]] for r in runs[s]]) for s in names for f in figs}
     fmt = {f["name"]: f.get("fmt", "{:,.0f}") for f in figs}
 
     def show(x, f):
@@ -131,7 +158,7 @@ def rows(k, cell, runs, names):
     notes = [f"- {cell}, {s}'s last run: " + ", ".join(f"`{n}` {runs[s][-1]['stats'][n]}" for n in k.sc["notes"]
                                                            if n in runs[s][-1]["stats"]) for s in names
              if k.sc.get("notes")]
-    return out, notes, med
+    return out, notes
 
 
 def cells(k):
@@ -160,48 +187,55 @@ def main(k):
     names = value(k.sc["servers"], k)
     cs = cells(k)
     runs = {c["name"]: {s: [] for s in names} for c in cs}
+    meds = {}
+
+    def med(server, fig, cell=None):
+        """A figure's median in a cell done (by default the last)."""
+        return meds[cell or cs[-1]["name"]][(server, fig)]
 
     def order(i):
         return names[::-1] if k.sc.get("swap", True) and i % 2 else names
     if k.sc.get("keep"):
-        for c in cs:
-            with contextlib.ExitStack() as stack:
-                live = {s: stack.enter_context(started(k, s, c, tag)) for s in names}
+        # the servers start once, [[setup]] runs once on each, then every cell's runs on
+        # the same servers; a cell's variables may use `med` of the cells before it
+        with contextlib.ExitStack() as stack:
+            live = {s: stack.enter_context(started(k, s, variables(k, cs[0]), tag)) for s in names}
+            for s in names:
+                steps(k, live[s], k.sc.get("setup", []), tag)
+            for c in cs:
                 for s in names:
-                    steps(k, live[s], k.sc.get("setup", []), tag)
+                    live[s].update(variables(k, c, med=med))
                 for i in range(k.RUNS):
                     for s in order(i):
                         steps(k, live[s], k.sc["step"], tag)
                         runs[c["name"]][s].append(figures(k, live[s], tag))
+                meds[c["name"]] = medians(k, runs[c["name"]], names)
     else:
         for i in range(k.RUNS):
             for c in cs:
                 for s in order(i):
-                    with started(k, s, c, tag) as vs:
+                    with started(k, s, variables(k, c), tag) as vs:
                         steps(k, vs, k.sc.get("setup", []) + k.sc["step"], tag)
                         runs[c["name"]][s].append(figures(k, vs, tag))
+        meds.update({c["name"]: medians(k, runs[c["name"]], names) for c in cs})
     if not value(k.sc.get("report_when", True), k):
         return
     figs = k.sc["figure"]
     table = ["| cell | server | " + " | ".join(f["head"] for f in figs) + f" | runs ({figs[0]['head']}) |",
              "| --- | --- | " + "---: | " * len(figs) + "--- |"]
-    notes, meds = [], {}
+    notes = []
     for c in cs:
-        r, n, meds[c["name"]] = rows(k, c["name"], runs[c["name"]], names)
+        r, n = rows(k, c["name"], runs[c["name"]], names, meds[c["name"]])
         table += r
         notes += n
-    last = cs[-1]["name"]
 
-    def med(server, fig, cell=last):
-        return meds[cell][(server, fig)]
-
-    def ratio(a, b, fig, cell=last):
+    def ratio(a, b, fig, cell=None):
         return med(a, fig, cell) / med(b, fig, cell)
     cmds = "\n".join(f"  - {s}: `{runs[cs[0]['name']][s][0]['cmd']}`" for s in names)
     figs = "".join(f"\n  - {f['head']}: `{f['expr'].lstrip('=')}`" for f in k.sc["figure"])
     summary = value(k.sc.get("summary", ""), k, med=med, ratio=ratio, cells=[c["name"] for c in cs])
     body = f"""{report.header(k)}
-- servers, {'started once per cell and kept across the runs' if k.sc.get('keep') else 'a fresh one per run and cell'}, in a scratch directory:
+- servers, {'started once and kept across the cells and runs' if k.sc.get('keep') else 'a fresh one per run and cell'}, in a scratch directory:
 {cmds}
 - load: {value(k.sc['describe'], k)}; {k.RUNS} runs, servers alternating, medians
 - figures (`run`: the measured tiercache-bench run, `d`: `stats` deltas over it, `b`: `stats` at its end):{figs}
