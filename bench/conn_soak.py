@@ -33,6 +33,7 @@ import datetime
 import os
 import random
 import resource
+import shutil
 import socket
 import struct
 import subprocess
@@ -40,30 +41,17 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import paths, scenario  # noqa: E402
+from lib.util import ask  # noqa: E402
 
-
-def knob(name, default):
-    v = os.environ.get(name)
-    return type(default)(v) if v else default
-
-
-DURATION = knob("DURATION", 180)
-CONNS = knob("CONNS", 500)
-SAMPLE = knob("SAMPLE", 10)
-MAXCONNS = knob("MAXCONNS", 1024)
-THREADS = knob("THREADS", 2)
-MEMORY_MB = knob("MEMORY_MB", 64)
-PORT = knob("PORT", 23411)
-MEMCACHED_TOO = knob("MEMCACHED_TOO", 1)
-FD_SLACK = knob("FD_SLACK", 2)
-RSS_SLACK_MB = knob("RSS_SLACK_MB", 8)
-SEED = knob("SEED", 1)
-TIERCACHE = os.environ.get("TIERCACHE", os.path.join(TARGET, "release", "tiercache"))
-MEMCACHED = os.environ.get("MEMCACHED", "/usr/bin/memcached")
-MIX = [(k, int(w)) for k, w in (kw.split(":") for kw in os.environ.get(
-    "MIX", "normal:40,partial:30,noread:10,idle:15,longline:5").split(","))]
+ROOT = paths.ROOT
+K = scenario.knobs("conn_soak")
+DURATION, CONNS, SAMPLE, MAXCONNS, THREADS, MEMORY_MB = K.DURATION, K.CONNS, K.SAMPLE, K.MAXCONNS, K.THREADS, K.MEMORY_MB
+PORT, MEMCACHED_TOO, FD_SLACK, RSS_SLACK_MB, SEED = K.PORT, K.MEMCACHED_TOO, K.FD_SLACK, K.RSS_SLACK_MB, K.SEED
+TIERCACHE = paths.TIERCACHE
+MEMCACHED = shutil.which(paths.MEMCACHED) or paths.MEMCACHED
+MIX = [(k, int(w)) for k, w in (kw.split(":") for kw in K.MIX.split(","))]
 BIG = 100 * 1024
 PARTIAL = [b"get abc", b"set k 0 0 100\r\n" + b"x" * 40, b"set k 0 0 5\r\nhello"]
 
@@ -84,19 +72,8 @@ def rss_mb(pid):
     return 0.0
 
 
-def request(port, data, until=b"\r\n", timeout=3.0):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        s.sendall(data)
-        got = b""
-        while not got.endswith(until):
-            r = s.recv(65536)
-            if not r:
-                break
-            got += r
-        return got
-    finally:
-        s.close()
+def request(port, data, until=b"\r\n"):
+    return ask(port, data, until, timeout=3.0)
 
 
 def stat(port, name):
@@ -319,10 +296,7 @@ def main():
             mc += ["-u", "nobody"]
         results.append(soak("memcached " + subprocess.run([MEMCACHED, "-V"], capture_output=True,
                                                             text=True).stdout.strip(), mc, PORT + 1))
-    shown = " ".join(f"{k}={os.environ[k]}" for k in
-                     ["DURATION", "CONNS", "SAMPLE", "MAXCONNS", "THREADS", "MEMORY_MB",
-                      "MEMCACHED_TOO", "SEED", "MIX"] if k in os.environ)
-    report(results, (shown + " " if shown else "") + "python3 bench/run.py conn_soak")
+    report(results, (K.shown + " " if K.shown else "") + "python3 bench/run.py conn_soak")
     ok = all(verdict(r)[0] and verdict(r)[1] and r["served_after"] and r["alive"]
              for r in results if r["name"] == "tiercache")
     sys.exit(0 if ok else 1)

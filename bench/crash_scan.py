@@ -21,7 +21,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import paths  # noqa: E402
+from lib.devices import fio, need_fio  # noqa: E402
+from lib.load import get_values, set_keys, value_of  # noqa: E402
+from lib.servers import Server, tiercache_cmd  # noqa: E402
+from lib.stats import median  # noqa: E402
+from lib.util import commit, fs_of, log, machine, show_cmd, size_bytes, workdir  # noqa: E402
 
 TAG = "crash_scan"
 LINE = "recovered flash items after an unclean shutdown"
@@ -51,16 +56,16 @@ def fio_seq(path, size):
     """Sequential 1 MiB O_DIRECT reads of the whole file, io_uring, else psync."""
     for engine in ("io_uring", "psync"):
         try:
-            return fl.fio(path, size, 4, None, bs="1M", rw="read", engine=engine,
+            return fio(path, size, 4, None, bs="1M", rw="read", engine=engine,
                           extra=["--readonly"])
         except RuntimeError as e:
-            fl.log(TAG, f"fio with {engine} failed: {str(e).splitlines()[-1]}")
+            log(TAG, f"fio with {engine} failed: {str(e).splitlines()[-1]}")
     raise RuntimeError("fio failed with io_uring and psync")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("tiercache", nargs="?", default=fl.TIERCACHE)
+    ap.add_argument("tiercache", nargs="?", default=paths.TIERCACHE)
     ap.add_argument("--flash-size", default="4G")
     ap.add_argument("--items", type=int)
     ap.add_argument("--value-size", type=int, default=4000)
@@ -69,28 +74,28 @@ def main():
     ap.add_argument("--port", type=int, default=23611)
     ap.add_argument("--json", help="write the results as JSON to PATH (- for stdout)")
     a = ap.parse_args()
-    fl.TIERCACHE = fl.paths.TIERCACHE = os.path.abspath(a.tiercache)
-    fl.need_fio(TAG)
-    flash_bytes = fl.size_bytes(a.flash_size)
+    paths.TIERCACHE = paths.TIERCACHE = os.path.abspath(a.tiercache)
+    need_fio(TAG)
+    flash_bytes = size_bytes(a.flash_size)
     n = a.items or int((0.9 * flash_bytes + (a.memory << 20)) // (a.value_size + 96))
-    d = fl.workdir(TAG)
+    d = workdir(TAG)
     flash = os.path.join(d, "tiercache.flash")
     snapshot = flash + ".snapshot"
-    cmd = fl.tiercache_cmd(a.port, a.memory, 2, [f"ext_path={flash}:{a.flash_size}"])
-    fl.log(TAG, "server:", " ".join(cmd))
-    where = f"machine: {fl.machine()}; files on {fl.fs_of(d)}; commit {fl.commit()}"
-    srv = fl.Server("tiercache", cmd, a.port, d, log_path=os.path.join(d, "load.log"))
+    cmd = tiercache_cmd(a.port, a.memory, 2, [f"ext_path={flash}:{a.flash_size}"])
+    log(TAG, "server:", " ".join(cmd))
+    where = f"machine: {machine()}; files on {fs_of(d)}; commit {commit()}"
+    srv = Server("tiercache", cmd, a.port, d, log_path=os.path.join(d, "load.log"))
     runs = []
     try:
-        fl.log(TAG, f"loading {n:,} x {a.value_size} B ({n * a.value_size / 1e9:.2f} GB)")
-        load_s = fl.set_keys(a.port, range(n), a.value_size)
+        log(TAG, f"loading {n:,} x {a.value_size} B ({n * a.value_size / 1e9:.2f} GB)")
+        load_s = set_keys(a.port, range(n), a.value_size)
         time.sleep(2)  # the flusher writes its buffers
         before = srv.stats()
         used, free = before.get("extstore_pages_used", 0), before.get("extstore_pages_free", 0)
-        fl.log(TAG, f"loaded in {load_s:.1f} s; curr_items {before.get('curr_items'):,}, "
+        log(TAG, f"loaded in {load_s:.1f} s; curr_items {before.get('curr_items'):,}, "
                f"on flash {before.get('extstore_objects_used'):,}, flash segments used {used} of {used + free}")
         sample = range(0, n, max(1, n // SAMPLE))
-        value = fl.value_of(a.value_size)
+        value = value_of(a.value_size)
         for run in range(1, a.runs + 1):
             srv.proc.kill()
             srv.proc.wait()
@@ -98,7 +103,7 @@ def main():
                 raise RuntimeError(f"{snapshot} exists after kill -9; not a crash restart")
             dropped = drop_caches()
             t0 = time.monotonic()
-            srv = fl.Server("tiercache", cmd, a.port, d, wait_s=600,
+            srv = Server("tiercache", cmd, a.port, d, wait_s=600,
                             log_path=os.path.join(d, f"restart-{run}.log"))
             listen_s = time.monotonic() - t0
             cpu_s = sum(u + s_ for u, s_ in srv.thread_cpu().values())  # all of it the start's
@@ -106,7 +111,7 @@ def main():
             if rec is None:
                 raise RuntimeError(f"no '{LINE}' line in {srv.log_path}:\n"
                                    + open(srv.log_path).read()[-2000:])
-            got = dict(fl.get_values(a.port, sample))
+            got = dict(get_values(a.port, sample))
             right = sum(v == value for v in got.values())
             if right == 0 or right != len(got):
                 raise RuntimeError(f"run {run}: of {len(sample)} sampled keys {len(got)} came back, "
@@ -122,7 +127,7 @@ def main():
                  "sample": len(sample), "sample_back": right,
                  "fio_mb_per_s": f["mb_per_s"], "fio_cmd": f["cmd"], "ratio": mbps / f["mb_per_s"]}
             runs.append(r)
-            fl.log(TAG, f"run {run}: {r['items']:,} items, {r['bytes_read'] / 1e6:,.0f} MB in "
+            log(TAG, f"run {run}: {r['items']:,} items, {r['bytes_read'] / 1e6:,.0f} MB in "
                    f"{r['seconds']:.3f} s = {mbps:,.0f} MB/s, {r['items_per_s']:,.0f} items/s; listening after "
                    f"{listen_s:.2f} s, {cpu_s:.2f} CPU s; sample {right}/{len(sample)}; "
                    f"fio {f['mb_per_s']:,.0f} MB/s; "
@@ -132,11 +137,11 @@ def main():
         srv.proc.wait()
         if os.environ.get("KEEP") is None:
             shutil.rmtree(d, ignore_errors=True)
-    med = {k: fl.median([r[k] for r in runs]) for k in
+    med = {k: median([r[k] for r in runs]) for k in
            ("items", "bytes_read", "seconds", "mb_per_s", "items_per_s", "start_to_listen_s", "cpu_s",
             "fio_mb_per_s", "ratio")}
     fio_cmd = runs[0]["fio_cmd"].replace(flash, "DIR/tiercache.flash")
-    print(f"tiercache: {fl.show_cmd(cmd, d)}")
+    print(f"tiercache: {show_cmd(cmd, d)}")
     print(f"loaded {n:,} x {a.value_size} B; before the first kill: curr_items {before.get('curr_items'):,}, "
           f"on flash {before.get('extstore_objects_used'):,}")
     print(f"fio: {fio_cmd}")
@@ -154,7 +159,7 @@ def main():
           f"| {med['cpu_s']:.2f} | "
           f"| **{med['fio_mb_per_s']:,.0f}** | **{med['ratio']:.2f}** |")
     if a.json:
-        out = json.dumps({"command": fl.show_cmd(cmd, d), "fio": fio_cmd, "machine": where,
+        out = json.dumps({"command": show_cmd(cmd, d), "fio": fio_cmd, "machine": where,
                           "items_loaded": n, "value_size": a.value_size, "before_kill": before,
                           "runs": runs, "median": med}, indent=1)
         if a.json == "-":

@@ -40,16 +40,20 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import paths, scenario  # noqa: E402
+from lib.build import build, build_reader  # noqa: E402
+from lib.devices import beside, fio, flash_server, need_fio, reader, spinning_cpu  # noqa: E402
+from lib.load import bench  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
+from lib.stats import fmt_runs, med_of, median  # noqa: E402
+from lib.util import cpu_delta, fs_of, log, machine, scratch, size_bytes  # noqa: E402
 
 TAG = "flash_fio"
-K = fl.knobs(QD=64, RUNS=3, DURATION=10, KEYS=200000, VALUE=4000, MEM=64, SERVER_THREADS=2, FLASH_SIZE="2G",
-             CLIENT_THREADS=2, PIPELINE=16, CLIENT_CONNS=0, EXT_OPTS="", PORT=21411, RAM_KEYS=2000)
+K = scenario.knobs(TAG)
 QD, RUNS, DURATION, KEYS, VALUE, MEM = K.QD, K.RUNS, K.DURATION, K.KEYS, K.VALUE, K.MEM
 CT, PIPELINE = K.CLIENT_THREADS, K.PIPELINE
 FLASH_SIZE, SERVER_THREADS = K.FLASH_SIZE, K.SERVER_THREADS
 CC = K.CLIENT_CONNS or max(1, QD // (CT * PIPELINE))
-EXT_OPTS = [o for o in K.EXT_OPTS.split(",") if o]
 PORT = K.PORT
 
 
@@ -80,8 +84,8 @@ def cpu_line(tc_runs):
     parts = []
     total = 0.0
     for g in groups:
-        u = fl.median([t["cpu"].get(g, (0, 0))[0] for t in tc_runs])
-        s = fl.median([t["cpu"].get(g, (0, 0))[1] for t in tc_runs])
+        u = median([t["cpu"].get(g, (0, 0))[0] for t in tc_runs])
+        s = median([t["cpu"].get(g, (0, 0))[1] for t in tc_runs])
         total += u + s
         if u + s >= 0.1:
             parts.append(f"{g} threads {u:.1f} + {s:.1f} us")
@@ -89,52 +93,39 @@ def cpu_line(tc_runs):
 
 
 def main():
-    fl.build(TAG)
-    fl.build_reader(TAG)
-    fl.need_fio(TAG)
-    d = fl.workdir(TAG)
-    flash = os.path.join(d, "tiercache.flash")
-    fio_file = os.path.join(d, "fio.dat")
-    ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
-    tc_cmd = fl.tiercache_cmd(PORT, MEM, SERVER_THREADS, ext)
-    fl.log(TAG, "server:", " ".join(tc_cmd))
-    srv = fl.Server("tiercache", tc_cmd, PORT, d)
+    build(TAG)
+    build_reader(TAG)
+    need_fio(TAG)
+    with scratch(TAG) as d:
+        run_in(d)
+
+
+def run_in(d):
     load = ["--threads", CT, "--conns", CC, "--keys", KEYS, "--value-size", VALUE]
+    # written last, so in RAM: the load beside fio in the third context row
+    ram_load = ["--threads", CT, "--conns", 16, "--keys", K.RAM_KEYS, "--key-prefix", "ram:", "--value-size", VALUE]
+    srv, tc_cmd, fio_file = flash_server(TAG, d, K, SERVER_THREADS, load, ram_load, "1s")
     try:
-        fl.log(TAG, f"preloading {KEYS} x {VALUE} B")
-        pre = fl.bench(PORT, load + ["--preload", "--get-ratio", "1", "--pipeline", 32,
-                                     "-d", "1s", "--no-stats"], TAG)
-        st = srv.stats()
-        fl.log(TAG, f"preload {pre['preload']['elapsed_s']:.1f} s; curr_items {st.get('curr_items')}, "
-               f"on flash {st.get('extstore_objects_used')}")
-        if st.get("extstore_objects_used", 0) < KEYS * 0.8:
-            fl.log(TAG, "WARNING: fewer than 80% of the keys are on flash")
-        # written last, so in RAM: the load beside fio in the third context row
-        ram_load = ["--threads", CT, "--conns", 16, "--keys", K.RAM_KEYS, "--key-prefix", "ram:",
-                    "--value-size", VALUE]
-        fl.bench(PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s", "--no-stats"], TAG)
-        # lay out fio's file once (not timed)
-        fl.fio(fio_file, FLASH_SIZE, 1, 1)
         fio_runs, tc_runs, reader_runs, busy_runs, loaded_runs = [], [], [], [], []
         for run in range(RUNS):
-            f = fl.fio(fio_file, FLASH_SIZE, QD, DURATION)
+            f = fio(fio_file, FLASH_SIZE, QD, DURATION)
             fio_runs.append(f)
-            fl.log(TAG, f"run {run + 1}: fio {f['iops']:,.0f} IOPS (p50 {f['p50_us']:.0f} us, p99 {f['p99_us']:.0f} us)")
-            rd = fl.reader(fio_file, fl.size_bytes(FLASH_SIZE), SERVER_THREADS, QD, DURATION)
+            log(TAG, f"run {run + 1}: fio {f['iops']:,.0f} IOPS (p50 {f['p50_us']:.0f} us, p99 {f['p99_us']:.0f} us)")
+            rd = reader(fio_file, size_bytes(FLASH_SIZE), SERVER_THREADS, QD, DURATION)
             reader_runs.append(rd)
-            with fl.spinning_cpu():
-                fb = fl.fio(fio_file, FLASH_SIZE, QD, DURATION)
+            with spinning_cpu():
+                fb = fio(fio_file, FLASH_SIZE, QD, DURATION)
             busy_runs.append(fb)
-            fl.log(TAG, f"run {run + 1}: reader alone {rd['iops']:,.0f} reads/s (errors {rd['errors']}, "
+            log(TAG, f"run {run + 1}: reader alone {rd['iops']:,.0f} reads/s (errors {rd['errors']}, "
                    f"short {rd['short']}); fio with one CPU spinning {fb['iops']:,.0f} IOPS")
             a = srv.stats()
             ca = srv.thread_cpu()
             q = QueueSampler(srv)
-            r = fl.bench(PORT, load + ["--get-ratio", "1", "--pipeline", PIPELINE,
+            r = bench(PORT, load + ["--get-ratio", "1", "--pipeline", PIPELINE,
                                        "-d", f"{DURATION}s", "--no-stats"], TAG)["runs"][0]
             qd_mean = q.mean()
             b = srv.stats()
-            cpu = fl.cpu_delta(ca, srv.thread_cpu())
+            cpu = cpu_delta(ca, srv.thread_cpu())
             dt = r["elapsed_s"]
             delta = {k: b.get(k, 0) - a.get(k, 0) for k in
                      ("cmd_get", "get_hits", "get_misses", "flash_hits", "extstore_objects_read",
@@ -151,64 +142,57 @@ def main():
                         for k, (u, s_) in cpu.items()},
             }
             tc_runs.append(t)
-            fl.log(TAG, f"run {run + 1}: tiercache {t['gets']:,.0f} gets/s, {t['flash_reads']:,.0f} flash reads/s "
+            log(TAG, f"run {run + 1}: tiercache {t['gets']:,.0f} gets/s, {t['flash_reads']:,.0f} flash reads/s "
                    f"(flash hits {t['flash_hit_frac']:.1%} of hits, hit ratio {t['hit_ratio']:.4f}, "
                    f"ratio to fio {t['flash_reads'] / f['iops']:.2f}, device queue depth {qd_mean:.1f})")
             a = srv.stats()
-            lf, lr = fl.beside(
-                lambda: fl.bench(PORT, ram_load + ["--mode", "latency", "--rate", f"{t['gets']:.0f}", "--get-ratio", 1,
+            lf, lr = beside(
+                lambda: bench(PORT, ram_load + ["--mode", "latency", "--rate", f"{t['gets']:.0f}", "--get-ratio", 1,
                                                    "-d", f"{DURATION + 3}s", "--no-stats"], TAG)["runs"][0],
-                lambda: fl.fio(fio_file, FLASH_SIZE, QD, DURATION))
+                lambda: fio(fio_file, FLASH_SIZE, QD, DURATION))
             b = srv.stats()
             lf["ram_gets"] = lr["ops_per_sec"]
             lf["ram_flash_frac"] = (b.get("flash_hits", 0) - a.get("flash_hits", 0)) / max(
                 1, b.get("get_hits", 0) - a.get("get_hits", 0))
             loaded_runs.append(lf)
-            fl.log(TAG, f"run {run + 1}: fio while tiercache serves {lr['ops_per_sec']:,.0f} RAM-hit gets/s "
+            log(TAG, f"run {run + 1}: fio while tiercache serves {lr['ops_per_sec']:,.0f} RAM-hit gets/s "
                    f"(flash {lf['ram_flash_frac']:.1%} of those hits): {lf['iops']:,.0f} IOPS")
         end = srv.stats()
     finally:
         srv.stop()
-    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+    m = med_of
     fio_iops = m("iops", fio_runs)
     ratios = [t["flash_reads"] / f["iops"] for t, f in zip(tc_runs, fio_runs)]
-    ratio = fl.median(ratios)
-    reader_ratio = fl.median([r["iops"] / f["iops"] for r, f in zip(reader_runs, fio_runs)])
-    busy_ratio = fl.median([b["iops"] / f["iops"] for b, f in zip(busy_runs, fio_runs)])
-    loaded_ratio = fl.median([x["iops"] / f["iops"] for x, f in zip(loaded_runs, fio_runs)])
-    vs_loaded = fl.median([t["flash_reads"] / x["iops"] for t, x in zip(tc_runs, loaded_runs)])
+    ratio = median(ratios)
+    reader_ratio = median([r["iops"] / f["iops"] for r, f in zip(reader_runs, fio_runs)])
+    busy_ratio = median([b["iops"] / f["iops"] for b, f in zip(busy_runs, fio_runs)])
+    loaded_ratio = median([x["iops"] / f["iops"] for x, f in zip(loaded_runs, fio_runs)])
+    vs_loaded = median([t["flash_reads"] / x["iops"] for t, x in zip(tc_runs, loaded_runs)])
     verdict = "met" if ratio >= 0.8 else "not met"
-    cmd = "python3 bench/run.py flash_fio"
-    envs = K.shown
-    body = f"""- command: `{(envs + ' ') if envs else ''}{cmd}`
-- date: {fl.now_utc()}; commit {fl.commit()}
-- machine: {fl.machine()}; files on {fl.fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)
+    body = f"""{header(K, f"; files on {fs_of(d)} (a virtual disk: O_DIRECT bypasses the guest's page cache, not the host's)")}
 - device: `{fio_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat')}`
-- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash; read backend (`stats` flash_io_backend): {end.get('flash_io_backend', 'pool (no such stat)')}
-- load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; the server's device queue depth (`extstore_io_queue` sampled every 50 ms) averaged {fl.median([t['qd'] for t in tc_runs]):.1f} (median of the runs' means); fio and tiercache alternate, {RUNS} runs each, medians
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(paths.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B values preloaded ({KEYS * VALUE / 2**20:,.0f} MiB, {KEYS * VALUE / 2**20 / MEM:.0f}x -m), {end.get('extstore_objects_used', 0):,} on flash; read backend (`stats` flash_io_backend): {end.get('flash_io_backend', 'pool (no such stat)')}
+- load: tiercache-bench `--threads {CT} --conns {CC} --pipeline {PIPELINE} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (uniform keys, {CT * CC * PIPELINE} gets in flight), {DURATION} s per run; the server's device queue depth (`extstore_io_queue` sampled every 50 ms) averaged {median([t['qd'] for t in tc_runs]):.1f} (median of the runs' means); fio and tiercache alternate, {RUNS} runs each, medians
 
 | | fio 4 KiB randread QD{QD} | tiercache gets | tiercache flash reads |
 | --- | ---: | ---: | ---: |
 | per second (median) | {fio_iops:,.0f} | {m('gets', tc_runs):,.0f} | {m('flash_reads', tc_runs):,.0f} |
-| runs | {fl.fmt_runs([f['iops'] for f in fio_runs])} | {fl.fmt_runs([t['gets'] for t in tc_runs])} | {fl.fmt_runs([t['flash_reads'] for t in tc_runs])} |
+| runs | {fmt_runs([f['iops'] for f in fio_runs])} | {fmt_runs([t['gets'] for t in tc_runs])} | {fmt_runs([t['flash_reads'] for t in tc_runs])} |
 | p50 / p99 us (median) | {m('p50_us', fio_runs):,.0f} / {m('p99_us', fio_runs):,.0f} | {m('p50', tc_runs):,.0f} / {m('p99', tc_runs):,.0f} (closed loop, service time) | |
 
 CPU per request (medians): fio {m('cpu_us_per_io', fio_runs):.1f} us per read (user + system, from its JSON); tiercache, per get, user + system: {cpu_line(tc_runs)}.
 
-Flash reads / fio IOPS per run: {fl.fmt_runs(ratios, '{:.2f}')}; median **{ratio:.2f}** (target >= 0.8: **{verdict}**).
+Flash reads / fio IOPS per run: {fmt_runs(ratios, '{:.2f}')}; median **{ratio:.2f}** (target >= 0.8: **{verdict}**).
 
 Context, same runs (medians; ratios to fio alone in the same run):
-- tiercache's read path alone, no network (`{reader_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat').replace(fl.READER, 'flash_randread')}`): {m('iops', reader_runs):,.0f} reads/s ({fl.fmt_runs([r['iops'] for r in reader_runs])}), **{reader_ratio:.2f}** x fio; errors + short reads {sum(r['errors'] + r['short'] for r in reader_runs)}
-- fio while one CPU spins (`sh -c 'while :; do :; done'`): {m('iops', busy_runs):,.0f} IOPS ({fl.fmt_runs([b['iops'] for b in busy_runs])}), **{busy_ratio:.2f}** x fio alone
-- fio while tiercache serves RAM hits ({K.RAM_KEYS:,} other keys, `--key-prefix ram:`, open loop) at the rate it served flash hits in that run ({fl.fmt_runs([x['ram_gets'] for x in loaded_runs])} gets/s; flash hits {m('ram_flash_frac', loaded_runs):.1%} of those hits): {m('iops', loaded_runs):,.0f} IOPS ({fl.fmt_runs([x['iops'] for x in loaded_runs])}), **{loaded_ratio:.2f}** x fio alone; tiercache's flash reads / this: **{vs_loaded:.2f}**
+- tiercache's read path alone, no network (`{reader_runs[0]['cmd'].replace(fio_file, 'DIR/fio.dat').replace(paths.READER, 'flash_randread')}`): {m('iops', reader_runs):,.0f} reads/s ({fmt_runs([r['iops'] for r in reader_runs])}), **{reader_ratio:.2f}** x fio; errors + short reads {sum(r['errors'] + r['short'] for r in reader_runs)}
+- fio while one CPU spins (`sh -c 'while :; do :; done'`): {m('iops', busy_runs):,.0f} IOPS ({fmt_runs([b['iops'] for b in busy_runs])}), **{busy_ratio:.2f}** x fio alone
+- fio while tiercache serves RAM hits ({K.RAM_KEYS:,} other keys, `--key-prefix ram:`, open loop) at the rate it served flash hits in that run ({fmt_runs([x['ram_gets'] for x in loaded_runs])} gets/s; flash hits {m('ram_flash_frac', loaded_runs):.1%} of those hits): {m('iops', loaded_runs):,.0f} IOPS ({fmt_runs([x['iops'] for x in loaded_runs])}), **{loaded_ratio:.2f}** x fio alone; tiercache's flash reads / this: **{vs_loaded:.2f}**
 
-Flash hits were {fl.median([t['flash_hit_frac'] for t in tc_runs]):.1%} of get hits, get hit ratio {fl.median([t['hit_ratio'] for t in tc_runs]):.4f}, read errors + verify failures {sum(t['errors'] for t in tc_runs)}.
+Flash hits were {median([t['flash_hit_frac'] for t in tc_runs]):.1%} of get hits, get hit ratio {median([t['hit_ratio'] for t in tc_runs]):.4f}, read errors + verify failures {sum(t['errors'] for t in tc_runs)}.
 """
     print(body)
-    fl.write_results("Flash-hit throughput vs fio (4 KiB random reads)", body, TAG)
-    if os.environ.get("KEEP") is None:
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
+    write_results("Flash-hit throughput vs fio (4 KiB random reads)", body, TAG)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,18 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import devices, paths, scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.devices import flash_server, fio, need_fio  # noqa: E402
+from lib.load import bench  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
+from lib.stats import fmt_runs, med_of, median  # noqa: E402
+from lib.util import cpu_ticks, fs_of, log, machine, scratch, steal_share  # noqa: E402
 
 TAG = "flash_latency"
-K = fl.knobs(QD=32, FRACTION=0.5, EXTRA_FRACTIONS="0.25,0.1", RATE=0.0, RUNS=3, CAL_RUNS=3, DURATION=10,
-             KEYS=200000, VALUE=4000, MEM=64, FLASH_SIZE="2G", EXT_OPTS="", PORT=21421, RAM_KEYS=2000,
-             CLIENT_CONNS=0)
+K = scenario.knobs(TAG)
 QD, FRACTION, RUNS, CAL_RUNS, DURATION = K.QD, K.FRACTION, K.RUNS, K.CAL_RUNS, K.DURATION
 KEYS, VALUE, MEM, FLASH_SIZE, PORT, RAM_KEYS = K.KEYS, K.VALUE, K.MEM, K.FLASH_SIZE, K.PORT, K.RAM_KEYS
-EXT_OPTS = [o for o in K.EXT_OPTS.split(",") if o]
 CT = 2
 # one request per connection waits for flash at a time: QD connections for QD reads in flight
 CC = K.CLIENT_CONNS or max(1, QD // CT)
@@ -38,10 +41,10 @@ CC = K.CLIENT_CONNS or max(1, QD // CT)
 
 def one(srv, load, rate):
     a = srv.stats()
-    ta = fl.cpu_ticks()
-    r = fl.bench(PORT, [str(x) for x in load] + ["--mode", "latency", "--rate", f"{rate:.0f}", "--get-ratio", 1,
+    ta = cpu_ticks()
+    r = bench(PORT, [str(x) for x in load] + ["--mode", "latency", "--rate", f"{rate:.0f}", "--get-ratio", 1,
                                "-d", f"{DURATION}s", "--no-stats"], TAG)["runs"][0]
-    steal = fl.steal_share(ta, fl.cpu_ticks())
+    steal = steal_share(ta, cpu_ticks())
     b = srv.stats()
     g = r["latency"].get("get_hit") or r["latency"]["all"]
     delta = {k: b.get(k, 0) - a.get(k, 0) for k in ("cmd_get", "get_hits", "flash_hits")}
@@ -55,33 +58,26 @@ def one(srv, load, rate):
 
 
 def main():
-    fl.build(TAG)
-    fl.need_fio(TAG)
-    d = fl.workdir(TAG)
-    flash = os.path.join(d, "tiercache.flash")
-    fio_file = os.path.join(d, "fio.dat")
-    ext = [f"ext_path={flash}:{FLASH_SIZE}", f"ext_threads={QD}"] + EXT_OPTS
-    tc_cmd = fl.tiercache_cmd(PORT, MEM, 2, ext)
-    srv = fl.Server("tiercache", tc_cmd, PORT, d)
+    build(TAG)
+    need_fio(TAG)
+    with scratch(TAG) as d:
+        run_in(d)
+
+
+def run_in(d):
     load = ["--threads", CT, "--conns", CC, "--keys", KEYS, "--value-size", VALUE]
+    # control: a small set of keys written last, so in RAM: the machine's latency floor
+    ram_load = ["--threads", CT, "--conns", CC, "--keys", RAM_KEYS, "--key-prefix", "ram:", "--value-size", VALUE]
+    srv, tc_cmd, fio_file = flash_server(TAG, d, K, 2, load, ram_load)
     try:
-        fl.log(TAG, f"preloading {KEYS} x {VALUE} B")
-        fl.bench(PORT, load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
-                               "--no-stats"], TAG)
-        # control: a small set of keys written last, so in RAM: the machine's latency floor
-        ram_load = ["--threads", CT, "--conns", CC, "--keys", RAM_KEYS, "--key-prefix", "ram:",
-                    "--value-size", VALUE]
-        fl.bench(PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s",
-                                   "--no-stats"], TAG)
-        fl.fio(fio_file, FLASH_SIZE, 1, 1)
         cal = []
         for i in range(CAL_RUNS):
-            cal.append(fl.fio(fio_file, FLASH_SIZE, QD, max(5, DURATION // 2)))
-            fl.log(TAG, f"device: fio QD{QD} {cal[-1]['iops']:,.0f} IOPS")
-        dev_iops = fl.median([c["iops"] for c in cal])
+            cal.append(fio(fio_file, FLASH_SIZE, QD, max(5, DURATION // 2)))
+            log(TAG, f"device: fio QD{QD} {cal[-1]['iops']:,.0f} IOPS")
+        dev_iops = median([c["iops"] for c in cal])
         fracs = [FRACTION] + [float(x) for x in K.EXTRA_FRACTIONS.split(",") if x]
         rates = [K.RATE] if K.RATE else [f * dev_iops for f in fracs]
-        fl.log(TAG, f"device {dev_iops:,.0f} IOPS (median); rates {', '.join(f'{r:,.0f}' for r in rates)}/s")
+        log(TAG, f"device {dev_iops:,.0f} IOPS (median); rates {', '.join(f'{r:,.0f}' for r in rates)}/s")
         backend = srv.stats().get("flash_io_backend", "pool (no such stat)")
         tcs = {r: [] for r in rates}
         rams = {r: [] for r in rates}
@@ -92,22 +88,22 @@ def main():
             for rate in rates:
                 t = one(srv, load, rate)
                 tcs[rate].append(t)
-                f = fl.fio(fio_file, FLASH_SIZE, QD, DURATION, rate_iops=rate)
+                f = fio(fio_file, FLASH_SIZE, QD, DURATION, rate_iops=rate)
                 fios[rate].append(f)
                 c = one(srv, ram_load, rate)
                 rams[rate].append(c)
-                b, bf = fl.beside(lambda: fl.fio(fio_file, FLASH_SIZE, QD, DURATION + 3, rate_iops=rate),
+                b, bf = devices.beside(lambda: fio(fio_file, FLASH_SIZE, QD, DURATION + 3, rate_iops=rate),
                                   lambda: one(srv, ram_load, rate))
                 beside[rate].append(b)
                 beside_dev[rate].append(bf)
-                fl.log(TAG, f"run {run + 1} at {rate:,.0f}/s: tiercache {t['achieved']:,.0f}/s p50 {t['p50']:.0f} "
+                log(TAG, f"run {run + 1} at {rate:,.0f}/s: tiercache {t['achieved']:,.0f}/s p50 {t['p50']:.0f} "
                        f"p99 {t['p99']:.0f} p99.9 {t['p999']:.0f} us (flash {t['flash_frac']:.1%} of hits, hit "
                        f"ratio {t['hit_ratio']:.4f}); fio at the same rate p50 {f['p50_us']:.0f} p99 {f['p99_us']:.0f} us; "
                        f"RAM hits p50 {c['p50']:.0f} p99 {c['p99']:.0f} us; RAM hits while fio reads at the same rate "
                        f"p50 {b['p50']:.0f} p99 {b['p99']:.0f} us (fio's p99 then {bf['p99_us']:.0f} us)")
     finally:
         srv.stop()
-    m = lambda k, xs: fl.median([x[k] for x in xs])  # noqa: E731
+    m = med_of
     rate = rates[0]
     p99 = m("p99", tcs[rate])
     verdict = "met" if p99 < 1000 else "not met"
@@ -117,24 +113,23 @@ def main():
         t, f = tcs[r], fios[r]
         frac = f"{r / dev_iops:.2f} x device" if not K.RATE else "fixed"
         rows.append(f"| {r:,.0f} ({frac}) | tiercache get | {m('achieved', t):,.0f} | {m('p50', t):,.0f} | "
-                    f"{m('p99', t):,.0f} | {m('p999', t):,.0f} | {fl.fmt_runs([x['p99'] for x in t])} | "
+                    f"{m('p99', t):,.0f} | {m('p999', t):,.0f} | {fmt_runs([x['p99'] for x in t])} | "
                     f"{m('lag_p99', t):,.0f} | {m('steal', t):.1%} |")
         c = rams[r]
         rows.append(f"| | tiercache get, RAM hits (control) | {m('achieved', c):,.0f} | {m('p50', c):,.0f} | "
-                    f"{m('p99', c):,.0f} | {m('p999', c):,.0f} | {fl.fmt_runs([x['p99'] for x in c])} | "
+                    f"{m('p99', c):,.0f} | {m('p999', c):,.0f} | {fmt_runs([x['p99'] for x in c])} | "
                     f"{m('lag_p99', c):,.0f} | {m('steal', c):.1%} |")
         b = beside[r]
         rows.append(f"| | tiercache get, RAM hits, while fio reads at this rate (control) | {m('achieved', b):,.0f} | "
                     f"{m('p50', b):,.0f} | {m('p99', b):,.0f} | {m('p999', b):,.0f} | "
-                    f"{fl.fmt_runs([x['p99'] for x in b])} | {m('lag_p99', b):,.0f} | {m('steal', b):.1%} |")
+                    f"{fmt_runs([x['p99'] for x in b])} | {m('lag_p99', b):,.0f} | {m('steal', b):.1%} |")
         rows.append(f"| | fio (device) | {m('iops', f):,.0f} | {m('p50_us', f):,.0f} | {m('p99_us', f):,.0f} | n/a | "
-                    f"{fl.fmt_runs([x['p99_us'] for x in f])} | | |")
+                    f"{fmt_runs([x['p99_us'] for x in f])} | | |")
     table = "\n".join(rows)
     all_t = [x for r in rates for x in tcs[r]]
-    body = f"""- command: `{(envs + ' ') if envs else ''}python3 bench/run.py flash_latency`
-- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}; files on {fl.fs_of(d)}
-- device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fl.fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
-- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(fl.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}
+    body = f"""{header(K, f"; files on {fs_of(d)}")}
+- device IOPS: fio 4 KiB randread, io_uring, O_DIRECT, QD{QD}: {fmt_runs([c['iops'] for c in cal])} (median {dev_iops:,.0f}); target rate = {FRACTION} x that = **{rate:,.0f} gets/s**, lower rates for context
+- tiercache: `{' '.join(tc_cmd).replace(d, 'DIR').replace(paths.TIERCACHE, 'tiercache')}`, {KEYS:,} keys x {VALUE} B preloaded ({KEYS * VALUE / 2**20 / MEM:.0f}x -m); read backend {backend}
 - load: `tiercache-bench --mode latency --rate R --threads {CT} --conns {CC} --get-ratio 1 --keys {KEYS} --value-size {VALUE}` (open loop, uniform keys, latency from the intended send time), {DURATION} s per run; a control run at the same rate on {RAM_KEYS:,} other keys (`--key-prefix ram:`, written last, so RAM hits) gives this machine's latency floor for the same server and client, and the same RAM run while fio reads the device at the same rate in parallel shows what the device's reads alone do to it; the device's own latency at the same rate from `fio ... --iodepth={QD} --rate_iops=R --rate_process=poisson`; {RUNS} runs, tiercache (flash), fio and tiercache (RAM) alternating, medians
 
 | rate /s | what | achieved /s | p50 us | p99 us | p99.9 us | runs p99 us | client send lag p99 us | CPU stolen by the host |
@@ -145,10 +140,7 @@ Flash-hit p99 at {FRACTION} of the device's IOPS: **{p99:,.0f} us** (target < 1 
 The client's send lag is how late the load generator sent its requests (it is part of the latency, as it must be in an open loop); "CPU stolen" is /proc/stat's steal share during the run: time the hypervisor ran something else, such as this virtual disk's emulation, on the machine's CPUs. Flash hits were {m('flash_frac', all_t):.1%} of get hits (get hit ratio {m('hit_ratio', all_t):.4f}); unanswered {sum(t['unanswered'] for t in all_t)}.
 """
     print(body)
-    fl.write_results("Flash-hit latency at half of the device's IOPS", body, TAG)
-    if os.environ.get("KEEP") is None:
-        import shutil
-        shutil.rmtree(d, ignore_errors=True)
+    write_results("Flash-hit latency at half of the device's IOPS", body, TAG)
 
 
 if __name__ == "__main__":

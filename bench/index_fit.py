@@ -34,29 +34,25 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import read_back, set_keys  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
+from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
+from lib.util import flash_record, log, size_bytes  # noqa: E402
 
 TAG = "index_fit"
-K = fl.knobs(N=4_000_000, STEP=20, MEM=64, SIZE="1G", FILLS="0.1,0.9", PORT=21515,
-             DRIFT="100,1000,8000,1000,100", PHASES="small,dram,drift")
-# Records on flash, per item: 8-byte record prefix + 24-byte header + key +
-# value, padded to 8; records of at most 4 KiB do not cross a 4 KiB block.
+K = scenario.knobs(TAG)
+# The crash journal's share of the device (records on flash: lib.util.flash_record).
 JOURNAL_SHARE = 1 / 32
 
 
-def record_bytes(klen, vlen):
-    rec = (8 + 24 + klen + vlen + 7) // 8 * 8
-    if rec <= 4096:
-        return 4096 / (4096 // rec)
-    return rec
-
-
 def flash_cmd(d):
-    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"])
+    return tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"])
 
 
 def ram_cmd(_d):
-    return fl.tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
+    return tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
 
 
 def figures(st):
@@ -67,30 +63,26 @@ def figures(st):
 
 
 def small_items():
-    with fl.scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
-        t = fl.set_keys(K.PORT, range(K.N), 100)
+    with scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
+        t = set_keys(K.PORT, range(K.N), 100)
         time.sleep(2)
         st = srv.stats()
         rss = srv.rss()
         sample = range(0, K.N, K.STEP)
-        want = fl.value_of(100)
-        got = bad = 0
-        for _k, v in fl.get_values(K.PORT, sample):
-            got += 1
-            bad += v != want
+        got, bad = read_back(K.PORT, sample, 100)
         return shown, t, st, rss, len(sample), got, bad
 
 
 def load(make, n, vlen):
-    with fl.scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
-        fl.set_keys(K.PORT, range(n), vlen)
+    with scratch_server(TAG, "tiercache", make, K.PORT) as (srv, shown):
+        set_keys(K.PORT, range(n), vlen)
         time.sleep(2)
         return shown, srv.rss(), srv.stats()
 
 
 def dram_per_item(vlen, fill):
     klen = len(f"key:{int(1e6)}")
-    cap = fl.size_bytes(K.SIZE) * (1 - JOURNAL_SHARE) / record_bytes(klen, vlen)
+    cap = size_bytes(K.SIZE) * (1 - JOURNAL_SHARE) / flash_record(klen, vlen)[1]
     ram_items = K.MEM * (1 << 20) / (24 + klen + vlen)
     n = int(cap * fill + ram_items)
     shown_f, rss_f, st_f = load(flash_cmd, n, vlen)
@@ -106,34 +98,29 @@ def drift():
     """Value sizes moving through K.DRIFT on one server: a row per phase."""
     rows = []
     klen = len(f"key:{int(1e6)}")
-    cap = fl.size_bytes(K.SIZE) * (1 - JOURNAL_SHARE)
-    with fl.scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
+    cap = size_bytes(K.SIZE) * (1 - JOURNAL_SHARE)
+    with scratch_server(TAG, "tiercache", flash_cmd, K.PORT) as (srv, shown):
         for phase, vlen in enumerate(int(v) for v in K.DRIFT.split(",")):
-            n = min(K.N, int(cap * 0.7 / record_bytes(klen, vlen)))
+            n = min(K.N, int(cap * 0.7 / flash_record(klen, vlen)[1]))
             prefix = f"d{phase}:"
-            t = fl.set_keys(K.PORT, range(n), vlen, prefix=prefix)
+            t = set_keys(K.PORT, range(n), vlen, prefix=prefix)
             time.sleep(2)
             st = srv.stats()
             sample = range(0, n, K.STEP)
-            want = fl.value_of(vlen)
-            got = bad = 0
-            for _k, v in fl.get_values(K.PORT, sample, prefix=prefix):
-                got += 1
-                bad += v != want
+            got, bad = read_back(K.PORT, sample, vlen, prefix)
             row = dict(phase=phase, vlen=vlen, n=n, t=t, sampled=len(sample), got=got, bad=bad,
                        rss=srv.rss(), st=figures(st))
-            fl.log(TAG, f"drift {phase} ({vlen} B): {n:,} sets in {t:.1f} s; read back {got:,} of "
+            log(TAG, f"drift {phase} ({vlen} B): {n:,} sets in {t:.1f} s; read back {got:,} of "
                         f"{len(sample):,}, {bad} wrong; {row['st']}")
             rows.append(row)
     return shown, rows
 
 
 def main():
-    fl.build(TAG)
+    build(TAG)
     phases = K.PHASES.split(",")
     body = [
-        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/run.py index_fit`",
-        f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
+        header(K),
         "",
     ]
     if "small" in phases:
@@ -142,7 +129,7 @@ def main():
         body += dram_section()
     if "drift" in phases:
         body += drift_section()
-    fl.write_results("Issue 15: the index fits the items stored (index_fit.py)", "\n".join(body), TAG)
+    write_results("Issue 15: the index fits the items stored (index_fit.py)", "\n".join(body), TAG)
 
 
 def drift_section():
@@ -167,7 +154,7 @@ def drift_section():
 def small_section():
     shown, t, st, rss, sampled, got, bad = small_items()
     f = figures(st)
-    fl.log(TAG, f"small items: {K.N:,} sets in {t:.1f} s; {f}; read back {got:,} of {sampled:,}, {bad} wrong")
+    log(TAG, f"small items: {K.N:,} sets in {t:.1f} s; {f}; read back {got:,} of {sampled:,}, {bad} wrong")
     return [
         f"- server: `{shown}` (defaults, no ext_avg_item_size)",
         "",
@@ -187,7 +174,7 @@ def dram_section():
     for vlen in (100, 4000):
         for fill in [float(x) for x in K.FILLS.split(",")]:
             r = dram_per_item(vlen, fill)
-            fl.log(TAG, f"{vlen} B at {fill:.0%}: {r['flash_items']:,} flash items, RSS {r['rss_flash']/2**20:.1f} "
+            log(TAG, f"{vlen} B at {fill:.0%}: {r['flash_items']:,} flash items, RSS {r['rss_flash']/2**20:.1f} "
                         f"vs {r['rss_ram']/2**20:.1f} MiB: {r['per_item']:.2f} B/item beyond -m; index "
                         f"{r['index_per_entry']:.2f} B/entry; {r['st']}")
             rows.append(r)

@@ -10,39 +10,26 @@ tiercache / memcached (below 1: tiercache is faster). The client's own cost
 (Python reading the reply) is in both.
 
 Environment (all optional):
-  TIERCACHE=target/release/tiercache   the binary (built if the default is missing)
+  TIERCACHE=target/release/tiercache   the binary (built with tiercache-bench unless TIERCACHE and BENCH are set)
   SIZES=1,8,64,256                     value sizes in MiB
   RUNS=5 MEM=1200 ITEM=512m
 """
+import contextlib
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashlib import free_port  # noqa: E402
+from lib import paths, scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.servers import scratch_server  # noqa: E402
+from lib.util import free_port  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIERCACHE = os.environ.get("TIERCACHE", os.path.join(ROOT, "target/release/tiercache"))
-SIZES = [int(s) for s in os.environ.get("SIZES", "1,8,64,256").split(",")]
-RUNS = int(os.environ.get("RUNS", "5"))
-MEM = os.environ.get("MEM", "1200")
-ITEM = os.environ.get("ITEM", "512m")
-
-
-def start(cmd, port):
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return p
-        except OSError:
-            time.sleep(0.05)
-    p.kill()
-    sys.exit(f"{cmd[0]} did not start")
+TAG = "large_items"
+K = scenario.knobs(TAG)
+SIZES = [int(s) for s in K.SIZES.split(",")]
 
 
 class Client:
@@ -76,23 +63,23 @@ class Client:
 
 
 def main():
-    if not os.path.exists(TIERCACHE):
-        subprocess.check_call(["cargo", "build", "--release", "-p", "tiercache-server"], cwd=ROOT)
-    root = ["-u", "root"] if os.geteuid() == 0 else []
+    build(TAG)
     tp, mp = free_port(), free_port()
-    tc = start([TIERCACHE, "-p", str(tp), "-l", "127.0.0.1", "-m", MEM, "-I", ITEM,
-                "-o", "ext_path=none"] + root, tp)
-    mc = start(["memcached", "-p", str(mp), "-l", "127.0.0.1", "-U", "0", "-m", MEM,
-                "-I", ITEM] + root, mp)
-    try:
+    root = ["-u", "root"] if os.geteuid() == 0 else []
+    with contextlib.ExitStack() as stack:
+        # the same -m and -I, each server's default threads
+        for name, port, cmd in (("tiercache", tp, [paths.TIERCACHE, "-o", "ext_path=none"]),
+                                ("memcached", mp, [paths.MEMCACHED, "-U", "0"])):
+            cmd += ["-p", str(port), "-l", "127.0.0.1", "-m", K.MEM, "-I", K.ITEM] + root
+            stack.enter_context(scratch_server(TAG, name, lambda _d, c=cmd: c, port))
         clients = {"tiercache": Client(tp), "memcached": Client(mp)}
-        print(f"RUNS={RUNS} MEM={MEM} ITEM={ITEM}; seconds, medians; ratio = tiercache / memcached")
+        print(f"RUNS={K.RUNS} MEM={K.MEM} ITEM={K.ITEM}; seconds, medians; ratio = tiercache / memcached")
         print("| value | set tiercache | set memcached | set ratio | get tiercache | get memcached | get ratio |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for mib in SIZES:
             value = (b"%08d" % mib) * (mib << 17)
             times = {n: ([], []) for n in clients}
-            for run in range(RUNS):
+            for run in range(K.RUNS):
                 order = list(clients) if run % 2 == 0 else list(clients)[::-1]
                 for name in order:
                     c = clients[name]
@@ -103,11 +90,6 @@ def main():
             t, m = med["tiercache"], med["memcached"]
             print(f"| {mib} MiB | {t[0]:.4f} | {m[0]:.4f} | {t[0] / m[0]:.2f} "
                   f"| {t[1]:.4f} | {m[1]:.4f} | {t[1] / m[1]:.2f} |", flush=True)
-    finally:
-        tc.terminate()
-        mc.terminate()
-        tc.wait()
-        mc.wait()
 
 
 if __name__ == "__main__":

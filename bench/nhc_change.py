@@ -4,7 +4,7 @@
 the scheduler's state, data_admit, load_admit and the flash reads per class
 sampled from `stats` every SAMPLE_MS ms.
 
-Devices as bench/nhc_loop.py (loop files, `losetup --direct-io=on`, cgroup v1
+Devices as the nhc_loop scenario (bench/lib/classes.py: loop files, `losetup --direct-io=on`, cgroup v1
 blkio read caps FAST_IOPS and CAP_IOPS). Per run: a fresh server on the wiped
 devices; KEYS items of set B (prefix `b:`) preloaded, then KEYS of set A
 (`a:`), so that A is the newer and B sits on the capacity class; WARM_S
@@ -16,7 +16,7 @@ Writes one CSV per run (t, state, data_admit, load_admit, fast_per_s,
 capacity_per_s, reads_per_s; reads are flash reads, both classes), for nhc=1
 one of the scheduler's iterations (`-iterations.csv`: each iteration's probed
 points in the order measured, their intervals' reads per second and scores,
-and the move; bench/nhc_loop.py `iterations`) and, per
+and the move; bench/lib/classes.py `iterations`) and, per
 pair, a CSV for bench/nhc_plot.py (t, data_admit, load_admit of the nhc run,
 nhc_reads_per_s, classic_reads_per_s) into OUT_DIR (default bench/plots),
 plots the first pair into OUT_DIR/nhc-loop-change.svg (PLOT= to change),
@@ -41,14 +41,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
-import nhc_loop as nl  # noqa: E402
+from lib import classes, paths, scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.stats import median  # noqa: E402
+from lib.util import commit, log, machine, now_utc  # noqa: E402
 
 TAG = "nhc_change"
-K = fl.knobs(FAST_IOPS=5000, CAP_IOPS=2500, FAST_MB=160, CAP_MB=1536, KEYS=150000, VALUE=4000,
-             SKEW=0.99, RUNS=3, WARM_S=40, CHANGE_AT=10.0, AFTER_S=50.0, SAMPLE_MS=200, PORT=24190,
-             MEM=48, HEAVY_THREADS=2, HEAVY_CONNS=16, PIPELINE=4, SERVER_THREADS=2, IO_THREADS=64, SHARDS=8,
-             OUT_DIR=os.path.join(fl.ROOT, "bench", "plots"), PLOT="nhc-loop-change.svg")
+K = scenario.knobs(TAG)
+K.OUT_DIR = K.OUT_DIR or os.path.join(paths.ROOT, "bench", "plots")
 
 
 def heavy(prefix, secs):
@@ -58,26 +58,22 @@ def heavy(prefix, secs):
 
 
 def one_run(devs, cg, nhc, d):
-    srv, shown = nl.start_server(devs, cg, nhc, d, K)
+    srv, shown = classes.start_server(devs, cg, nhc, d, K)
     sampler = None
     try:
         for prefix in ("b:", "a:"):
-            fl.bench(K.PORT, ["--threads", 2, "--conns", 4, "--keys", K.KEYS, "--key-prefix", prefix,
-                              "--value-size", K.VALUE, "--preload", "--get-ratio", "1", "--pipeline", 16,
-                              "-d", "0s", "--no-stats"], TAG)
-        fl.bench(K.PORT, heavy("a:", K.WARM_S), TAG)
-        sampler = nl.Sampler(srv, K.SAMPLE_MS)
+            classes.preload(K.PORT, K.KEYS, K.VALUE, TAG, prefix)
+        classes.bench(K.PORT, heavy("a:", K.WARM_S), TAG)
+        sampler = classes.Sampler(srv, K.SAMPLE_MS)
         sampler.start()
-        fl.bench(K.PORT, heavy("a:", K.CHANGE_AT), TAG)
+        classes.bench(K.PORT, heavy("a:", K.CHANGE_AT), TAG)
         change = time.monotonic() - sampler.t0
-        fl.bench(K.PORT, heavy("b:", K.AFTER_S), TAG)
-        sampler.halt.set()
-        sampler.join()
-        return nl.timeline(sampler.rows), change, shown, nl.iterations(sampler.rows)
+        classes.bench(K.PORT, heavy("b:", K.AFTER_S), TAG)
+        sampler.finish()
+        return classes.timeline(sampler.rows), change, shown, classes.iterations(sampler.rows)
     finally:
-        if sampler is not None and sampler.is_alive():
-            sampler.halt.set()
-            sampler.join()
+        if sampler is not None:
+            sampler.finish()
         srv.stop()
 
 
@@ -98,7 +94,7 @@ def summary(rows, change):
            "la_before": before[-1]["load_admit"] if before else None}
     s1 = next((r["t"] for r in after if r["state"] == 1), None)
     out["to_classic"] = None if s1 is None else s1 - change
-    settled = fl.median([r["load_admit"] for r in last])
+    settled = median([r["load_admit"] for r in last])
     out["settled_la"] = settled
     # the first time after the return to state 1 that load_admit is within 0.1 of where it settles
     best = next((r["t"] for r in after if (s1 is None or r["t"] > s1) and r["state"] == 2
@@ -110,10 +106,10 @@ def summary(rows, change):
 
 
 def main():
-    nl.check_root()
-    fl.build(TAG)
+    classes.check_root(TAG)
+    build(TAG)
     os.makedirs(K.OUT_DIR, exist_ok=True)
-    with nl.loop_devices(TAG, K.FAST_MB, K.CAP_MB, K.FAST_IOPS, K.CAP_IOPS) as (loops, cg, d):
+    with classes.loop_devices(TAG, K.FAST_MB, K.CAP_MB, K.FAST_IOPS, K.CAP_IOPS) as (loops, cg, d):
         runs = {0: [], 1: []}
         cmds = {}
         loadavg = []
@@ -122,24 +118,24 @@ def main():
                 loadavg.append(os.getloadavg()[0])
                 rows, change, cmds[nhc], its = one_run(loops, cg, nhc, d)
                 loadavg.append(os.getloadavg()[0])
-                nl.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}.csv"), rows)
+                classes.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}.csv"), rows)
                 if its:
                     # the change at t = CHANGE_AT, as in the pair's CSV
                     for r in its:
                         r["t"] = round(r["t"] - change + K.CHANGE_AT, 3)
-                    nl.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}-iterations.csv"), its)
+                    classes.write_csv(os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}-nhc{nhc}-iterations.csv"), its)
                 s = summary(rows, change)
                 runs[nhc].append((rows, change, s))
-                fl.log(TAG, f"run {run + 1} nhc={nhc}: change at {change:.2f} s; {s}")
+                log(TAG, f"run {run + 1} nhc={nhc}: change at {change:.2f} s; {s}")
             # the pair, aligned by sample index, for nhc_plot.py
             (rn, ch, _), (rc, _, _) = runs[1][-1], runs[0][-1]
             merged = [{"t": round(a["t"] - ch + K.CHANGE_AT, 3), "data_admit": a["data_admit"],
                        "load_admit": a["load_admit"], "nhc_reads_per_s": a["reads_per_s"],
                        "classic_reads_per_s": b["reads_per_s"]} for a, b in zip(rn, rc)]
             path = os.path.join(K.OUT_DIR, f"nhc-loop-change-{run + 1}.csv")
-            nl.write_csv(path, merged)
+            classes.write_csv(path, merged)
             if run == 0:
-                subprocess.run([sys.executable, os.path.join(fl.ROOT, "bench", "nhc_plot.py"), path,
+                subprocess.run([sys.executable, os.path.join(paths.ROOT, "bench", "nhc_plot.py"), path,
                                 os.path.join(K.OUT_DIR, K.PLOT),
                                 f"working set changed at {K.CHANGE_AT:g} s, loop devices fast {K.FAST_IOPS} / "
                                 f"capacity {K.CAP_IOPS} reads/s (pair 1)", str(K.CHANGE_AT)], check=True)
@@ -147,8 +143,8 @@ def main():
 
 
 def report(runs, cmds, loadavg):
-    print(f"\n### Working-set change on loop devices ({fl.now_utc()}, {fl.commit()})\n")
-    print(f"- machine: {fl.machine()}; load average {min(loadavg):.1f}-{max(loadavg):.1f}")
+    print(f"\n### Working-set change on loop devices ({now_utc()}, {commit()})\n")
+    print(f"- machine: {machine()}; load average {min(loadavg):.1f}-{max(loadavg):.1f}")
     print(f"- devices: fast {K.FAST_MB} MiB at {K.FAST_IOPS}, capacity {K.CAP_MB} MiB at {K.CAP_IOPS} reads/s")
     print(f"- server (nhc=1): `{cmds.get(1)}`")
     print(f"- command: `sudo {K.shown + ' ' if K.shown else ''}python3 bench/run.py nhc_change`\n")

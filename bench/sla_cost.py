@@ -47,7 +47,11 @@ import sys
 import tempfile
 import time
 
-N = int(os.environ.get("N", "20000"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import scenario  # noqa: E402
+
+K = scenario.knobs("sla_cost")
+N = K.N
 KEYS = 1000
 
 
@@ -158,13 +162,13 @@ def measure(binary, name):
 
 
 def main():
-    before, after = os.environ.get("BEFORE"), os.environ.get("AFTER")
+    before, after = K.BEFORE, K.AFTER
     if not (before and after):
         sys.exit("set BEFORE= and AFTER= to two tiercache binaries")
     print(f"instructions per request, worker thread (callgrind, N={N})\n")
     print("| workload | before | after | after - before |")
     print("| --- | ---: | ---: | ---: |")
-    names = os.environ.get("WORKLOADS", "get,get x16,set").split(",")
+    names = K.WORKLOADS.split(",")
     for name in names:
         b, a = measure(before, name), measure(after, name)
         print(f"| {name} | {b:,.0f} | {a:,.0f} | {a - b:+,.0f} |", flush=True)

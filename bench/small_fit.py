@@ -33,11 +33,16 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import scenario, util  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import bench, read_back, set_keys  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
+from lib.servers import scratch_server, tiercache_cmd  # noqa: E402
+from lib.stats import fmt_runs, median  # noqa: E402
+
 
 TAG = "small_fit"
-K = fl.knobs(N=6_000_000, KLEN=32, VLEN=100, MEM=64, SIZE="1G", SMALL_MAX=512, SHARE=90,
-             STEP=50, RUNS=5, SECS=8, RATE=0.0, DUTY=3, EXTRA="", PORT=21615, REST_S=7)
+K = scenario.knobs(TAG)
 # Keys of exactly KLEN bytes: the prefix pads the decimal number.
 PREFIX = "k" * (K.KLEN - 8) + ":"
 
@@ -47,18 +52,18 @@ def extra():
 
 
 def small_cmd(d):
-    return fl.tiercache_cmd(K.PORT + 1, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
+    return tiercache_cmd(K.PORT + 1, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}",
                                                f"ext_small_max={K.SMALL_MAX}",
                                                f"ext_small_share={K.SHARE}",
                                                f"ext_small_flush_duty={K.DUTY}"] + extra())
 
 
 def log_cmd(d):
-    return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"] + extra())
+    return tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={d}/tc.flash:{K.SIZE}"] + extra())
 
 
 def ram_cmd(_d):
-    return fl.tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
+    return tiercache_cmd(K.PORT, K.MEM, 2, ["ext_path=none"])
 
 
 def num(st, k):
@@ -81,7 +86,7 @@ def load(name, srv, port, shown, rate=None):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        t = fl.set_keys(port, range(K.N), K.VLEN, mb_per_s=rate, prefix=PREFIX)
+        t = set_keys(port, range(K.N), K.VLEN, mb_per_s=rate, prefix=PREFIX)
     finally:
         done.set()
         sampler.join()
@@ -89,44 +94,40 @@ def load(name, srv, port, shown, rate=None):
     st = srv.stats()
     rss = srv.rss()
     sample = range(0, K.N, K.STEP)
-    want = fl.value_of(K.VLEN)
-    got = bad = 0
-    for _k, v in fl.get_values(port, sample, prefix=PREFIX):
-        got += 1
-        bad += v != want
+    got, bad = read_back(port, sample, K.VLEN, PREFIX)
     r = dict(name=name, shown=shown, t=t, st=st, rss=rss, peak=max(peak[0], rss), sampled=len(sample),
              got=got, bad=bad)
-    fl.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
+    util.log(TAG, f"{name}: {K.N:,} sets in {t:.1f} s; read back {got:,} of {len(sample):,}, {bad} wrong; "
                 f"RSS {rss / 2**20:.1f} MiB at rest, {r['peak'] / 2**20:.1f} MiB at most while loading")
     return r
 
 
 def gets(port):
     """Flash-hit gets, uniform over the keys: (ops/s, hit ratio)."""
-    r = fl.bench(port, ["--threads", 2, "--conns", 8, "--pipeline", 4, "--keys", K.N, "--key-prefix", PREFIX,
+    r = bench(port, ["--threads", 2, "--conns", 8, "--pipeline", 4, "--keys", K.N, "--key-prefix", PREFIX,
                         "--value-size", K.VLEN, "--get-ratio", 1, "--dist", "uniform", "-d", f"{K.SECS}s"],
                  TAG, timeout=K.SECS + 120)["runs"][0]
     return r["ops_per_sec"], r["hit_ratio"]
 
 
 def one(name, make, port):
-    with fl.scratch_server(TAG, "tiercache", make, port) as (srv, shown):
+    with scratch_server(TAG, "tiercache", make, port) as (srv, shown):
         return load(name, srv, port, shown)
 
 
 def main():
-    fl.build(TAG)
+    build(TAG)
     with contextlib.ExitStack() as stack:
-        srv_s, shown_s = stack.enter_context(fl.scratch_server(TAG, "tiercache", small_cmd, K.PORT + 1))
+        srv_s, shown_s = stack.enter_context(scratch_server(TAG, "tiercache", small_cmd, K.PORT + 1))
         small = load("small", srv_s, K.PORT + 1, shown_s, float(K.RATE) or None)
-        srv_l, shown_l = stack.enter_context(fl.scratch_server(TAG, "tiercache", log_cmd, K.PORT))
+        srv_l, shown_l = stack.enter_context(scratch_server(TAG, "tiercache", log_cmd, K.PORT))
         log = load("log", srv_l, K.PORT, shown_l)
         runs = {"small": [], "log": []}
         for i in range(K.RUNS):
             order = [("small", K.PORT + 1), ("log", K.PORT)]
             for name, port in order if i % 2 == 0 else order[::-1]:
                 runs[name].append(gets(port))
-            fl.log(TAG, f"gets run {i}: small {runs['small'][-1]}, log {runs['log'][-1]}")
+            util.log(TAG, f"gets run {i}: small {runs['small'][-1]}, log {runs['log'][-1]}")
         hits_s = srv_s.stats()
         hits_l = srv_l.stats()
     ram = one("ram", ram_cmd, K.PORT)
@@ -141,8 +142,7 @@ def main():
     beyond_log = (log["rss"] - ram["rss"]) / max(log_items, 1)
     log_index = num(lg, "flash_index_bytes_per_item")
     body = [
-        f"- command: `{(K.shown + ' ') if K.shown else ''}python3 bench/run.py small_fit`",
-        f"- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}",
+        header(K),
         f"- servers: small `{small['shown']}`; log `{log['shown']}`; RAM-only `{ram['shown']}`",
         "",
         f"{K.N:,} keys of {K.KLEN} B with {K.VLEN}-byte values, one connection, noreply; every "
@@ -168,30 +168,30 @@ def main():
         f"of {s.get('small_reads')} reads.",
         "",
     ]
-    ops_s = fl.median([r[0] for r in runs["small"]])
-    ops_l = fl.median([r[0] for r in runs["log"]])
+    ops_s = median([r[0] for r in runs["small"]])
+    ops_l = median([r[0] for r in runs["log"]])
     # Hits per second: a miss costs no flash read, so the servers compare
     # on what they served.
-    hits_ps = fl.median([r[0] * (r[1] or 0) for r in runs["small"]])
-    hits_pl = fl.median([r[0] * (r[1] or 0) for r in runs["log"]])
+    hits_ps = median([r[0] * (r[1] or 0) for r in runs["small"]])
+    hits_pl = median([r[0] * (r[1] or 0) for r in runs["log"]])
     body += [
         f"Flash-hit throughput: `tiercache-bench --threads 2 --conns 8 --pipeline 4 --keys {K.N} --get-ratio 1 "
         f"--dist uniform -d {K.SECS}s` against each server, alternating, {K.RUNS} runs each.",
         "",
         "| server | ops/s (runs) | median | hit ratio (median run) | reads from the store / the log tier |",
         "| --- | --- | ---: | ---: | --- |",
-        f"| small store | {fl.fmt_runs([r[0] for r in runs['small']])} | {ops_s:,.0f} | "
-        f"{fl.median([r[1] or 0 for r in runs['small']]):.3f} | `small_hits` {hits_s.get('small_hits')}, `small_reads` "
+        f"| small store | {fmt_runs([r[0] for r in runs['small']])} | {ops_s:,.0f} | "
+        f"{median([r[1] or 0 for r in runs['small']]):.3f} | `small_hits` {hits_s.get('small_hits')}, `small_reads` "
         f"{hits_s.get('small_reads')}, `small_false_positive_reads` {hits_s.get('small_false_positive_reads')} |",
-        f"| log tier | {fl.fmt_runs([r[0] for r in runs['log']])} | {ops_l:,.0f} | "
-        f"{fl.median([r[1] or 0 for r in runs['log']]):.3f} | `get_extstore` {hits_l.get('get_extstore')} |",
+        f"| log tier | {fmt_runs([r[0] for r in runs['log']])} | {ops_l:,.0f} | "
+        f"{median([r[1] or 0 for r in runs['log']]):.3f} | `get_extstore` {hits_l.get('get_extstore')} |",
         "",
         f"Hits per second (ops/s x hit ratio), medians: small store {hits_ps:,.0f}, log tier {hits_pl:,.0f}: "
         f"**{hits_ps / max(hits_pl, 1):.2f}x** (target: at least 0.8x); requests per second "
         f"{ops_s / max(ops_l, 1):.2f}x.",
         "",
     ]
-    fl.write_results("Issue 16: the small-object store in the server (small_fit.py)", "\n".join(body), TAG)
+    write_results("Issue 16: the small-object store in the server (small_fit.py)", "\n".join(body), TAG)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ import tempfile
 import sla_cost
 from sla_cost import recv_until
 
-N = int(os.environ.get("N", "20000"))
-PRELOAD = int(os.environ.get("PRELOAD", "300000"))
+K = sla_cost.scenario.knobs("small_gate_cost")
+N, PRELOAD = K.N, K.PRELOAD
 VALUE = b"v" * 100
 MODES = {
     "on": "ext_small_max=512,ext_small_share=90",
@@ -71,7 +71,7 @@ def inclusive(dump):
 
 
 def measure(binary, mode):
-    work = tempfile.mkdtemp(prefix="small_gate_cost.", dir=os.environ.get("TMPDIR", "/tmp"))
+    work = tempfile.mkdtemp(prefix="small_gate_cost.", dir=K.TMPDIR)
     p, port = start(binary, work, mode)
     try:
         s = socket.create_connection(("127.0.0.1", port))
@@ -89,8 +89,8 @@ def measure(binary, mode):
         st = stats(s)
         s.close()
         total, dump = sla_cost.worker_dump(work, p.pid)
-        if os.environ.get("KEEP"):
-            shutil.copy(dump, f"{os.environ['KEEP']}/cg.{mode}.{os.path.basename(binary)}")
+        if K.KEEP:
+            shutil.copy(dump, f"{K.KEEP}/cg.{mode}.{os.path.basename(binary)}")
         return total, inclusive(dump), st
     finally:
         p.terminate()
@@ -99,10 +99,10 @@ def measure(binary, mode):
 
 
 def main():
-    bins = [b.split("=", 1) for b in os.environ.get("BINS", "").split(",") if b]
+    bins = [b.split("=", 1) for b in K.BINS.split(",") if b]
     if not bins:
         sys.exit("set BINS=name=path[,name=path...]")
-    modes = os.environ.get("MODES", "on,off").split(",")
+    modes = K.MODES.split(",")
     print(f"instructions per set, worker thread (callgrind, N={N}, PRELOAD={PRELOAD})\n")
     print("| build | store | per set | may_contain | invalidate | insert | small_objects | demoted |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -26,11 +26,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flashlib as fl  # noqa: E402
+from lib import scenario  # noqa: E402
+from lib.build import build  # noqa: E402
+from lib.load import bench, set_keys  # noqa: E402
+from lib.report import header, write_results  # noqa: E402
+from lib.servers import joining, scratch_server, tiercache_cmd  # noqa: E402
+from lib.util import log, scratch  # noqa: E402
 from lib.throttle import Blkio, losetup  # noqa: E402
 
 TAG = "throttle_check"
-K = fl.knobs(LIMIT=2000, SECS=5, KEYS=60000, VALUE=3000, MEM=32, PORT=21750, FILE_MB=1024)
+K = scenario.knobs(TAG)
 
 
 def fio_iops(dev, engine, cgroup, extra=()):
@@ -38,14 +43,7 @@ def fio_iops(dev, engine, cgroup, extra=()):
     cmd = ["fio", "--name=t", f"--filename={dev}", "--direct=1", "--rw=randread", "--bs=4k",
            "--size=256M", f"--runtime={K.SECS}", "--time_based", f"--ioengine={engine}",
            "--iodepth=16", "--output-format=terse", *extra]
-    pre = None
-    if cgroup is not None:
-        procs = cgroup.procs_file()
-
-        def pre():
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
-    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pre)
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=joining(cgroup))
     if r.returncode != 0:
         raise RuntimeError(f"fio failed: {r.stderr[-500:]}")
     return float(r.stdout.strip().split(";")[7])
@@ -54,27 +52,31 @@ def fio_iops(dev, engine, cgroup, extra=()):
 def tiercache_reads(dev, io, cgroup):
     """Flash reads per second of tiercache with reader `io`, in `cgroup`."""
     def make(d):
-        return fl.tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={dev}", "ext_wipe", f"ext_io={io}"])
-    with fl.scratch_server(TAG, f"tiercache-{io}", make, K.PORT, cgroup=cgroup) as (srv, cmd):
-        fl.set_keys(K.PORT, range(K.KEYS), K.VALUE)
+        return tiercache_cmd(K.PORT, K.MEM, 2, [f"ext_path={dev}", "ext_wipe", f"ext_io={io}"])
+    with scratch_server(TAG, f"tiercache-{io}", make, K.PORT, cgroup=cgroup) as (srv, cmd):
+        set_keys(K.PORT, range(K.KEYS), K.VALUE)
         time.sleep(1)
         a = srv.stats()
         t = time.monotonic()
-        out = fl.bench(K.PORT, ["--keys", K.KEYS, "--value-size", K.VALUE, "--get-ratio", 1,
+        out = bench(K.PORT, ["--keys", K.KEYS, "--value-size", K.VALUE, "--get-ratio", 1,
                                 "-d", f"{K.SECS}s", "-t", 2, "-c", 4, "-p", 16], TAG)
         secs = time.monotonic() - t
         b = srv.stats()
         reads = (b["flash_fast_reads"] - a["flash_fast_reads"]) / secs
         hit = out["runs"][0].get("hit_ratio")
-        fl.log(TAG, f"tiercache ext_io={io}: {reads:,.0f} flash reads/s, hit ratio {hit}")
+        log(TAG, f"tiercache ext_io={io}: {reads:,.0f} flash reads/s, hit ratio {hit}")
         return reads, hit, cmd
 
 
 def main():
     if os.geteuid() != 0:
         sys.exit("throttle_check: needs root (losetup, cgroup blkio)")
-    fl.build(TAG)
-    d = fl.workdir(TAG)
+    build(TAG)
+    with scratch(TAG) as d:
+        run_in(d)
+
+
+def run_in(d):
     img = os.path.join(d, "dev.img")
     with open(img, "wb") as f:
         f.truncate(K.FILE_MB << 20)
@@ -89,10 +91,10 @@ def main():
                                     ("io_uring", "io_uring", ()),
                                     ("io_uring, SQPOLL", "io_uring", ("--sqthread_poll=1",))]:
             iops = fio_iops(dev, engine, cg, extra)
-            fl.log(TAG, f"fio {name}: {iops:,.0f} IOPS")
+            log(TAG, f"fio {name}: {iops:,.0f} IOPS")
             rows.append((f"fio {name}", "in the cgroup", iops))
         free = fio_iops(dev, "io_uring", None)
-        fl.log(TAG, f"fio io_uring outside the cgroup: {free:,.0f} IOPS")
+        log(TAG, f"fio io_uring outside the cgroup: {free:,.0f} IOPS")
         rows.append(("fio io_uring", "outside (the device's speed)", free))
         cmds = []
         for io in ("uring", "pool"):
@@ -103,12 +105,9 @@ def main():
     finally:
         cg.remove()
         subprocess.run(["losetup", "-d", dev])
-        os.unlink(img)
     table = "\n".join(f"| {r} | {w} | {v:,.0f} | {v / K.LIMIT:.2f} |" for r, w, v in rows)
     seen = all(v <= K.LIMIT * 1.1 for r, w, v in rows if w == "in the cgroup")
-    shown = f"{K.shown} " if K.shown else ""
-    body = f"""- command: `{shown}python3 bench/run.py throttle_check`
-- date: {fl.now_utc()}; commit {fl.commit()}; machine: {fl.machine()}
+    body = f"""{header(K)}
 - one loop device (`losetup --direct-io=on` over a {K.FILE_MB} MiB file), its reads limited to
   {K.LIMIT:,}/s by cgroup v1 `blkio.throttle.read_iops_device`; fio: 4 KiB random reads, queue
   depth 16, {K.SECS} s; tiercache: {K.KEYS:,} values of {K.VALUE:,} B on the device, `-m {K.MEM}`,
@@ -121,7 +120,7 @@ def main():
 
 {"Every reader in the cgroup is held to the limit, io_uring's included (with and without a kernel submission thread): the throttled device classes of the nhc_* benchmarks hold for the default reader." if seen else "**A reader in the cgroup went past the limit**: benchmarks that rely on the throttle do not hold for it."}
 """
-    fl.write_results("Does the blkio throttle see every reader? (throttle_check.py)", body, TAG)
+    write_results("Does the blkio throttle see every reader? (throttle_check.py)", body, TAG)
 
 
 if __name__ == "__main__":

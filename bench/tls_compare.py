@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashlib import free_port  # noqa: E402
+from lib.util import free_port  # noqa: E402
 
 KEYS = 10_000
 VALUE = 100

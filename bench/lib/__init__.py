@@ -1,3 +1,3 @@
 """The benchmark library, one module per job (paths, util, stats, build, devices,
-throttle, servers, load, report) and the scenario files' loader (scenario);
-bench/flashlib.py re-exports the helpers under their old names."""
+throttle, classes, servers, load, report), the scenario files' loader (scenario) and
+the procedures that scenarios name (procedures/); bench/README.md lists them."""

@@ -7,6 +7,8 @@ import threading
 import time
 
 from . import paths
+from .load import bench
+from .servers import Server, tiercache_cmd
 from .util import log
 
 
@@ -98,3 +100,30 @@ def beside(background, foreground, lead_s=1.0):
         raise RuntimeError(f"the background measurement ended {fg_end - out['bg_end']:.1f} s before the "
                            "foreground one: it did not run beside all of it")
     return fg, out["bg"]
+
+
+def flash_server(tag, d, k, threads, load, ram_load, preload_s="0s"):
+    """tiercache on a flash file of FLASH_SIZE in D (`ext_threads=QD` and EXT_OPTS),
+    KEYS values of VALUE bytes preloaded with the tiercache-bench arguments LOAD (then
+    PRELOAD_S of gets), RAM_KEYS more written last with RAM_LOAD (so in RAM), and fio's
+    file in D laid out once (not timed); returns (the server, its command line, fio's
+    file). The caller stops the server."""
+    ext = [f"ext_path={d}/tiercache.flash:{k.FLASH_SIZE}", f"ext_threads={k.QD}"]
+    cmd = tiercache_cmd(k.PORT, k.MEM, threads, ext + [o for o in k.EXT_OPTS.split(",") if o])
+    log(tag, "server:", " ".join(cmd))
+    srv = Server("tiercache", cmd, k.PORT, d)
+    try:
+        log(tag, f"preloading {k.KEYS} x {k.VALUE} B")
+        pre = bench(k.PORT, load + ["--preload", "--get-ratio", 1, "--pipeline", 32, "-d", preload_s, "--no-stats"], tag)
+        st = srv.stats()
+        log(tag, f"preload {pre['preload']['elapsed_s']:.1f} s; curr_items {st.get('curr_items')}, "
+                 f"on flash {st.get('extstore_objects_used')}")
+        if st.get("extstore_objects_used", 0) < k.KEYS * 0.8:
+            log(tag, "WARNING: fewer than 80% of the keys are on flash")
+        bench(k.PORT, ram_load + ["--preload", "--pipeline", 32, "--get-ratio", 1, "-d", "0s", "--no-stats"], tag)
+        fio_file = f"{d}/fio.dat"
+        fio(fio_file, k.FLASH_SIZE, 1, 1)
+    except BaseException:
+        srv.stop()
+        raise
+    return srv, cmd, fio_file

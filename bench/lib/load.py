@@ -116,6 +116,17 @@ def read_once(port, n, prefix="key:"):
         raise RuntimeError(f"{n - got} of {n} {prefix} keys missing before the measurement")
 
 
+def read_back(port, keys, vlen, prefix="key:"):
+    """Reads `keys` (integers) written by set_keys with vlen-byte values;
+    returns (how many are there, how many of those have a wrong value)."""
+    want = value_of(vlen)
+    got = bad = 0
+    for _k, v in get_values(port, keys, prefix=prefix):
+        got += 1
+        bad += v != want
+    return got, bad
+
+
 def missing_keys(port, n, vlen, batch=100, prefix="key:"):
     """Reads key 0..n-1 with multigets; returns the keys that are not there
     with a vlen-byte value."""

@@ -2,10 +2,17 @@
 import os
 
 from . import paths
-from .util import log
+from .util import commit, log, machine, now_utc
 
 
 SECTION = "## Flash tier"
+
+
+def header(k, more=""):
+    """A report's first lines: the command that reproduces it (the knobs set, K.shown),
+    the date, the commit and the machine (then MORE)."""
+    return (f"- command: `{k.shown + ' ' if k.shown else ''}python3 bench/run.py {k.sc['name']}`\n"
+            f"- date: {now_utc()}; commit {commit()}; machine: {machine()}{more}")
 
 
 def write_results(subsection_title, body, tag):

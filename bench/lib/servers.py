@@ -1,13 +1,12 @@
 """Servers: a memory cgroup, a server process with its stats, scratch directories, command lines."""
 import contextlib
 import os
-import shutil
-import socket
 import subprocess
 import time
 
 from . import paths
-from .util import workdir, port_open, show_cmd
+from .scenario import value
+from .util import ask, scratch, port_open, show_cmd
 
 
 class Cgroup:
@@ -85,20 +84,26 @@ class Cgroup:
         return f"cgroup v{self.version} {f}={self.limit}"
 
 
+def joining(cgroup):
+    """A child's preexec_fn that moves it into CGROUP (a Cgroup or a throttle.Blkio),
+    or None for no cgroup."""
+    if cgroup is None:
+        return None
+    procs = cgroup.procs_file()
+
+    def join():
+        with open(procs, "w") as fh:
+            fh.write(str(os.getpid()))
+    return join
+
+
 class Server:
     def __init__(self, name, cmd, port, cwd, cgroup=None, log_path=None, wait_s=30):
         self.name, self.cmd, self.port, self.cwd, self.cgroup = name, cmd, port, cwd, cgroup
         self.log_path = log_path or os.path.join(cwd, f"{name}.log")
         logf = open(self.log_path, "w")
-        pre = None
-        if cgroup is not None:
-            procs = cgroup.procs_file()
-
-            def pre():
-                with open(procs, "w") as fh:
-                    fh.write(str(os.getpid()))
         self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
-                                     preexec_fn=pre)
+                                     preexec_fn=joining(cgroup))
         for _ in range(int(wait_s * 10)):
             if port_open(port):
                 return
@@ -110,15 +115,7 @@ class Server:
 
     def _ask(self, line, until):
         """Sends one command line; the reply up to `until`."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
-            s.sendall(line.encode() + b"\r\n")
-            buf = b""
-            while not buf.endswith(until):
-                c = s.recv(65536)
-                if not c:
-                    break
-                buf += c
-        return buf
+        return ask(self.port, line.encode() + b"\r\n", until)
 
     def stats(self, what=""):
         buf = self._ask(f"stats {what}" if what else "stats", b"END\r\n")
@@ -182,15 +179,13 @@ def scratch_server(tag, name, make_cmd, port, cgroup=None):
     """Starts make_cmd(scratch_dir) in a fresh scratch directory; yields
     (server, command for RESULTS.md); stops it and removes the directory
     (kept with KEEP=1)."""
-    d = workdir(tag)
-    cmd = make_cmd(d)
-    srv = Server(name, cmd, port, d, cgroup)
-    try:
-        yield srv, show_cmd(cmd, d)
-    finally:
-        srv.stop()
-        if os.environ.get("KEEP") is None:
-            shutil.rmtree(d, ignore_errors=True)
+    with scratch(tag) as d:
+        cmd = make_cmd(d)
+        srv = Server(name, cmd, port, d, cgroup)
+        try:
+            yield srv, show_cmd(cmd, d)
+        finally:
+            srv.stop()
 
 
 def tiercache_cmd(port, mem_mb, threads, ext_opts):
@@ -206,3 +201,24 @@ def memcached_cmd(port, mem_mb, threads, ext_opts):
     if os.geteuid() == 0:
         cmd += ["-u", "root"]
     return cmd + ["-o", ",".join(ext_opts)]
+
+
+def from_spec(k, name, d, extra=(), more=None):
+    """The command line of the scenario's server NAME (its `[server.NAME]` table)
+    in the scratch directory D, with the knobs K:
+        binary = "memcached" | "tiercache" (default) | "=BEFORE" (a path)
+        opts = [...]     # its -o options (none: the server's defaults), `{dir}` is D
+        port = "=PORT + 1"   # default PORT
+    and `-m MEM -t 2`; MORE: more variables of the values."""
+    spec = k.sc["server"][name]
+    opts = [o for o in (value(o, k, dir=d, **(more or {})) for o in spec.get("opts", []) + list(extra)) if o]
+    port = value(spec.get("port", "=PORT"), k)
+    binary = value(spec.get("binary", "tiercache"), k)
+    if not binary:
+        raise SystemExit(f"{k.sc['name']}: server {name}'s binary {spec['binary']!r} is empty: set it")
+    if binary == "memcached":
+        cmd = memcached_cmd(port, k.MEM, 2, opts)
+    else:
+        cmd = tiercache_cmd(port, k.MEM, 2, opts)
+        cmd = [binary if binary != "tiercache" else paths.TIERCACHE] + cmd[1:]
+    return cmd[:-2] if cmd[-2:] == ["-o", ""] else cmd

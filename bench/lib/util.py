@@ -1,6 +1,8 @@
 """Knobs, logging, the machine's description, ports, sizes and CPU counters: what every benchmark needs."""
+import contextlib
 import datetime
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -54,13 +56,37 @@ def steal_share(a, b):
     return d[7] / max(1, sum(d))
 
 
-def workdir(tag):
-    """A scratch directory on the file system of the repository (O_DIRECT must
-    work there; tmpfs would not do). FLASH_DIR overrides."""
+def flash_dir():
+    """Where scratch directories go: on the file system of the repository
+    (O_DIRECT must work there; tmpfs would not do). FLASH_DIR overrides."""
     base = os.environ.get("FLASH_DIR", os.path.join(paths.ROOT, "target", "flash-bench"))
     os.makedirs(base, exist_ok=True)
-    d = tempfile.mkdtemp(prefix=tag + ".", dir=base)
-    return d
+    return base
+
+
+def workdir(tag):
+    """A new scratch directory in flash_dir()."""
+    return tempfile.mkdtemp(prefix=tag + ".", dir=flash_dir())
+
+
+@contextlib.contextmanager
+def scratch(tag):
+    """A scratch directory (workdir) for the block, removed after it, also after
+    a failure, unless KEEP is set."""
+    d = workdir(tag)
+    try:
+        yield d
+    finally:
+        if os.environ.get("KEEP") is None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def flash_record(klen, vlen):
+    """An item's record on flash: (its bytes: 8-byte record prefix + 24-byte item
+    header + key + value, padded to 8; the bytes it takes with block padding: a
+    record of at most 4 KiB does not cross a 4 KiB block)."""
+    rec = (8 + 24 + klen + vlen + 7) // 8 * 8
+    return rec, 4096 / (4096 // rec) if rec <= 4096 else rec
 
 
 def fs_of(path):
@@ -100,6 +126,20 @@ def port_open(port):
             return True
     except OSError:
         return False
+
+
+def ask(port, data, until=b"\r\n", timeout=30.0):
+    """Sends DATA on a new connection to 127.0.0.1:PORT; the reply up to UNTIL
+    (or what came before the server closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = b""
+        while not got.endswith(until):
+            r = s.recv(65536)
+            if not r:
+                break
+            got += r
+    return got
 
 
 def cpu_delta(a, b):
