@@ -493,7 +493,7 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "flash_journal_commits", f.journal_commits);
     stat(out, "flash_journal_tombstones", f.journal_tombstones);
     stat(out, "flash_journal_floor", f.journal_floor);
-    if f.classes[1].devices > 0 {
+    if f.classes[tiercache_engine::flash::DeviceClass::Capacity].devices > 0 {
         stat(
             out,
             "flash_journal_floor_capacity",

@@ -11,8 +11,11 @@ impl FlashTier {
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let (st, u, j) = (&self.stats, self.usage(), self.journal());
         let classes = self.class_stats();
-        // New items land on the fast class when it has devices.
-        let new_class = usize::from(classes[0].devices == 0);
+        // New items land on the first class with devices (fast when it has some).
+        let new_class = CLASSES
+            .into_iter()
+            .find(|&c| classes[c].devices > 0)
+            .unwrap_or_default();
         FlashStats {
             segment_size: self.segment_size() as u64,
             capacity: self.capacity(),
@@ -42,7 +45,7 @@ impl FlashTier {
             journal_commits: l(&j.stats.commits),
             journal_tombstones: l(&j.stats.tombstones),
             journal_floor: j.floor(new_class),
-            journal_floor_capacity: j.floor(1),
+            journal_floor_capacity: j.floor(DeviceClass::Capacity),
             journal_wrap_floor_raises: l(&j.stats.wrap_floor_raises),
             journal_failed: j.failed(),
             journal_failure_recorded: self.distrust.recorded(),

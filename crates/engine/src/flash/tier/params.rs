@@ -1,6 +1,7 @@
-//! The flash tier's settings, its promotion policy's names and the device
-//! classes.
+//! The flash tier's settings and its promotion policy's names (the device
+//! classes are in `flash/class.rs`).
 
+pub use crate::flash::class::DeviceClass;
 pub use tiercache_policy::nhc::Objective;
 
 /// Settings of the flash tier.
@@ -97,40 +98,6 @@ impl Promote {
             "always" => Some(Promote::Always),
             _ => None,
         }
-    }
-}
-
-/// A device's class. New items land on the fast class; items the fast
-/// class reclaims that are still worth keeping move to the capacity class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DeviceClass {
-    #[default]
-    Fast,
-    Capacity,
-}
-
-impl DeviceClass {
-    /// Our names and memcached's extstore bucket names where they map:
-    /// `default` (where new items land) and `lowttl` are the fast class,
-    /// `compact`, `coldcompact` and `old` the capacity class.
-    pub fn parse(s: &str) -> Option<DeviceClass> {
-        match s {
-            "fast" | "default" | "lowttl" => Some(DeviceClass::Fast),
-            "capacity" | "compact" | "coldcompact" | "old" => Some(DeviceClass::Capacity),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DeviceClass::Fast => "fast",
-            DeviceClass::Capacity => "capacity",
-        }
-    }
-
-    /// 0 for fast, 1 for capacity (the index of per-class arrays).
-    pub fn index(self) -> usize {
-        self as usize
     }
 }
 
