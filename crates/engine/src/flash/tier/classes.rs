@@ -246,22 +246,23 @@ impl FlashTier {
         // (`device_us`, without the wait for a pread thread) was tried on
         // the 4:1 pair and served no more (bench/RESULTS.md, 2026-11-27).
         // The scheduler shares hits between the fast and the capacity class.
-        let mut class: PerClass<[u64; 2]> = Default::default();
+        // (reads, latency sum) per class.
+        let mut class: PerClass<(u64, u64)> = Default::default();
         for (dev, d) in self.stats.devs.iter().enumerate() {
             let c = &mut class[self.params.class_of_device(dev)];
-            c[0] += l(&d.reads);
-            c[1] += l(&d.latency_us);
+            c.0 += l(&d.reads);
+            c.1 += l(&d.latency_us);
         }
         let (fast, capacity) = (class[DeviceClass::Fast], class[DeviceClass::Capacity]);
         let now = [
-            class.iter().map(|c| c[0]).sum(),
-            class.iter().map(|c| c[1]).sum(),
+            class.iter().map(|c| c.0).sum(),
+            class.iter().map(|c| c.1).sum(),
             l(&n.lookups),
             l(&n.fast_resident),
-            fast[0],
-            fast[1],
-            capacity[0],
-            capacity[1],
+            fast.0,
+            fast.1,
+            capacity.0,
+            capacity.1,
         ];
         let m = Measurement {
             secs: elapsed.as_secs_f64(),
