@@ -11,11 +11,6 @@ impl FlashTier {
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let (st, u, j) = (&self.stats, self.usage(), self.journal());
         let classes = self.class_stats();
-        // New items land on the first class with devices (fast when it has some).
-        let new_class = CLASSES
-            .into_iter()
-            .find(|&c| classes[c].devices > 0)
-            .unwrap_or_default();
         FlashStats {
             segment_size: self.segment_size() as u64,
             capacity: self.capacity(),
@@ -44,7 +39,8 @@ impl FlashTier {
             degraded: self.degraded(),
             journal_commits: l(&j.stats.commits),
             journal_tombstones: l(&j.stats.tombstones),
-            journal_floor: j.floor(new_class),
+            // The floor of the class new items land on (fast when it has devices).
+            journal_floor: j.floor(self.new_class),
             journal_floor_capacity: j.floor(DeviceClass::Capacity),
             journal_wrap_floor_raises: l(&j.stats.wrap_floor_raises),
             journal_failed: j.failed(),
