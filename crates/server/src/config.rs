@@ -580,10 +580,11 @@ impl Config {
             }
             self.nhc_feedback()?;
             self.nhc_copies()?;
-            if self.flash.wbuf_count < 2 {
+            let t = &self.flash.tier;
+            if t.write_buffers < 2 {
                 bail!("-o ext_wbuf_count must be at least 2");
             }
-            if self.flash.low_ttl > 0 && self.flash.wbuf_count < 3 {
+            if t.low_ttl > 0 && t.write_buffers < 3 {
                 bail!("-o ext_low_ttl (grouping by TTL) needs ext_wbuf_count of at least 3; or set ext_low_ttl=0");
             }
             self.io_mode()?;

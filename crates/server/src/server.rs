@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tiercache_engine::clock::unix_now;
-use tiercache_engine::flash::TierParams;
-use tiercache_engine::{Engine, EngineConfig, FlashConfig};
+use tiercache_engine::{Engine, EngineConfig};
 
 /// A running server.
 pub struct ServerHandle {
@@ -111,21 +110,23 @@ pub fn fit_default_flash(cfg: &mut Config) {
         size /= 2;
     }
     for &bytes in std::iter::once(&asked).chain(&sizes) {
+        let asked_tier = &cfg.flash.tier;
         for (wbufs, low_ttl) in [
-            (cfg.flash.wbuf_count, cfg.flash.low_ttl),
-            (3, cfg.flash.low_ttl),
+            (asked_tier.write_buffers, asked_tier.low_ttl),
+            (3, asked_tier.low_ttl),
             (2, 0),
         ] {
             let mut c = cfg.clone();
             c.flash.paths = vec![format!("{}:{}M", path.display(), bytes >> 20)];
-            c.flash.wbuf_count = wbufs.min(cfg.flash.wbuf_count);
-            c.flash.low_ttl = low_ttl;
+            let t = &mut c.flash.tier;
+            t.write_buffers = wbufs.min(asked_tier.write_buffers);
+            t.low_ttl = low_ttl;
             if fits(&c, bytes) {
                 tracing::warn!(
                     memory_mb = cfg.cache.memory_mb,
                     flash_mb = bytes >> 20,
-                    ext_wbuf_count = c.flash.wbuf_count,
-                    ext_low_ttl = c.flash.low_ttl,
+                    ext_wbuf_count = c.flash.tier.write_buffers,
+                    ext_low_ttl = c.flash.tier.low_ttl,
                     "-m is too small for the default flash file and its write buffers: fitted \
                      to -m (give -o ext_path=FILE:SIZE to choose, or ext_path=none for RAM only)"
                 );
@@ -160,49 +161,7 @@ fn engine_config(cfg: &Config) -> Result<EngineConfig> {
         shards: cfg.cache.shards,
         hash_power: cfg.cache.hash_power,
         policy: cfg.cache.policy.clone(),
-        flash: None,
-    };
-    let ec = EngineConfig {
-        flash: if cfg.flash.paths.is_empty() {
-            None
-        } else {
-            Some(FlashConfig {
-                paths: cfg.flash_paths()?,
-                params: TierParams {
-                    segment_size: cfg.flash_page_size(),
-                    write_buffers: cfg.flash.wbuf_count,
-                    min_value_size: cfg.flash.item_size,
-                    reinsert_hits: cfg.flash.reinsert,
-                    write_budget: cfg.flash.write_budget,
-                    wipe: cfg.flash.wipe,
-                    low_ttl: cfg.flash.low_ttl,
-                    max_write_wait: std::time::Duration::from_millis(cfg.flash.max_write_wait),
-                    promote: tiercache_engine::flash::tier::Promote::parse(&cfg.flash.promote)
-                        .unwrap_or(tiercache_engine::flash::tier::Promote::Second),
-                    crash_journal: cfg.flash.crash_safe,
-                    classes: cfg.flash_classes()?,
-                    nhc: cfg.flash.nhc,
-                    nhc_feedback: cfg.nhc_feedback()?,
-                    nhc_copies: cfg.nhc_copies()?,
-                },
-                read_threads: cfg.flash.threads,
-                io: cfg.io_mode()?,
-                avg_item_size: cfg.flash.avg_item_size,
-                small_max: cfg.flash.small_max,
-                small_percent: cfg.flash.small_share,
-                small_flush_duty: cfg.flash.small_flush_duty,
-                small_background: cfg.flash.small_background,
-                small_threshold: cfg.flash.small_threshold,
-                small_log_percent: cfg.flash.small_log,
-                snapshot: cfg.snapshot_path()?,
-                untrusted_marks: cfg
-                    .flash_paths()?
-                    .first()
-                    .map(|(p, _)| tiercache_engine::flash::distrust::default_files(p))
-                    .unwrap_or_default(),
-            })
-        },
-        ..ec
+        flash: cfg.engine_flash()?,
     };
     Ok(ec)
 }

@@ -364,8 +364,8 @@ pub fn settings(
     // with extstore prints them). A write buffer is one flash segment; a
     // reclaimed flash segment drops the items nobody read while they were
     // on it (hit ones are reinserted with ext_reinsert).
-    stat(out, "ext_item_size", cfg.flash.item_size);
-    stat(out, "ext_low_ttl", cfg.flash.low_ttl);
+    stat(out, "ext_item_size", cfg.flash.tier.min_value_size);
+    stat(out, "ext_low_ttl", cfg.flash.tier.low_ttl);
     stat(out, "ext_wbuf_size", cfg.flash_page_size());
     stat(out, "ext_drop_unread", "yes");
     stat(out, "eviction_policy", &cfg.cache.policy);
@@ -493,7 +493,7 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
     stat(out, "flash_journal_commits", f.journal_commits);
     stat(out, "flash_journal_tombstones", f.journal_tombstones);
     stat(out, "flash_journal_floor", f.journal_floor);
-    if f.classes[1].devices > 0 {
+    if f.classes[tiercache_engine::flash::DeviceClass::Capacity].devices > 0 {
         stat(
             out,
             "flash_journal_floor_capacity",

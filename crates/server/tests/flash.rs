@@ -14,7 +14,7 @@ fn flash_server(dir: &std::path::Path) -> ServerHandle {
     server_with(|c| {
         c.cache.memory_mb = 48;
         c.flash.paths = vec![format!("{}:256M", path.display())];
-        c.flash.wbuf_count = 3;
+        c.flash.tier.write_buffers = 3;
     })
 }
 
@@ -192,7 +192,7 @@ fn both_flash_readers_serve_the_same_items() {
         let h = server_with(|c| {
             c.cache.memory_mb = 48;
             c.flash.paths = vec![format!("{}:256M", path.display())];
-            c.flash.wbuf_count = 3;
+            c.flash.tier.write_buffers = 3;
             c.flash.io = io.into();
         });
         let mut c = Client::new(&h);

@@ -41,7 +41,7 @@ fn dump_binary_and_metrics_with_items_on_flash() {
     let h = server_with(|c| {
         c.cache.memory_mb = 48;
         c.flash.paths = vec![format!("{}:256M", dir.join("flash").display())];
-        c.flash.wbuf_count = 3;
+        c.flash.tier.write_buffers = 3;
         c.server.metrics_port = port;
     });
     let mut c = Client::new(&h);

@@ -23,8 +23,8 @@ fn graceful_restart_serves_every_item_with_its_cas() {
         server_with(move |c| {
             c.cache.memory_mb = 32;
             c.flash.paths = vec![f];
-            c.flash.wbuf_count = 2;
-            c.flash.low_ttl = 0;
+            c.flash.tier.write_buffers = 2;
+            c.flash.tier.low_ttl = 0;
         })
     };
     let n = 15_000;
@@ -73,8 +73,8 @@ fn a_restart_with_more_memory_keeps_the_flash_items() {
         server_with(move |c| {
             c.cache.memory_mb = mb;
             c.flash.paths = vec![f];
-            c.flash.wbuf_count = 2;
-            c.flash.low_ttl = 0;
+            c.flash.tier.write_buffers = 2;
+            c.flash.tier.low_ttl = 0;
         })
     };
     let n = 40_000;

@@ -24,9 +24,9 @@ fn small_items_are_served_from_the_store_deleted_for_good_and_kept_across_a_rest
         server_with(move |c| {
             c.cache.memory_mb = 16;
             c.flash.paths = vec![f];
-            c.flash.wbuf_count = 2;
-            c.flash.low_ttl = 0;
-            c.flash.small_max = 300;
+            c.flash.tier.write_buffers = 2;
+            c.flash.tier.low_ttl = 0;
+            c.flash.engine.small_max = 300;
         })
     };
     let h = start();

@@ -25,6 +25,8 @@
 //!  12  4  crc32c of bytes 16..4096
 //!  16  8  write counter (grows with every journal write)
 //!  24  8  fast floor: fast segments with a sequence number <= it are not trusted
+//!         (the floors, one per device class, are at FLOOR_AT: two of
+//!         them, so a third class needs a new format version)
 //!  32  4  logical block number (the pair this block belongs to)
 //!  36  4  entries n (at most 336)
 //!  40  1  log2 of the shard count       } the index geometry the
@@ -46,8 +48,8 @@
 //!  36  4  latest exptime of any record (0 = some never expire)
 //!  40  8  the journal's write counter when the segment was sealed (a
 //!         journal that reads back older than this was lost)
-//!  48  1  device class it was written for (0 fast, 1 capacity): the
-//!         floor recovery judges it by
+//!  48  1  device class it was written for (its index in CLASSES: 0
+//!         fast, 1 capacity): the floor recovery judges it by
 //!
 //! record (8-byte aligned; a record of at most 4 KiB never crosses a 4 KiB
 //! boundary, a larger one starts on one)
@@ -61,6 +63,7 @@
 //!  ..  v  value, then zero padding to 8 bytes
 //! ```
 
+use super::class::{DeviceClass, PerClass, CLASSES};
 use crate::device::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
@@ -76,6 +79,17 @@ pub const JOURNAL_HEADER: usize = 56;
 pub const JOURNAL_ENTRY: usize = 12;
 /// Entries in one journal block.
 pub const JOURNAL_ENTRIES: usize = (BLOCK - JOURNAL_HEADER) / JOURNAL_ENTRY;
+
+// A journal block of this version has room for two floors. Another device
+// class needs a new journal format version (a place for its floor, and
+// VERSION raised so that older binaries refuse the devices) before it
+// builds: docs/FORMAT.md.
+const _: () = assert!(
+    DeviceClass::COUNT == 2,
+    "a third device class needs a new journal format version: a journal block of version 5 holds two floors"
+);
+/// Where each device class's floor is in a journal block.
+const FLOOR_AT: PerClass<usize> = [24, 48];
 
 /// The journal size for a device of `size` bytes: 1/32 of it, between
 /// 1 MiB and 256 MiB, in whole MiB. A tombstone is 12 bytes, so under
@@ -189,9 +203,9 @@ pub struct SegmentHeader {
     pub records: u32,
     pub max_exptime: u32,
     pub journal_counter: u64,
-    /// The device class the segment was written for (0 fast, 1 capacity):
-    /// recovery judges it against that class's floor.
-    pub class: u8,
+    /// The device class the segment was written for (on the device, its
+    /// index): recovery judges it against that class's floor.
+    pub class: DeviceClass,
 }
 
 impl SegmentHeader {
@@ -205,7 +219,7 @@ impl SegmentHeader {
         b[32..36].copy_from_slice(&self.records.to_le_bytes());
         b[36..40].copy_from_slice(&self.max_exptime.to_le_bytes());
         b[40..48].copy_from_slice(&self.journal_counter.to_le_bytes());
-        b[48] = self.class;
+        b[48] = self.class.index() as u8;
         let crc = crc32c::crc32c(&b[16..64]);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
@@ -215,10 +229,10 @@ impl SegmentHeader {
         if &b[0..8] != SEGMENT_MAGIC
             || u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION
             || u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..64])
-            || b[48] > 1
         {
             return None;
         }
+        let class = DeviceClass::from_index(usize::from(b[48]))?;
         Some(SegmentHeader {
             seq: u64::from_le_bytes(b[16..24].try_into().unwrap()),
             slot: u32::from_le_bytes(b[24..28].try_into().unwrap()),
@@ -226,7 +240,7 @@ impl SegmentHeader {
             records: u32::from_le_bytes(b[32..36].try_into().unwrap()),
             max_exptime: u32::from_le_bytes(b[36..40].try_into().unwrap()),
             journal_counter: u64::from_le_bytes(b[40..48].try_into().unwrap()),
-            class: b[48],
+            class,
         })
     }
 }
@@ -306,9 +320,9 @@ impl Superblock {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalBlock {
     pub counter: u64,
-    /// Per device class (fast, capacity): segments written for that class
-    /// with a sequence number up to it are not trusted.
-    pub floors: [u64; 2],
+    /// Per device class: segments written for that class with a sequence
+    /// number up to it are not trusted.
+    pub floors: PerClass<u64>,
     pub logical: u32,
     /// (log2 shards, primary index buckets per shard) of the fingerprints.
     pub geometry: (u8, u32),
@@ -322,12 +336,14 @@ impl JournalBlock {
         b[0..8].copy_from_slice(JOURNAL_MAGIC);
         b[8..12].copy_from_slice(&VERSION.to_le_bytes());
         b[16..24].copy_from_slice(&self.counter.to_le_bytes());
-        b[24..32].copy_from_slice(&self.floors[0].to_le_bytes());
+        for c in CLASSES {
+            let at = FLOOR_AT[c];
+            b[at..at + 8].copy_from_slice(&self.floors[c].to_le_bytes());
+        }
         b[32..36].copy_from_slice(&self.logical.to_le_bytes());
         b[36..40].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         b[40] = self.geometry.0;
         b[44..48].copy_from_slice(&self.geometry.1.to_le_bytes());
-        b[48..56].copy_from_slice(&self.floors[1].to_le_bytes());
         for (i, &(fp, h)) in self.entries.iter().enumerate() {
             let at = JOURNAL_HEADER + i * JOURNAL_ENTRY;
             b[at..at + 4].copy_from_slice(&fp.to_le_bytes());
@@ -360,10 +376,8 @@ impl JournalBlock {
             .collect();
         Some(JournalBlock {
             counter: u64::from_le_bytes(b[16..24].try_into().unwrap()),
-            floors: [
-                u64::from_le_bytes(b[24..32].try_into().unwrap()),
-                u64::from_le_bytes(b[48..56].try_into().unwrap()),
-            ],
+            floors: CLASSES
+                .map(|c| u64::from_le_bytes(b[FLOOR_AT[c]..FLOOR_AT[c] + 8].try_into().unwrap())),
             logical: u32::from_le_bytes(b[32..36].try_into().unwrap()),
             geometry: (b[40], u32::from_le_bytes(b[44..48].try_into().unwrap())),
             entries,
@@ -463,7 +477,7 @@ mod tests {
             records: 10,
             max_exptime: 0,
             journal_counter: 99,
-            class: 1,
+            class: DeviceClass::Capacity,
         };
         sh.write(&mut b);
         assert_eq!(SegmentHeader::read(&b), Some(sh));

@@ -34,6 +34,7 @@
 //! floor; stale blocks from an earlier pass over the ring only hold
 //! tombstones already below both floors, so the union is always safe.
 
+use super::class::{DeviceClass, PerClass, CLASSES};
 use super::format::{JournalBlock, JOURNAL_ENTRIES};
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::device::block::BlockDevice;
@@ -66,8 +67,8 @@ pub fn class_fingerprint(c: crate::index::Class) -> u32 {
 /// What the journal held when it was opened: the facts recovery applies.
 #[derive(Debug, Default, Clone)]
 pub struct Recovered {
-    /// Per device class (0 fast, 1 capacity), the floor of its segments.
-    pub floors: [u64; 2],
+    /// Per device class, the floor of its segments.
+    pub floors: PerClass<u64>,
     /// The highest horizon of any tombstone (sequence numbers go on above it).
     pub max_horizon: u64,
     /// Per geometry, the highest horizon of each fingerprint.
@@ -84,14 +85,14 @@ pub struct Recovered {
 
 impl Recovered {
     /// Whether a segment of sequence number `seq` written for device class
-    /// `class` (0 fast, 1 capacity) is at or below its class's floor.
-    pub fn below_floor(&self, seq: u64, class: u8) -> bool {
-        seq <= self.floors[usize::from(class.min(1))]
+    /// `class` is at or below its class's floor.
+    pub fn below_floor(&self, seq: u64, class: DeviceClass) -> bool {
+        seq <= self.floors[class]
     }
 
     /// Whether a record of a key with this hash in a segment of sequence
     /// number `seq`, written for device class `class`, is dead.
-    pub fn is_dead(&self, hash: u64, seq: u64, class: u8) -> bool {
+    pub fn is_dead(&self, hash: u64, seq: u64, class: DeviceClass) -> bool {
         self.damaged.is_some()
             || self.below_floor(seq, class)
             || self
@@ -121,14 +122,14 @@ struct Ring {
     /// The copy (0 or 1) each pair's next write goes to.
     next_copy: Vec<u8>,
     counter: u64,
-    written_floors: [u64; 2],
+    written_floors: PerClass<u64>,
     buf: AlignedBuf,
 }
 
 struct State {
     pending: Vec<(u32, u64)>,
     last_ticket: u64,
-    want_floors: [u64; 2],
+    want_floors: PerClass<u64>,
     /// Taken by the writer while it commits.
     ring: Option<Ring>,
 }
@@ -143,7 +144,7 @@ pub struct Journal {
     done: Condvar,
     durable: AtomicU64,
     /// The durable floor of each device class.
-    floors: [AtomicU64; 2],
+    floors: PerClass<AtomicU64>,
     /// The write counter of the latest durable block.
     counter: AtomicU64,
     failed: AtomicBool,
@@ -247,9 +248,9 @@ impl Journal {
             .map(|&phys| start + (phys * BLOCK) as u64)
             .collect();
         // A tombstone is needed while it covers a segment of either class.
-        let below_both = rec.floors[0].min(rec.floors[1]);
+        let below_all = rec.floors.into_iter().min().unwrap_or(0);
         for m in rec.tombstones.values_mut() {
-            m.retain(|_, h| *h > below_both);
+            m.retain(|_, h| *h > below_all);
         }
         rec.tombstones.retain(|_, m| !m.is_empty());
         rec.max_counter = newest.as_ref().map_or(0, |n| n.0);
@@ -332,14 +333,14 @@ impl Journal {
         self.counter.load(Ordering::Acquire)
     }
 
-    /// The floor of device class `class` (0 fast, 1 capacity) that is durable.
-    pub fn floor(&self, class: usize) -> u64 {
+    /// The floor of device class `class` that is durable.
+    pub fn floor(&self, class: DeviceClass) -> u64 {
         self.floors[class].load(Ordering::Acquire)
     }
 
-    /// Both classes' durable floors.
-    pub fn floors(&self) -> [u64; 2] {
-        [self.floor(0), self.floor(1)]
+    /// Every class's durable floor.
+    pub fn floors(&self) -> PerClass<u64> {
+        CLASSES.map(|c| self.floor(c))
     }
 
     /// Queues a tombstone; returns its ticket.
@@ -357,21 +358,21 @@ impl Journal {
         st.last_ticket
     }
 
-    /// Asks for both classes' floors to rise to `floor` (flush_all, a
+    /// Asks for every class's floor to rise to `floor` (flush_all, a
     /// journal that cannot be trusted); returns the ticket to wait for.
     pub fn raise_floor(&self, floor: u64) -> u64 {
-        self.raise_floors([floor; 2])
+        self.raise_floors([floor; DeviceClass::COUNT])
     }
 
     /// Asks for the floor of device class `class` alone to rise to `floor`
     /// (a reclaim of one of its segments); returns the ticket to wait for.
-    pub fn raise_class_floor(&self, class: usize, floor: u64) -> u64 {
-        let mut want = [0; 2];
+    pub fn raise_class_floor(&self, class: DeviceClass, floor: u64) -> u64 {
+        let mut want = [0; DeviceClass::COUNT];
         want[class] = floor;
         self.raise_floors(want)
     }
 
-    fn raise_floors(&self, want: [u64; 2]) -> u64 {
+    fn raise_floors(&self, want: PerClass<u64>) -> u64 {
         let mut st = self.state.lock();
         if want.iter().zip(self.floors()).all(|(&w, f)| w <= f) {
             return 0;
@@ -480,10 +481,10 @@ impl Journal {
         &self,
         ring: &mut Ring,
         mut entries: Vec<(u32, u64)>,
-        want_floors: [u64; 2],
+        want_floors: PerClass<u64>,
     ) -> io::Result<()> {
         let geometry = self.geometry();
-        let mut floors = [0, 1].map(|c| want_floors[c].max(ring.written_floors[c]));
+        let mut floors = CLASSES.map(|c| want_floors[c].max(ring.written_floors[c]));
         if ring.geometry != geometry && !ring.entries.is_empty() {
             self.enter_next(ring, &mut floors)?;
         }
@@ -507,10 +508,10 @@ impl Journal {
         Ok(())
     }
 
-    /// Moves the ring to its next pair, first raising both floors over the
+    /// Moves the ring to its next pair, first raising every floor over the
     /// tombstones that pair still holds (written into the current pair): a
     /// tombstone covers records of either class.
-    fn enter_next(&self, ring: &mut Ring, floors: &mut [u64; 2]) -> io::Result<()> {
+    fn enter_next(&self, ring: &mut Ring, floors: &mut PerClass<u64>) -> io::Result<()> {
         let next = (ring.cur + 1) % self.pairs;
         if floors.iter().any(|&f| ring.max_h[next] > f) {
             for f in floors.iter_mut() {
@@ -526,7 +527,7 @@ impl Journal {
         Ok(())
     }
 
-    fn write_cur(&self, ring: &mut Ring, floors: [u64; 2]) -> io::Result<()> {
+    fn write_cur(&self, ring: &mut Ring, floors: PerClass<u64>) -> io::Result<()> {
         ring.counter += 1;
         JournalBlock {
             counter: ring.counter,
@@ -551,6 +552,7 @@ impl Journal {
 mod tests {
     use super::*;
     use crate::device::fault::MemDevice;
+    use DeviceClass::{Capacity, Fast};
 
     const START: u64 = 4096;
 
@@ -585,10 +587,10 @@ mod tests {
         assert_eq!(rec.floors, [11, 11]);
         for h in 0..1000u64 {
             let horizon = 10 + h % 5;
-            assert!(rec.is_dead(h * 7919, 11, 1), "below the floor");
-            assert!(rec.is_dead(h * 7919, horizon, 0));
+            assert!(rec.is_dead(h * 7919, 11, Capacity), "below the floor");
+            assert!(rec.is_dead(h * 7919, horizon, Fast));
             assert!(
-                !rec.is_dead(h * 7919, 15, 0) || {
+                !rec.is_dead(h * 7919, 15, Fast) || {
                     // Only through a fingerprint shared with another key.
                     (0..1000u64).any(|o| {
                         o != h && fingerprint(o * 7919, (2, 20)) == fingerprint(h * 7919, (2, 20))
@@ -613,8 +615,8 @@ mod tests {
         }
         assert!(j.wait_durable(last, Duration::from_secs(10)));
         assert!(j.stats.wrap_floor_raises.load(Ordering::Relaxed) > 0);
-        let floor = j.floor(0);
-        assert_eq!(j.floor(1), floor, "a tombstone covers both classes");
+        let floor = j.floor(Fast);
+        assert_eq!(j.floor(Capacity), floor, "a tombstone covers both classes");
         assert!(floor >= 100 + JOURNAL_ENTRIES as u64 - 1, "floor {floor}");
         j.stop();
         t.join().unwrap();
@@ -622,7 +624,7 @@ mod tests {
         assert_eq!(rec.floors, [floor; 2]);
         // Every tombstone is still in force: by the floor or by itself.
         for i in 0..(3 * JOURNAL_ENTRIES as u64) {
-            for class in [0, 1] {
+            for class in CLASSES {
                 assert!(rec.is_dead(i, 100 + i, class), "tombstone {i} lost");
             }
         }
@@ -653,7 +655,7 @@ mod tests {
         dev.write_at(blk.as_slice(), START).unwrap();
         let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
         assert!(rec.damaged.is_some());
-        assert!(rec.is_dead(12345, u64::MAX, 1), "nothing is trusted");
+        assert!(rec.is_dead(12345, u64::MAX, Capacity), "nothing is trusted");
     }
 
     #[test]
@@ -682,7 +684,7 @@ mod tests {
         dev.write_at(blk.as_slice(), START + newest * BLOCK as u64)
             .unwrap();
         let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
-        assert!(rec.is_dead(1, 5, 0));
+        assert!(rec.is_dead(1, 5, Fast));
     }
 
     #[test]
@@ -691,21 +693,25 @@ mod tests {
         let j = journal(&dev, 64 << 10);
         let t = run(&j);
         let a = j.add(7, 10);
-        let f = j.raise_class_floor(0, 20);
-        let c = j.raise_class_floor(1, 5);
+        let f = j.raise_class_floor(Fast, 20);
+        let c = j.raise_class_floor(Capacity, 5);
         assert!(j.wait_durable(a.max(f).max(c), Duration::from_secs(10)));
         assert_eq!(j.floors(), [20, 5]);
-        assert_eq!(j.raise_class_floor(1, 4), 0, "below: nothing to write");
+        assert_eq!(
+            j.raise_class_floor(Capacity, 4),
+            0,
+            "below: nothing to write"
+        );
         j.stop();
         t.join().unwrap();
         let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
         assert_eq!(rec.floors, [20, 5]);
         // The fast floor covers fast segments only.
-        assert!(rec.is_dead(99, 12, 0));
-        assert!(!rec.is_dead(99, 12, 1));
-        assert!(rec.is_dead(99, 5, 1));
+        assert!(rec.is_dead(99, 12, Fast));
+        assert!(!rec.is_dead(99, 12, Capacity));
+        assert!(rec.is_dead(99, 5, Capacity));
         // The tombstone is above the capacity floor: kept, for both classes.
-        assert!(rec.is_dead(7, 10, 1));
-        assert!(!rec.is_dead(7, 11, 1));
+        assert!(rec.is_dead(7, 10, Capacity));
+        assert!(!rec.is_dead(7, 11, Capacity));
     }
 }

@@ -2,6 +2,7 @@
 //! write buffers, written whole and sequentially with O_DIRECT, and read
 //! back asynchronously and verified before they are served.
 //!
+//! - [`class`]: the device classes (fast, capacity) and arrays indexed by them.
 //! - [`format`]: the on-flash format, byte by byte.
 //! - [`tier`]: slots, write buffers, the flusher, reclaim.
 //! - [`fetch`]: records a request waits for, verified on arrival.
@@ -11,6 +12,7 @@
 //!
 //! The devices it writes and reads are in [`crate::device`].
 
+pub mod class;
 pub mod distrust;
 pub mod fetch;
 pub mod format;
@@ -19,6 +21,7 @@ pub mod stats;
 pub mod tier;
 
 pub use crate::device::{BlockDevice, DeviceError, FileDevice};
+pub use class::{DeviceClass, PerClass, CLASSES};
 pub use fetch::{FetchState, Fetched, ReadReq};
 pub use stats::{ClassStats, FlashStats};
 pub use tier::{is_flash, FlashTier, TierParams, FLASH_SEG_BASE};

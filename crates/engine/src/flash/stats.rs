@@ -65,8 +65,8 @@ pub struct FlashStats {
     pub recovery: Option<Recovery>,
     /// The reader in use (filled by [`crate::Engine::flash_stats`]).
     pub io_backend: Option<IoBackend>,
-    /// Per device class: fast, capacity.
-    pub classes: [ClassStats; 2],
+    /// Per device class (indexed by a `DeviceClass`, or in `CLASSES` order).
+    pub classes: crate::flash::class::PerClass<ClassStats>,
     /// The non-hierarchical caching scheduler.
     pub nhc: NhcStats,
     /// Fast-class records moved to the capacity class on reclaim (written

@@ -73,8 +73,8 @@ enum SlotState {
 #[derive(Debug)]
 struct Slot {
     dev: usize,
-    /// The device's class (0 fast, 1 capacity).
-    class: u8,
+    /// The device's class.
+    class: DeviceClass,
     dev_off: u64,
     seq: u64,
     data_len: u32,
@@ -155,12 +155,12 @@ impl Open {
 struct State {
     slots: Vec<Slot>,
     /// Free and sealed (oldest first) slots, by class.
-    free: [VecDeque<u32>; 2],
-    sealed: [VecDeque<u32>; 2],
+    free: PerClass<VecDeque<u32>>,
+    sealed: PerClass<VecDeque<u32>>,
     queued: VecDeque<u32>,
     /// Open buffers by stream: 0 new items with a long or no TTL, 1 new
-    /// items expiring soon (both on the class new items land on), 2 items
-    /// moved to the capacity class.
+    /// items expiring soon (both on the class new items land on),
+    /// [`MOVE_STREAM`] items moved to [`MOVE_CLASS`].
     open: [Option<Open>; STREAMS],
     spare: Vec<AlignedBuf>,
     /// Buffer-and-slot pairs promised to evacuations in progress.
@@ -177,7 +177,7 @@ impl State {
         self.free = Default::default();
         for (i, s) in self.slots.iter().enumerate() {
             if matches!(s.state, SlotState::Free) {
-                self.free[s.class as usize].push_back(i as u32);
+                self.free[s.class].push_back(i as u32);
             }
         }
     }
@@ -220,8 +220,8 @@ pub struct FlashTier {
     pub stats: TierStats,
     /// Which classes have slots; the class new items land on (fast when
     /// there is one).
-    present: [bool; 2],
-    new_class: u8,
+    present: PerClass<bool>,
+    new_class: DeviceClass,
     /// The non-hierarchical caching scheduler (both classes, `nhc` on).
     nhc: Option<classes::NhcCtl>,
     degraded: AtomicBool,
@@ -318,7 +318,7 @@ impl FlashTier {
         let avail = st
             .spare
             .len()
-            .min(st.free[self.new_class as usize].len())
+            .min(st.free[self.new_class].len())
             .saturating_sub(st.reserved);
         if avail < need {
             self.stats.busy.fetch_add(1, Ordering::Relaxed);
@@ -352,7 +352,7 @@ impl FlashTier {
         // Reservations are for the streams of new items: they hold spare
         // buffers and that class's free slots; another class may only take
         // the spare buffers nobody reserved.
-        let (spare, held) = if class == self.new_class as usize {
+        let (spare, held) = if class == self.new_class {
             (st.spare.len(), st.reserved)
         } else {
             (st.spare.len().saturating_sub(st.reserved), 0)
@@ -455,7 +455,7 @@ impl FlashTier {
         if o.records == 0 {
             // Nothing in it: give the slot and the buffer back unwritten.
             st.slots[o.slot as usize].state = SlotState::Free;
-            let c = st.slots[o.slot as usize].class as usize;
+            let c = st.slots[o.slot as usize].class;
             st.free[c].push_front(o.slot);
             st.spare.push(o.buf);
             return;
@@ -602,8 +602,8 @@ impl FlashTier {
         let st = self.state.lock();
         let mut u = Usage {
             slots: st.slots.len() as u64,
-            free: (st.free[0].len() + st.free[1].len()) as u64,
-            sealed: (st.sealed[0].len() + st.sealed[1].len()) as u64,
+            free: st.free.iter().map(VecDeque::len).sum::<usize>() as u64,
+            sealed: st.sealed.iter().map(VecDeque::len).sum::<usize>() as u64,
             queued: st.queued.len() as u64,
             writing: 0,
             items: 0,
@@ -646,11 +646,12 @@ mod snapshot;
 mod start;
 mod superblock;
 
+use super::class::{PerClass, CLASSES};
 pub use params::{DeviceClass, Objective, Promote, TierParams};
 
 pub use super::stats::{DevStats, NhcStats, Recovery, TierStats};
 pub use classes::Dest;
-use classes::STREAMS;
+use classes::{MOVE_CLASS, STREAMS};
 pub use flusher::RecordOwner;
 use superblock::{check_and_stamp, write_superblock};
 

@@ -2,13 +2,15 @@
 //! scheduler (issue 17), written after the flash tier's own lines.
 
 use crate::stats::line::stat;
-use tiercache_engine::flash::FlashStats;
+use tiercache_engine::flash::{FlashStats, CLASSES};
 
-/// Per class (`flash_fast_*`, `flash_capacity_*`): devices, segments,
+/// Per class (`flash_fast_*`, `flash_capacity_*`, named by
+/// `DeviceClass::name`): devices, segments,
 /// reads, bytes, queue depth, mean read latency; the scheduler's state,
 /// data_admit and load_admit; promotions and moves between the classes.
 pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
-    for (name, c) in ["fast", "capacity"].iter().zip(f.classes.iter()) {
+    for class in CLASSES {
+        let (name, c) = (class.name(), &f.classes[class]);
         stat(out, &format!("flash_{name}_devices"), c.devices);
         stat(out, &format!("flash_{name}_segments"), c.segments);
         stat(out, &format!("flash_{name}_segments_free"), c.segments_free);

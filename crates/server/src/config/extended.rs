@@ -229,51 +229,54 @@ impl Config {
                 self.flash.paths.push(v.to_string());
             }
             "ext_page_size" => self.flash.page_size = num(v)? << 20,
-            "ext_wbuf_count" => self.flash.wbuf_count = num(v)?,
-            "ext_item_size" => self.flash.item_size = num(v)?,
-            "ext_threads" => self.flash.threads = num(v)?,
-            "ext_reinsert" => self.flash.reinsert = flag(k, v)?,
-            "ext_write_budget" => self.flash.write_budget = parse_size(v)? as u64,
-            "ext_wipe" => self.flash.wipe = true,
-            "ext_avg_item_size" => self.flash.avg_item_size = parse_size(v)?,
+            "ext_wbuf_count" => self.flash.tier.write_buffers = num(v)?,
+            "ext_item_size" => self.flash.tier.min_value_size = num(v)?,
+            "ext_threads" => self.flash.engine.read_threads = num(v)?,
+            "ext_reinsert" => self.flash.tier.reinsert_hits = flag(k, v)?,
+            "ext_write_budget" => self.flash.tier.write_budget = parse_size(v)? as u64,
+            "ext_wipe" => self.flash.tier.wipe = true,
+            "ext_avg_item_size" => self.flash.engine.avg_item_size = parse_size(v)?,
             "ext_promote" => self.flash.promote = v.to_string(),
             "ext_small_max" => {
                 let n = parse_size(v)?;
                 if n > SMALL_MAX_LIMIT {
                     bail!("ext_small_max={v}: at most {SMALL_MAX_LIMIT} bytes of key and value fit a 4 KiB set of the small-object store");
                 }
-                self.flash.small_max = n;
+                self.flash.engine.small_max = n;
             }
             "ext_small_share" => {
                 let n: u64 = num(v)? as u64;
                 if !(1..=90).contains(&n) {
                     bail!("ext_small_share={v}: a percent of the first flash device, 1 to 90");
                 }
-                self.flash.small_share = n;
+                self.flash.engine.small_percent = n;
             }
-            "ext_small_flush_duty" => self.flash.small_flush_duty = num(v)? as u32,
+            "ext_small_flush_duty" => self.flash.engine.small_flush_duty = num(v)? as u32,
             "ext_small_threshold" => {
                 let n = num(v)?;
                 if !(1..=8).contains(&n) {
                     bail!("ext_small_threshold={v}: log objects of one set needed to move them into it, 1 to 8");
                 }
-                self.flash.small_threshold = n;
+                self.flash.engine.small_threshold = n;
             }
             "ext_small_log" => {
                 let n = num(v)? as u64;
                 if !(1..=50).contains(&n) {
                     bail!("ext_small_log={v}: a percent of the small-object store for its log, 1 to 50");
                 }
-                self.flash.small_log = n;
+                self.flash.engine.small_log_percent = n;
             }
-            "ext_low_ttl" => self.flash.low_ttl = num(v)? as u32,
-            "ext_max_write_wait" => self.flash.max_write_wait = num(v)? as u64,
+            "ext_low_ttl" => self.flash.tier.low_ttl = num(v)? as u32,
+            "ext_max_write_wait" => {
+                self.flash.tier.max_write_wait =
+                    std::time::Duration::from_millis(num(v)? as u64)
+            }
             "ext_io" => self.flash.io = v.to_string(),
-            "ext_nhc" => self.flash.nhc = flag(k, v)?,
+            "ext_nhc" => self.flash.tier.nhc = flag(k, v)?,
             "ext_nhc_feedback" => self.flash.nhc_feedback = v.to_string(),
             "ext_nhc_copies" => self.flash.nhc_copies = v.to_string(),
-            "ext_small_background" => self.flash.small_background = flag(k, v)?,
-            "ext_crash_safe" => self.flash.crash_safe = flag(k, v)?,
+            "ext_small_background" => self.flash.engine.small_background = flag(k, v)?,
+            "ext_crash_safe" => self.flash.tier.crash_journal = flag(k, v)?,
             // memcached options with no counterpart here: accepted, so that
             // memcached command lines run, and named in the log with why.
             "ext_wbuf_size" | "ext_io_threadcount" | "ext_max_frag" | "ext_compact_under"

@@ -84,6 +84,45 @@ fn toml_round_trip() {
     assert!(toml::from_str::<Config>("[cache]\nbogus = 1\n").is_err());
 }
 
+/// `[flash]` is one section read into the engine's own settings: its keys
+/// land in `TierParams` and `FlashConfig`, a key of neither is refused, and
+/// the engine's flash settings are the section's with what its spelled
+/// settings name.
+#[test]
+fn the_flash_section_fills_the_engines_settings() {
+    let c: Config = toml::from_str(
+        "[flash]\nwbuf_count = 3\nmax_write_wait = 25\nthreads = 2\nsmall_share = 40\npromote = \"never\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.flash.tier.write_buffers, 3);
+    assert_eq!(
+        c.flash.tier.max_write_wait,
+        std::time::Duration::from_millis(25)
+    );
+    assert_eq!(
+        (c.flash.engine.read_threads, c.flash.engine.small_percent),
+        (2, 40)
+    );
+    assert_eq!(c.flash.tier.low_ttl, 3600, "the rest keep their defaults");
+    assert!(toml::from_str::<Config>("[flash]\nbogus = 1\n").is_err());
+    assert!(
+        c.engine_flash().unwrap().is_none(),
+        "no device, no flash tier"
+    );
+    let c = load(&[
+        "-o",
+        "ext_path=/tmp/sec-a:1G:capacity,ext_promote=never,ext_wbuf_count=3",
+    ])
+    .unwrap();
+    let f = c.engine_flash().unwrap().unwrap();
+    assert_eq!(f.paths, [("/tmp/sec-a".into(), 1 << 30)]);
+    assert_eq!(f.params.classes, [DeviceClass::Capacity]);
+    assert_eq!(f.params.promote, Promote::Never);
+    assert_eq!(f.params.write_buffers, 3);
+    assert_eq!(f.params.segment_size, c.flash_page_size());
+    assert_eq!(f.snapshot, Some("/tmp/sec-a.snapshot".into()));
+}
+
 #[test]
 fn sizes() {
     assert_eq!(parse_size("1m").unwrap(), 1 << 20);
@@ -114,7 +153,7 @@ fn ext_path_takes_a_device_class_and_memcached_bucket_names() {
     let paths = c.flash_paths().unwrap();
     assert_eq!(paths[1], ("/tmp/nhc-b".into(), 1 << 30));
     assert_eq!(paths[3], ("/tmp/nhc-d".into(), 2 << 30));
-    assert!(!c.flash.nhc);
+    assert!(!c.flash.tier.nhc);
     // --print-config shows the classes, and the TOML reads them back.
     let toml = c.to_toml();
     assert!(toml.contains("/tmp/nhc-b:1G:compact"), "{toml}");
@@ -128,7 +167,7 @@ fn ext_path_takes_a_device_class_and_memcached_bucket_names() {
     );
     let e = load(&["-o", "ext_nhc=2"]).unwrap_err().to_string();
     assert!(e.contains("ext_nhc takes 1 or 0"), "{e}");
-    assert!(load(&[]).unwrap().flash.nhc);
+    assert!(load(&[]).unwrap().flash.tier.nhc);
     // The scheduler's feedback: balance by default, throughput on request,
     // in the TOML too; anything else is refused at start with the choices.
     assert_eq!(c.nhc_feedback().unwrap().name(), "balance");
@@ -228,13 +267,17 @@ fn small_store_options_are_checked() {
     .unwrap();
     assert_eq!(
         (
-            c.flash.small_max,
-            c.flash.small_share,
-            c.flash.small_threshold
+            c.flash.engine.small_max,
+            c.flash.engine.small_percent,
+            c.flash.engine.small_threshold
         ),
         (512, 80, 3)
     );
-    assert_eq!(load(&[]).unwrap().flash.small_threshold, 2, "the default");
+    assert_eq!(
+        load(&[]).unwrap().flash.engine.small_threshold,
+        2,
+        "the default"
+    );
     let err = |argv: &[&str]| format!("{:#}", load(argv).unwrap_err());
     for (opt, says) in [
         ("ext_small_threshold=0", "1 to 8"),

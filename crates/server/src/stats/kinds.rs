@@ -157,15 +157,12 @@ pub const CLASS_COUNTERS: &[&str] = &[
     "read_latency_us_sum",
 ];
 
-/// The device classes' names in the per-class flash lines.
-const CLASSES: &[&str] = &["fast", "capacity"];
-
 /// A stat counts up.
 pub fn is_counter(name: &str) -> bool {
     COUNTERS.contains(&name)
-        || CLASSES.iter().any(|c| {
+        || tiercache_engine::flash::CLASSES.iter().any(|c| {
             name.strip_prefix("flash_")
-                .and_then(|r| r.strip_prefix(c))
+                .and_then(|r| r.strip_prefix(c.name()))
                 .and_then(|r| r.strip_prefix('_'))
                 .is_some_and(|s| CLASS_COUNTERS.contains(&s))
         })

@@ -8,6 +8,11 @@ use tiercache_policy::nhc::{Measurement, Nhc, NhcParams, Objective};
 
 /// Open streams: new long-TTL items, new short-TTL items, moves to capacity.
 pub(super) const STREAMS: usize = 3;
+/// The stream of records moved out of a fast reclaim and of replicas.
+pub(super) const MOVE_STREAM: usize = 2;
+/// The class that stream writes to (with both classes; the class a reclaim
+/// moves its records to).
+pub(super) const MOVE_CLASS: DeviceClass = DeviceClass::Capacity;
 
 /// Why a record is appended, which decides its class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,23 +86,23 @@ fn expires_soon(exptime: u32, now: u32) -> bool {
 impl FlashTier {
     /// Both classes have devices.
     pub fn two_classes(&self) -> bool {
-        self.present[0] && self.present[1]
+        self.present[DeviceClass::Fast] && self.present[DeviceClass::Capacity]
     }
 
     /// The class a stream writes to.
-    pub(super) fn stream_class(&self, stream: usize) -> usize {
-        if stream == 2 {
-            1
+    pub(super) fn stream_class(&self, stream: usize) -> DeviceClass {
+        if stream == MOVE_STREAM {
+            MOVE_CLASS
         } else {
-            self.new_class as usize
+            self.new_class
         }
     }
 
     /// The stream a record goes to.
     pub(super) fn stream_for(&self, ttl_class: usize, dest: Dest, exptime: u32, now: u32) -> usize {
         match dest {
-            Dest::Moved { .. } if self.two_classes() && !expires_soon(exptime, now) => 2,
-            Dest::Replica { .. } => 2,
+            Dest::Moved { .. } if self.two_classes() && !expires_soon(exptime, now) => MOVE_STREAM,
+            Dest::Replica { .. } => MOVE_STREAM,
             _ => ttl_class,
         }
     }
@@ -127,15 +132,11 @@ impl FlashTier {
             && self.class_at(loc) == Some(DeviceClass::Fast)
     }
 
-    /// The class of the slot `loc` points into (0 fast, 1 capacity).
+    /// The class of the slot `loc` points into.
     pub fn class_at(&self, loc: Loc) -> Option<DeviceClass> {
         let st = self.state.lock();
         let s = st.slots.get((loc.seg - FLASH_SEG_BASE) as usize)?;
-        Some(if s.class == 0 {
-            DeviceClass::Fast
-        } else {
-            DeviceClass::Capacity
-        })
+        Some(s.class)
     }
 
     /// Whether a capacity hit is copied into the fast class now: always in
@@ -244,21 +245,24 @@ impl FlashTier {
         // completion), per class. The time at the device alone
         // (`device_us`, without the wait for a pread thread) was tried on
         // the 4:1 pair and served no more (bench/RESULTS.md, 2026-11-27).
-        let mut class = [[0u64; 2]; 2];
+        // The scheduler shares hits between the fast and the capacity class.
+        // (reads, latency sum) per class.
+        let mut class: PerClass<(u64, u64)> = Default::default();
         for (dev, d) in self.stats.devs.iter().enumerate() {
-            let c = self.params.class_of_device(dev).index();
-            class[c][0] += l(&d.reads);
-            class[c][1] += l(&d.latency_us);
+            let c = &mut class[self.params.class_of_device(dev)];
+            c.0 += l(&d.reads);
+            c.1 += l(&d.latency_us);
         }
+        let (fast, capacity) = (class[DeviceClass::Fast], class[DeviceClass::Capacity]);
         let now = [
-            class[0][0] + class[1][0],
-            class[0][1] + class[1][1],
+            class.iter().map(|c| c.0).sum(),
+            class.iter().map(|c| c.1).sum(),
             l(&n.lookups),
             l(&n.fast_resident),
-            class[0][0],
-            class[0][1],
-            class[1][0],
-            class[1][1],
+            fast.0,
+            fast.1,
+            capacity.0,
+            capacity.1,
         ];
         let m = Measurement {
             secs: elapsed.as_secs_f64(),
@@ -290,11 +294,11 @@ impl FlashTier {
     }
 
     /// Per-class figures (devices' reads summed by class).
-    pub fn class_stats(&self) -> [crate::flash::stats::ClassStats; 2] {
-        let mut out = [crate::flash::stats::ClassStats::default(); 2];
+    pub fn class_stats(&self) -> PerClass<crate::flash::stats::ClassStats> {
+        let mut out: PerClass<crate::flash::stats::ClassStats> = Default::default();
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         for (dev, d) in self.stats.devs.iter().enumerate() {
-            let c = &mut out[self.params.class_of_device(dev).index()];
+            let c = &mut out[self.params.class_of_device(dev)];
             c.devices += 1;
             c.reads += l(&d.reads);
             c.bytes_read += l(&d.bytes_read);
@@ -305,10 +309,10 @@ impl FlashTier {
         }
         let st = self.state.lock();
         for s in &st.slots {
-            out[s.class as usize].segments += 1;
+            out[s.class].segments += 1;
         }
-        for (c, o) in out.iter_mut().enumerate() {
-            o.segments_free = st.free[c].len() as u64;
+        for c in CLASSES {
+            out[c].segments_free = st.free[c].len() as u64;
         }
         out
     }

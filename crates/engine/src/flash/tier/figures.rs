@@ -11,8 +11,6 @@ impl FlashTier {
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let (st, u, j) = (&self.stats, self.usage(), self.journal());
         let classes = self.class_stats();
-        // New items land on the fast class when it has devices.
-        let new_class = usize::from(classes[0].devices == 0);
         FlashStats {
             segment_size: self.segment_size() as u64,
             capacity: self.capacity(),
@@ -41,8 +39,9 @@ impl FlashTier {
             degraded: self.degraded(),
             journal_commits: l(&j.stats.commits),
             journal_tombstones: l(&j.stats.tombstones),
-            journal_floor: j.floor(new_class),
-            journal_floor_capacity: j.floor(1),
+            // The floor of the class new items land on (fast when it has devices).
+            journal_floor: j.floor(self.new_class),
+            journal_floor_capacity: j.floor(DeviceClass::Capacity),
             journal_wrap_floor_raises: l(&j.stats.wrap_floor_raises),
             journal_failed: j.failed(),
             journal_failure_recorded: self.distrust.recorded(),

@@ -48,7 +48,7 @@ impl FlashTier {
                     }
                     // Each class keeps its own slots free, reclaiming its
                     // own oldest segment.
-                    let low = (0..2).find(|&c| {
+                    let low = CLASSES.into_iter().find(|&c| {
                         st.free[c].len() < FREE_SLOTS_LOW.max(1) + 1 && !st.sealed[c].is_empty()
                     });
                     if let Some(slot) = low.and_then(|c| st.sealed[c].pop_front()) {
@@ -92,7 +92,7 @@ impl FlashTier {
                             let m = st.slots[*i as usize].max_exptime;
                             m != 0 && m <= now
                         };
-                        let found = (0..2).find_map(|c| {
+                        let found = CLASSES.into_iter().find_map(|c| {
                             st.sealed[c].iter().position(expired).map(|pos| (c, pos))
                         });
                         if let Some((c, pos)) = found {
@@ -206,9 +206,9 @@ impl FlashTier {
             // itself is short of slots (that is why it reclaims): its own
             // want of one must not drop records bound for the other.
             let to = if self.two_classes() {
-                1
+                MOVE_CLASS
             } else {
-                self.new_class as usize
+                self.new_class
             };
             let no_slot = st.free[to].is_empty();
             if no_slot || Instant::now() >= until || self.stop.load(Ordering::Relaxed) {
@@ -236,7 +236,7 @@ impl FlashTier {
             Ok(()) => {
                 st.consecutive_write_errors = 0;
                 st.slots[slot as usize].state = SlotState::Sealed;
-                let c = st.slots[slot as usize].class as usize;
+                let c = st.slots[slot as usize].class;
                 st.sealed[c].push_back(slot);
                 self.stats.devs[dev]
                     .bytes_written
@@ -298,7 +298,7 @@ impl FlashTier {
             // Its class's floor covers them, and older records of the same
             // keys in that class (the other class's are the shard's
             // business: Shard::reclaim_flash).
-            self.wait_floor(self.journal.raise_class_floor(class as usize, seq));
+            self.wait_floor(self.journal.raise_class_floor(class, seq));
         }
         let buf = &mut scratch.as_mut_slice()[..len];
         let mut whole = false;
@@ -344,7 +344,7 @@ impl FlashTier {
         let s = &mut st.slots[slot as usize];
         s.state = SlotState::Free;
         s.items = 0;
-        let c = s.class as usize;
+        let c = s.class;
         st.free[c].push_back(slot);
         drop(st);
         self.stats

@@ -1,40 +1,65 @@
-//! The flash tier's settings, its promotion policy's names and the device
-//! classes.
+//! The flash tier's settings and its promotion policy's names (the device
+//! classes are in `flash/class.rs`).
+//!
+//! [`TierParams`] is part of the server's `[flash]` section as it is: a
+//! setting a TOML file (or `-o`) gives as a number or a flag has its serde
+//! name here (the `ext_` option without `ext_`); a setting given by a name
+//! the front end parses and checks (`promote`, the classes from
+//! `ext_path`, the NHC choices, the segment size that `0` leaves to the
+//! RAM segments) is skipped by serde and set from it at start.
 
+pub use crate::flash::class::DeviceClass;
+use serde::{Deserialize, Serialize};
 pub use tiercache_policy::nhc::Objective;
 
 /// Settings of the flash tier.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TierParams {
-    /// Bytes per segment (a multiple of 4 KiB, at most 8 MiB).
+    /// Bytes per segment (a multiple of 4 KiB, at most 8 MiB; from
+    /// `ext_page_size`, where 0 means as the RAM segments need).
+    #[serde(skip)]
     pub segment_size: usize,
-    /// Write buffers (each `segment_size` of RAM): one open, the rest queued or in flight.
+    /// Write buffers (each `segment_size` of RAM): one open, the rest
+    /// queued or in flight (`ext_wbuf_count`).
+    #[serde(rename = "wbuf_count")]
     pub write_buffers: usize,
     /// Items with fewer value bytes stay in RAM only (memcached's ext_item_size).
+    #[serde(rename = "item_size")]
     pub min_value_size: usize,
-    /// Reinsert items that were read while on flash when their segment is reclaimed.
+    /// Reinsert items that were read while on flash when their segment is
+    /// reclaimed (`ext_reinsert`).
+    #[serde(rename = "reinsert")]
     pub reinsert_hits: bool,
-    /// When a get served from flash copies the item back to RAM.
+    /// When a get served from flash copies the item back to RAM (`ext_promote`).
+    #[serde(skip)]
     pub promote: Promote,
     /// Items that expire within this many seconds go to their own segments
     /// (memcached's ext_low_ttl), so that expiry frees whole segments; 0 =
     /// one stream for all. Needs at least 3 write buffers.
     pub low_ttl: u32,
-    /// Device write budget in bytes per second (0 = none): admission drops past it.
+    /// Device write budget in bytes per second (0 = none): admission
+    /// drops past it (`ext_write_budget`).
     pub write_budget: u64,
     /// How long a RAM evacuation waits for write-buffer room (its shard's
     /// sets told to retry meanwhile) before it goes on without, evicting
-    /// what it cannot write (`ext_max_write_wait`; zero: as long as the
-    /// device needs, sets throttled to its speed and nothing evicted).
+    /// what it cannot write (`ext_max_write_wait`, in milliseconds; zero:
+    /// as long as the device needs, sets throttled to its speed and
+    /// nothing evicted).
+    #[serde(with = "millis")]
     pub max_write_wait: std::time::Duration,
-    /// Overwrite devices that hold something other than our format.
+    /// Overwrite devices that hold something other than our format (`ext_wipe`).
     pub wipe: bool,
     /// Keep the crash journal (tombstones before changes, the floor before
-    /// reclaims), so that a crash can be recovered from. Off: changes never
-    /// wait for tombstones, and the devices are marked so that no later run
-    /// recovers from them until its floor covers everything on them.
+    /// reclaims), so that a crash can be recovered from (`ext_crash_safe`).
+    /// Off: changes never wait for tombstones, and the devices are marked
+    /// so that no later run recovers from them until its floor covers
+    /// everything on them (docs/CRASH.md).
+    #[serde(rename = "crash_safe")]
     pub crash_journal: bool,
-    /// Each device's class, in the order of the devices (missing = fast).
+    /// Each device's class, in the order of the devices (missing = fast;
+    /// from `ext_path=PATH:SIZE:CLASS`).
+    #[serde(skip)]
     pub classes: Vec<DeviceClass>,
     /// Non-hierarchical caching between the classes (`ext_nhc`): hits on
     /// items with a copy on both classes are shared by the scheduler's
@@ -45,11 +70,27 @@ pub struct TierParams {
     /// What the scheduler's feedback measures (`ext_nhc_feedback`): the
     /// classes' read latencies ([`Objective::Balance`], the default) or
     /// the flash reads served per second ([`Objective::Throughput`]).
+    #[serde(skip)]
     pub nhc_feedback: Objective,
     /// Copies of fast hits on the capacity class (`ext_nhc_copies`): None
     /// (`auto`, the default) while the scheduler finds that they pay,
     /// `Some(true)` always (tests), `Some(false)` never. Only with NHC.
+    #[serde(skip)]
     pub nhc_copies: Option<bool>,
+}
+
+/// A [`Duration`](std::time::Duration) as whole milliseconds.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 impl Default for TierParams {
@@ -97,40 +138,6 @@ impl Promote {
             "always" => Some(Promote::Always),
             _ => None,
         }
-    }
-}
-
-/// A device's class. New items land on the fast class; items the fast
-/// class reclaims that are still worth keeping move to the capacity class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DeviceClass {
-    #[default]
-    Fast,
-    Capacity,
-}
-
-impl DeviceClass {
-    /// Our names and memcached's extstore bucket names where they map:
-    /// `default` (where new items land) and `lowttl` are the fast class,
-    /// `compact`, `coldcompact` and `old` the capacity class.
-    pub fn parse(s: &str) -> Option<DeviceClass> {
-        match s {
-            "fast" | "default" | "lowttl" => Some(DeviceClass::Fast),
-            "capacity" | "compact" | "coldcompact" | "old" => Some(DeviceClass::Capacity),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DeviceClass::Fast => "fast",
-            DeviceClass::Capacity => "capacity",
-        }
-    }
-
-    /// 0 for fast, 1 for capacity (the index of per-class arrays).
-    pub fn index(self) -> usize {
-        self as usize
     }
 }
 

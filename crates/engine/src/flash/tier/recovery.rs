@@ -148,13 +148,12 @@ impl FlashTier {
         let mut max_seq = st.next_seq - 1;
         // The highest number of a segment that could not be read, by the
         // class it was written for.
-        let mut unread = [0u64; 2];
+        let mut unread: PerClass<u64> = Default::default();
         for (n, &(seq, slot, h)) in found.iter().enumerate() {
             max_seq = max_seq.max(seq);
             let kept = items[n].load(Ordering::Relaxed);
             if kept == u32::MAX {
-                let c = usize::from(h.class).min(1);
-                unread[c] = unread[c].max(seq);
+                unread[h.class] = unread[h.class].max(seq);
                 continue;
             }
             report.items += u64::from(kept);
@@ -166,7 +165,7 @@ impl FlashTier {
             s.max_exptime = h.max_exptime;
             s.copies = true;
             s.state = SlotState::Sealed;
-            let c = s.class as usize;
+            let c = s.class;
             st.sealed[c].push_back(slot);
         }
         st.next_seq = max_seq + 1;
@@ -181,7 +180,8 @@ impl FlashTier {
         // class's floor covers it (and the older segments of that class,
         // served until the next crash). Its records' twins, where read, are
         // indexed and their changes ask for tombstones.
-        for (c, &seq) in unread.iter().enumerate() {
+        for c in CLASSES {
+            let seq = unread[c];
             if seq > 0 {
                 self.wait_floor(self.journal.raise_class_floor(c, seq));
             }
@@ -207,7 +207,8 @@ impl FlashTier {
     /// ([`tombstone_horizon`](Self::tombstone_horizon)).
     pub fn below_floors(&self, seq: u64) -> bool {
         let floors = self.journal.floors();
-        (0..2)
+        CLASSES
+            .into_iter()
             .filter(|&c| self.present[c])
             .all(|c| seq <= floors[c])
     }

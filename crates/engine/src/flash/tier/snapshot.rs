@@ -109,7 +109,7 @@ impl FlashTier {
             if let Some(h) = ok {
                 headers.push((i as u32, h));
                 st.slots[i].state = SlotState::Sealed;
-                let c = st.slots[i].class as usize;
+                let c = st.slots[i].class;
                 st.sealed[c].push_back(i as u32);
                 restored += 1;
             } else {

@@ -51,7 +51,7 @@ impl FlashTier {
                 if next[dev] < *n {
                     slots.push(Slot {
                         dev,
-                        class: params.class_of_device(dev).index() as u8,
+                        class: params.class_of_device(dev),
                         dev_off: starts[dev] + next[dev] * seg as u64,
                         seq: 0,
                         data_len: 0,
@@ -88,15 +88,19 @@ impl FlashTier {
         }
         let journal = Journal::open(devices[0].clone(), format::JOURNAL_START, jbytes)
             .map_err(|e| DeviceError::io(devices[0].name(), "read the journal", e))?;
-        let mut present = [false; 2];
-        let mut free: [VecDeque<u32>; 2] = Default::default();
+        let mut present: PerClass<bool> = Default::default();
+        let mut free: PerClass<VecDeque<u32>> = Default::default();
         for (i, s) in slots.iter().enumerate() {
-            present[s.class as usize] = true;
-            free[s.class as usize].push_back(i as u32);
+            present[s.class] = true;
+            free[s.class].push_back(i as u32);
         }
-        let new_class = if present[0] { 0 } else { 1 };
-        let two = present[0] && present[1];
-        for c in 0..2 {
+        // New items land on the first class (in CLASSES order) with devices.
+        let new_class = CLASSES
+            .into_iter()
+            .find(|&c| present[c])
+            .unwrap_or_default();
+        let two = present[DeviceClass::Fast] && present[DeviceClass::Capacity];
+        for c in CLASSES {
             if present[c] && free[c].len() < FREE_SLOTS_LOW + 1 {
                 return Err(ConfigError::TooFewFlashSegments {
                     segments: free[c].len(),
@@ -110,7 +114,7 @@ impl FlashTier {
             .collect();
         let first_seq = {
             let rec = journal.take_recovered().unwrap_or_default();
-            let floor_and_horizon = rec.floors[0].max(rec.floors[1]).max(rec.max_horizon);
+            let floor_and_horizon = rec.floors.into_iter().fold(rec.max_horizon, u64::max);
             *journal.recovered_slot() = Some(rec);
             floor_and_horizon + 1
         };
