@@ -37,6 +37,7 @@ pub use view::ItemView;
 
 use crate::flash::Fetched;
 use crate::shard::Shard;
+use crate::store::{Located, Lower};
 use crate::Engine;
 
 /// Where a get found its item.
@@ -85,23 +86,25 @@ impl Engine {
         may_read: bool,
     ) -> Result<bool, Wait> {
         let ok = s.journal_gate(key, hash).ok_or(Wait::Busy)?;
-        if s.remove_key(key, hash, now, &ok) {
-            return Ok(true);
-        }
-        if let Some(loc) = s.flash_lookup(key, hash, now, fetched) {
-            s.unlink_flash(hash, loc, &ok);
-            return Ok(true);
-        }
-        if ok.small_found {
-            return Ok(true);
-        }
-        if s.needs_fetch(hash, fetched) {
-            if may_read {
-                return Err(Wait::Reads);
+        // The small store is not asked: the gate dropped its copy, and
+        // says whether there was one.
+        match s.locate(key, hash, now, fetched, &[Lower::Log]) {
+            Located::Ram(loc) => {
+                s.unlink(hash, loc, &ok);
+                Ok(true)
             }
-            s.purge_flash(hash, &ok);
+            Located::Log(loc) => {
+                s.unlink_flash(hash, loc, &ok);
+                Ok(true)
+            }
+            _ if ok.small_found => Ok(true),
+            Located::Need if may_read => Err(Wait::Reads),
+            Located::Need => {
+                s.purge_flash(hash, &ok);
+                Ok(false)
+            }
+            Located::Small(_) | Located::Absent => Ok(false),
         }
-        Ok(false)
     }
 
     /// `touch`: a new exptime for the key's item, copied back to RAM from

@@ -58,6 +58,8 @@ pub(crate) mod persist;
 pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
+pub(crate) mod store;
+pub(crate) mod stores;
 /// Shard-lock holds by cause, for `stats` and `/metrics`.
 pub use shard::hold::{
     hold_bucket_bound_us, HoldCause, HoldStats, CPU_BOUND_US, HOLD_BUCKETS, HOLD_CAUSES,

@@ -8,12 +8,16 @@
 //! reinsertion that finds its head full takes a spare segment from the
 //! pool's reserve, shared by the shards, and the victim's buffer goes back.
 //!
+//! The stores below RAM are one field, [`Chain`] (`stores/`): the shard
+//! holds them, asks them in one order ([`Shard::locate`]) and moves items
+//! between RAM and them.
+//!
 //! This file holds the RAM log (find, insert, unlink, hit, flush, expiry);
-//! `eviction` reclaims segments, `tiering` is the RAM side of the flash
-//! tier, `crash` the journal gate and crash recovery, `snapshot` the
-//! shard's part of the shutdown snapshot.
+//! `eviction` reclaims segments, `tiering` is the RAM side of the chain
+//! below (demotion, probes, lookups, promotion), `small` the RAM side of
+//! the small store, `crash` the journal gate and crash recovery,
+//! `snapshot` the shard's part of the shutdown snapshot.
 
-use crate::credit::Credit;
 use crate::flash::tier::{AppendError, FlashTier};
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
 use crate::hash::hash_key;
@@ -21,12 +25,14 @@ use crate::index::{Class, Evicted, Index, Loc};
 use crate::item::{self, Header, HEADER};
 use crate::pool::SegmentPool;
 use crate::segment::Segment;
+use crate::store::{Located, Lower, CHAIN};
+use crate::stores::log::LogPart;
+use crate::stores::Chain;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use tiercache_policy::{EvictionPolicy, HitAction, Queue, TailAction};
 
-mod copies;
 mod crash;
 mod dump;
 mod eviction;
@@ -38,7 +44,6 @@ mod sweep;
 mod tiering;
 
 pub use crash::Allowed;
-pub use small::SmallFound;
 
 /// State shared by all shards.
 pub struct Shared {
@@ -190,43 +195,13 @@ pub struct Shard {
     index_bytes_reported: usize,
     /// Time of the latest request, for classifying evicted items in stats.
     clock_now: u32,
-    flash: Option<Arc<FlashTier>>,
-    /// Flash buffer rollovers reserved for the evacuation in progress.
-    flash_reserved: usize,
-    /// The first and the latest of the flash tier's refusals of
-    /// write-buffer room to this shard's evacuations in the present wait
-    /// (None: it gave room at the last asking).
-    flash_busy_since: Option<(std::time::Instant, std::time::Instant)>,
-    /// Tombstones this shard asked the crash journal for, by fingerprint:
-    /// (horizon, ticket). Kept a while after they are durable so that a
-    /// request retried after waiting for one finds it.
-    tombs: std::collections::HashMap<u32, (u64, u64)>,
-    /// Tombstones asked for before this ticket are forgotten at the next sweep.
-    tombs_prune_mark: u64,
-    /// The latest ticket in `tombs`: once it is durable, all of them are.
-    tombs_last: u64,
-    /// Whether reading a new key's same-tag flash records pays: up when a
-    /// read showed them to be other keys' (kept), down when it found the key
-    /// itself (dropped anyway). See [`Shard::worth_verifying`].
-    verify_credit: Credit,
-    /// Whether promoting flash hits pays: up when a promoted item is hit in
-    /// RAM, down when it reaches a RAM queue's tail unhit.
-    /// Gates [`Promote::Second`](crate::flash::tier::Promote::Second).
-    promote_credit: Credit,
-    /// Capacity copies of items promoted into the fast class (`copies.rs`).
-    copies: std::collections::HashMap<u64, copies::CopyOf>,
-    /// The copy table's DRAM as charged to the memory limit.
-    copies_bytes_reported: usize,
-    /// Copies to the capacity class refused since the copy table was last
-    /// pruned for them (`Shard::copy_to_capacity`: one prune per 256).
-    copies_refused: u32,
+    /// The stores below RAM: the flash log's part, the small store's.
+    below: Chain,
     pub stats: ShardStats,
     /// RAM items the last flush_all dropped, until the next sweep.
     flushed: crate::flushed::Flushed,
     /// The fewest buckets the index shrinks to (`ext_avg_item_size`'s hint).
     index_floor: usize,
-    /// This shard's region of the small-object store, if there is one.
-    small: Option<small::SmallPart>,
     /// Maintenance that ran in the current lock hold ([`Shard::mark_hold`]).
     hold_mark: Option<hold::HoldCause>,
     /// The thread's CPU clock when the current hold's maintenance began.
@@ -267,21 +242,10 @@ impl Shard {
             flush_gen: 0,
             index_bytes_reported: bytes,
             clock_now: 0,
-            flash,
-            flash_reserved: 0,
-            flash_busy_since: None,
-            tombs: std::collections::HashMap::new(),
-            tombs_prune_mark: 0,
-            tombs_last: 0,
-            verify_credit: Credit::default(),
-            promote_credit: Credit::default(),
-            copies: std::collections::HashMap::new(),
-            copies_bytes_reported: 0,
-            copies_refused: 0,
+            below: Chain::new(LogPart::new(flash)),
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
             index_floor: buckets,
-            small: None,
             hold_mark: None,
             hold_cpu: None,
             holds: hold::HoldStats::default(),
@@ -453,16 +417,26 @@ impl Shard {
 
     /// Flash entries with the key's tag (the key itself is on flash).
     fn flash_candidates(&self, hash: u64) -> Vec<Loc> {
-        let mut v = Vec::new();
-        if self.flash.is_some() {
-            self.index.find(hash, |loc| {
-                if is_flash(loc) {
-                    v.push(loc);
-                }
-                false
-            });
+        self.below.log.candidates(&self.index, hash)
+    }
+
+    /// Where `key`'s item is: the one lookup order, RAM first
+    /// ([`find`](Self::find)), then the stores of `ask` below it with the
+    /// records and blocks in `fetched` ([`Chain::locate`]; `ask` is
+    /// [`CHAIN`], or the log alone for a change whose gate already cleared
+    /// the small store).
+    pub(crate) fn locate(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        now: u32,
+        fetched: &Fetched,
+        ask: &[Lower],
+    ) -> Located {
+        if let Some(loc) = self.find(key, hash, now) {
+            return Located::Ram(loc);
         }
-        v
+        self.below.locate(ask, &self.index, key, hash, now, fetched)
     }
 
     /// Drops a flash item's index entry (delete of a probed flash item).
@@ -477,9 +451,7 @@ impl Shard {
         if self.index.remove(hash, loc) {
             self.stats.curr_items -= 1;
             self.stats.flash_items -= 1;
-            if let Some(f) = &self.flash {
-                f.release(loc);
-            }
+            self.below.log.release(loc);
         }
     }
 
@@ -498,7 +470,7 @@ impl Shard {
         let h = self.header(loc);
         if h.bits & (item::FLASH_COPY | item::FREQ_MASK) == item::FLASH_COPY {
             // The first hit of a promoted item: the promotion paid.
-            self.promote_credit.score(4);
+            self.below.log.promotion_paid();
         }
         let (freq, action) = self.policy.on_hit(h.bits & item::FREQ_MASK);
         let bits = (h.bits & !item::FREQ_MASK) | freq | item::FETCHED;
@@ -629,7 +601,7 @@ impl Shard {
         let q = self.policy.insert_queue(hash);
         // A change that waits for the small store asks before it takes RAM
         // (each retry would take a new slot, evicting items for nothing).
-        if self.small_must_wait(key) {
+        if self.below.small_must_wait(key) {
             return Err(InsertError::Busy);
         }
         // Room first: if none can be had, the old item must stay.
@@ -638,8 +610,9 @@ impl Shard {
         // older copies on flash need a durable tombstone before they go.
         let old = self.find_any(key, hash);
         let mut on_flash = self.flash_candidates(hash);
-        on_flash.retain(|&loc| !keep.contains(&loc) && !self.resident_other_key(loc, key));
-        if !self.journal_gate_at(hash, old, &on_flash) || self.small_gate(key).is_none() {
+        on_flash
+            .retain(|&loc| !keep.contains(&loc) && !self.below.log.resident_other_key(loc, key));
+        if !self.journal_gate_at(hash, old, &on_flash) || self.below.gate_small(key).is_none() {
             Header {
                 vlen: vlen as u32,
                 klen: key.len() as u8,
@@ -694,7 +667,7 @@ impl Shard {
     /// Drops every item, returning segments to the pool.
     pub fn flush(&mut self) {
         self.mark_hold(hold::HoldCause::Flush);
-        if let Err(e) = self.flush_small() {
+        if let Err(e) = self.below.flush() {
             tracing::error!(error = %e, "flush_all: the small-object store could not record it");
         }
         self.drop_ahead();

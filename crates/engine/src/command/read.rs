@@ -7,7 +7,8 @@
 
 use super::{Found, ItemView, Wait};
 use crate::flash::{Fetched, ReadReq};
-use crate::shard::{Shard, SmallFound};
+use crate::shard::Shard;
+use crate::store::{Located, CHAIN};
 use crate::Engine;
 
 /// Rounds of reads a blocking get does before it calls the key a miss (a
@@ -58,36 +59,32 @@ impl Engine {
         update: bool,
         f: impl FnOnce(Found, ItemView<'_>) -> R,
     ) -> Result<Option<R>, Wait> {
-        if let Some(mut loc) = s.find(key, hash, now) {
-            if update {
-                loc = s.hit(hash, loc, now);
+        match s.locate(key, hash, now, fetched, &CHAIN) {
+            Located::Ram(mut loc) => {
+                if update {
+                    loc = s.hit(hash, loc, now);
+                }
+                Ok(Some(f(
+                    Found::Ram,
+                    ItemView::new(s.header(loc), s.value(loc)),
+                )))
             }
-            return Ok(Some(f(
-                Found::Ram,
-                ItemView::new(s.header(loc), s.value(loc)),
-            )));
-        }
-        if let Some(loc) = s.flash_lookup(key, hash, now, fetched) {
-            let item = fetched.item(loc).expect("looked up");
-            if update {
-                s.flash_hit(hash, loc, item);
+            Located::Log(loc) => {
+                let item = fetched.item(loc).expect("looked up");
+                if update {
+                    s.flash_hit(hash, loc, item);
+                }
+                Ok(Some(f(Found::Flash, ItemView::of_bytes(item))))
             }
-            return Ok(Some(f(Found::Flash, ItemView::of_bytes(item))));
-        }
-        match s.small_lookup(key, now, fetched) {
-            SmallFound::Hit(item) => {
+            Located::Small(item) => {
                 if update {
                     s.small_hit(hash, &item);
                 }
-                return Ok(Some(f(Found::Flash, ItemView::of_bytes(&item))));
+                Ok(Some(f(Found::Flash, ItemView::of_bytes(&item))))
             }
-            SmallFound::Need if may_read => return Err(Wait::Reads),
-            _ => {}
+            Located::Need if may_read => Err(Wait::Reads),
+            Located::Need | Located::Absent => Ok(None),
         }
-        if may_read && s.needs_fetch(hash, fetched) {
-            return Err(Wait::Reads);
-        }
-        Ok(None)
     }
 
     /// The key's flash records that a command on it needs: records still in

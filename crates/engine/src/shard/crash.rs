@@ -33,22 +33,8 @@ impl Shard {
     /// Asks the journal for a tombstone over every record of `hash`'s key
     /// appended so far; returns its ticket (0 without a flash tier).
     pub(super) fn tombstone(&mut self, hash: u64) -> u64 {
-        self.tombstone_class(self.class_of(hash))
-    }
-
-    /// [`tombstone`](Self::tombstone) for every key of an index class (an
-    /// entry dropped without its key).
-    pub(super) fn tombstone_class(&mut self, class: Class) -> u64 {
-        let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
-            return 0;
-        };
-        let j = f.journal();
-        let h = f.max_seq();
-        let fp = crate::flash::journal::class_fingerprint(class);
-        let t = j.add_fingerprint(fp, h);
-        self.tombs.insert(fp, (h, t));
-        self.tombs_last = t;
-        t
+        let class = self.class_of(hash);
+        self.below.log.tombstone(class)
     }
 
     /// Call before changing or deleting `key` (in the same lock hold as the
@@ -61,7 +47,7 @@ impl Shard {
         if !self.journal_gate_ahead(key, hash) {
             return None;
         }
-        let small_found = self.small_gate(key)?;
+        let small_found = self.below.gate_small(key)?;
         Some(Allowed { hash, small_found })
     }
 
@@ -70,7 +56,7 @@ impl Shard {
     /// they are durable. For asking ahead of a change (the small store's
     /// part drops the key's copy, which only the change itself may do).
     pub fn journal_gate_ahead(&mut self, key: &[u8], hash: u64) -> bool {
-        if self.flash.is_some() {
+        if self.below.log.tier().is_some() {
             let old = self.find_any(key, hash);
             let on_flash = self.flash_candidates(hash);
             if !self.journal_gate_at(hash, old, &on_flash) {
@@ -81,52 +67,27 @@ impl Shard {
     }
 
     /// [`journal_gate`](Self::journal_gate) given the key's RAM item and
-    /// its flash candidates.
+    /// its flash candidates: the log's part of the gate
+    /// ([`LogPart::gate`](crate::stores::log::LogPart::gate)). A RAM item
+    /// promoted from flash (the copy bit) may still have its record there:
+    /// it needs a tombstone, which covers the record from then on, so the
+    /// bit is cleared.
     pub(super) fn journal_gate_at(
         &mut self,
         hash: u64,
         old: Option<Loc>,
         on_flash: &[Loc],
     ) -> bool {
-        let Some(f) = self.flash.as_ref().filter(|f| f.params().crash_journal) else {
-            return true;
+        let copy = match self.below.log.journals() {
+            true => old.filter(|&loc| self.header(loc).bits & item::FLASH_COPY != 0),
+            false => None,
         };
-        let j = f.journal();
-        let mut need = on_flash
-            .iter()
-            .filter_map(|&loc| f.tombstone_horizon(loc))
-            .max();
-        let copy = old.filter(|&loc| self.header(loc).bits & item::FLASH_COPY != 0);
-        if copy.is_some() {
-            need = Some(f.max_seq());
-        }
-        // The common case: nothing of the key on flash, no tombstone pending.
-        if need.is_none() && j.is_durable(self.tombs_last) {
-            return true;
-        }
-        let j = j.clone();
+        let class = self.class_of(hash);
+        let passed = self.below.log.gate(class, on_flash, copy.is_some());
         if let Some(loc) = copy {
             self.update_bits(loc, 0, item::FLASH_COPY);
         }
-        let fp = crate::flash::journal::class_fingerprint(self.class_of(hash));
-        if let Some(m) = need {
-            if self.tombs.get(&fp).is_none_or(|&(h, _)| h < m) {
-                self.tombstone(hash);
-            }
-        }
-        self.tombs.get(&fp).is_none_or(|&(_, t)| j.is_durable(t))
-    }
-
-    /// Forgets tombstones that were durable at the previous sweep.
-    pub(super) fn prune_tombs(&mut self) {
-        let Some(f) = &self.flash else {
-            return;
-        };
-        let j = f.journal();
-        let mark = self.tombs_prune_mark;
-        self.tombs
-            .retain(|_, &mut (_, t)| t >= mark || !j.is_durable(t));
-        self.tombs_prune_mark = j.last_ticket();
+        passed
     }
 
     /// Crash recovery: indexes a record found on flash. Returns true when
@@ -153,7 +114,7 @@ impl Shard {
     /// cannot be read back is dropped behind a tombstone (it may read fine
     /// after another restart). Returns the entries dropped.
     pub fn dedupe_recovered(&mut self, hash: u64) -> u64 {
-        let Some(flash) = self.flash.clone() else {
+        let Some(flash) = self.below.log.tier().cloned() else {
             return 0;
         };
         let locs = self.flash_candidates(hash);

@@ -4,6 +4,7 @@
 //! flash or evicted.
 
 use super::*;
+use crate::stores::log::Room;
 
 impl Shard {
     /// Room for `size` bytes at the head of queue `q`.
@@ -172,7 +173,7 @@ impl Shard {
             return false;
         }
         if h.bits & item::FLASH_COPY != 0 {
-            self.score_promotion(&h);
+            self.below.log.score_promotion(&h);
         }
         match self.policy.on_tail(q, hash, h.bits & item::FREQ_MASK) {
             (TailAction::Evict, _) => false,
@@ -249,9 +250,7 @@ impl Shard {
             self.count_hold(began);
             self.evacuation_done();
             self.stats.evacuations_waited += 1;
-            if let Some(f) = &self.flash {
-                f.unreserve(std::mem::take(&mut self.flash_reserved));
-            }
+            self.below.log.unreserve();
             let buf = self.close_segment(victim);
             if used_spare {
                 // It took a spare for its head: the victim's buffer goes
@@ -326,7 +325,7 @@ impl Shard {
                 continue;
             }
             if h.bits & item::FLASH_COPY != 0 && !force {
-                self.score_promotion(&h);
+                self.below.log.score_promotion(&h);
             }
             let (action, freq) = if force {
                 (TailAction::Evict, 0)
@@ -610,9 +609,7 @@ impl Shard {
             &mut a.used_spare,
         );
         self.count_hold(began);
-        if let Some(f) = &self.flash {
-            f.unreserve(std::mem::take(&mut self.flash_reserved));
-        }
+        self.below.log.unreserve();
         if !done {
             self.ahead = Some(a);
             return Ok(());
@@ -648,47 +645,19 @@ impl Shard {
     }
 
     /// Flash write-buffer room for demoting the items in `bytes` bytes of
-    /// segment `victim` (worst case: every record pads out a block), held
-    /// in `flash_reserved` until the caller unreserves it. `Err(Busy)` when
-    /// the flash tier has none now.
+    /// segment `victim` ([`LogPart::reserve_demotions`]), held until the
+    /// caller unreserves it. `Err(Busy)` when the flash tier has none now
+    /// (for at most `TierParams::max_write_wait`: then the evacuation goes
+    /// on without it, counted in `flash_waits_expired`).
     fn reserve_demotions(&mut self, victim: u32, bytes: usize) -> Result<(), InsertError> {
-        let Some(f) = &self.flash else {
-            return Ok(());
-        };
         let live = self.seg(victim).live_items as usize;
-        if live == 0 || f.degraded() {
-            return Ok(());
-        }
-        let block = crate::device::aligned::BLOCK;
-        let worst = 2 * (bytes + live * crate::flash::format::RECORD_PREFIX) + 2 * block;
-        match f.reserve(worst.min(f.segment_size() - block)) {
-            Ok(n) => {
-                self.flash_reserved = n;
-                self.flash_busy_since = None;
-                Ok(())
-            }
-            Err(_) => {
-                let bound = f.params().max_write_wait;
-                let now = std::time::Instant::now();
-                // One wait: refusals no further apart than the bound (the
-                // shard's sets retry every millisecond). A refusal after a
-                // quiet spell starts a new one, rather than finding an old
-                // first refusal and evicting at once.
-                let since = match self.flash_busy_since {
-                    Some((first, last)) if now - last < bound => first,
-                    _ => now,
-                };
-                self.flash_busy_since = Some((since, now));
-                if bound.is_zero() || now - since < bound {
-                    return Err(InsertError::Busy);
-                }
-                // The device is behind by every write buffer for longer
-                // than a set should wait: go on without room, and evict
-                // what cannot be written (as memcached's extstore does at
-                // once), until the tier has room again.
+        match self.below.log.reserve_demotions(live, bytes) {
+            Ok(Room::Reserved) => Ok(()),
+            Ok(Room::WaitExpired) => {
                 self.stats.flash_waits_expired += 1;
                 Ok(())
             }
+            Err(_) => Err(InsertError::Busy),
         }
     }
 

@@ -32,7 +32,7 @@ impl Shard {
     /// under the lock ([`crate::index::TABLE_PREC`]).
     pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
         let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
-        let flash = self.flash.clone();
+        let flash = self.below.log.tier().cloned();
         let (t, evicted) =
             self.index
                 .insert_in_table(hash, loc, may_grow, ranking(flash.as_deref()));
@@ -82,7 +82,7 @@ impl Shard {
             want = want.min(now + room);
         }
         if want != now {
-            let flash = self.flash.clone();
+            let flash = self.below.log.tier().cloned();
             let evicted = self.index.resize_table(t, want, ranking(flash.as_deref()));
             for ev in evicted {
                 self.index_evicted(ev);
@@ -106,9 +106,9 @@ impl Shard {
             if !ev.hit {
                 self.stats.evicted_unfetched += 1;
             }
-            if let Some(f) = self.flash.clone() {
+            if let Some(f) = self.below.log.tier().cloned() {
                 if f.tombstone_horizon(ev.loc).is_some() {
-                    self.tombstone_class(ev.class);
+                    self.below.log.tombstone(ev.class);
                 }
                 f.release(ev.loc);
             }
@@ -118,7 +118,7 @@ impl Shard {
                 self.report_eviction(ev.loc, &h);
             }
             if h.bits & item::FLASH_COPY != 0 {
-                self.tombstone_class(ev.class);
+                self.below.log.tombstone(ev.class);
             }
             if h.bits & item::FETCHED == 0 {
                 self.stats.evicted_unfetched += 1;

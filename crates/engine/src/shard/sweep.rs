@@ -43,10 +43,9 @@ impl Shard {
     pub fn sweep_slice(&mut self, now: u32, max: usize) -> (u64, bool) {
         let mut reclaimed = 0;
         if self.sweep.is_none() {
-            self.prune_tombs();
+            self.below.log.prune_tombs();
             self.resize_index();
-            self.prune_copies();
-            self.report_small_bytes();
+            self.below.upkeep(&self.index, &self.shared.pool);
             let left = self.flushed.sweep();
             self.stats.reclaimed += left.items;
             self.stats.expired_unfetched += left.unfetched;

@@ -1,24 +1,45 @@
-//! The RAM side of the flash tier: demotion of items leaving RAM, probes
-//! and lookups of flash records, promotion back to RAM, and the records a
-//! flash reclaim hands back.
+//! The RAM side of the chain below it (`stores/`): demotion of items
+//! leaving RAM (routed by size, `store::route`), probes and lookups of
+//! their records, promotion back to RAM, and the records a flash reclaim
+//! hands back.
 
 use super::*;
+use crate::store::{route, Leaving};
+use crate::stores::copies::Hit;
+use crate::stores::log::still_valid;
+use crate::stores::Entries;
 use crate::wait::Wait;
 
-/// The flash tier's side of a shard.
+/// The chain's side of a shard.
 impl Shard {
-    /// Moves an item leaving RAM to flash; false when it is not admitted.
+    /// Moves an item leaving RAM to the store below that [`route`] names
+    /// (the log when the small store will not take it now); false when it
+    /// is not admitted.
     pub(super) fn demote(&mut self, hash: u64, loc: Loc, h: &Header) -> bool {
-        if h.size() > self.shared.pool.seg_size() {
-            // A jumbo item stays in RAM: a flash record holds at most a
-            // segment (see `Shard::alloc_jumbo`).
-            self.stats.not_demoted += 1;
-            return false;
+        let leaving = Leaving {
+            size: h.size(),
+            key_value: h.klen as usize + h.vlen as usize,
+            from_log: h.bits & item::FLASH_COPY != 0,
+        };
+        let small_max = self.below.small.as_ref().map(|p| p.max);
+        match route(leaving, self.shared.pool.seg_size(), small_max) {
+            None => {
+                // A jumbo item stays in RAM.
+                self.stats.not_demoted += 1;
+                false
+            }
+            Some(Lower::Small) => match self.demote_small(hash, loc, h) {
+                Some(admitted) => admitted,
+                None => self.demote_to_log(hash, loc, h),
+            },
+            Some(Lower::Log) => self.demote_to_log(hash, loc, h),
         }
-        if let Some(admitted) = self.demote_small(hash, loc, h) {
-            return admitted;
-        }
-        let Some(f) = &self.flash else {
+    }
+
+    /// [`demote`](Self::demote) to the flash log, with the room the
+    /// evacuation reserved.
+    fn demote_to_log(&mut self, hash: u64, loc: Loc, h: &Header) -> bool {
+        let Some(f) = self.below.log.tier() else {
             return false;
         };
         if h.expired(self.clock_now) || !f.admits_size(h.vlen as usize) {
@@ -26,16 +47,12 @@ impl Shard {
             return false;
         }
         let size = h.size();
-        let mut reserved = self.flash_reserved;
-        let res = f.append(
-            &self.bytes_at(loc)[..size],
-            true,
-            self.clock_now,
-            &mut reserved,
-            crate::flash::tier::Dest::New,
-        );
-        self.flash_reserved = reserved;
-        match res {
+        let o = loc.off as usize;
+        let bytes = &self.segs[loc.seg as usize]
+            .as_ref()
+            .expect("live segment")
+            .data[o..o + size];
+        match self.below.log.append_demoted(bytes, self.clock_now) {
             Ok(new) => {
                 self.index.relocate(hash, loc, new);
                 self.stats.demoted += 1;
@@ -67,7 +84,7 @@ impl Shard {
         if self.find(key, hash, now).is_some() {
             return;
         }
-        let Some(flash) = self.flash.clone() else {
+        let Some(flash) = self.below.log.tier().cloned() else {
             return;
         };
         let mut need = false;
@@ -79,7 +96,7 @@ impl Shard {
                 // capacity class after a promotion, on the fast one when
                 // it was made where it paid).
                 use crate::flash::tier::DeviceClass;
-                let copy = self.copy_of(hash, loc);
+                let copy = self.below.log.copy_of(&self.index, hash, loc);
                 flash.note_lookup(copy.is_some() || flash.class_at(loc) == Some(DeviceClass::Fast));
                 let from_copy = copy.is_some_and(|c| {
                     let copy_fast = flash.class_at(c.copy) == Some(DeviceClass::Fast);
@@ -101,7 +118,7 @@ impl Shard {
                     self.drop_flash_entry(hash, loc)
                 }
                 Some(FetchState::Item(item)) => {
-                    if !self.still_valid(&flash, loc, fetched) {
+                    if !still_valid(&flash, loc, fetched) {
                         continue;
                     }
                     if item::key_of(item) != key {
@@ -135,7 +152,7 @@ impl Shard {
             }
         }
         if best.is_none() && !need {
-            self.small_find(key, now, fetched, reads);
+            self.below.probe_small(key, now, fetched, reads);
         }
     }
 
@@ -161,32 +178,32 @@ impl Shard {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<Option<Loc>, Wait> {
-        if let Some(loc) = self.find(key, hash, now) {
-            return Ok(Some(loc));
-        }
-        if let Some(on_flash) = self.flash_lookup(key, hash, now, fetched) {
+        let mut found = self.locate(key, hash, now, fetched, &CHAIN);
+        if let Located::Log(on_flash) = found {
             let item = fetched.item(on_flash).expect("looked up");
             match self.promote(hash, on_flash, item) {
                 Ok(loc) => return Ok(Some(loc)),
                 Err(InsertError::Busy) => return Err(Wait::Busy),
-                // No room: it stays on flash, unreached.
-                Err(_) => {}
+                // No room: it stays on flash, unreached; the stores after
+                // the log are asked.
+                Err(_) => {
+                    found = (self.below).locate(&CHAIN[1..], &self.index, key, hash, now, fetched)
+                }
             }
         }
-        match self.small_lookup(key, now, fetched) {
-            SmallFound::Hit(item) => match self.copy_in(hash, &item) {
-                Ok(loc) => return Ok(Some(loc)),
-                Err(InsertError::Busy) => return Err(Wait::Busy),
-                // The gate drops the store's copy.
-                Err(_) => {}
+        match found {
+            Located::Ram(loc) => Ok(Some(loc)),
+            Located::Small(item) => match self.copy_in(hash, &item) {
+                Ok(loc) => Ok(Some(loc)),
+                Err(InsertError::Busy) => Err(Wait::Busy),
+                // The gate drops the store's copy; unread log entries are
+                // read first.
+                Err(_) if may_read && self.needs_fetch(hash, fetched) => Err(Wait::Reads),
+                Err(_) => Ok(None),
             },
-            SmallFound::Need if may_read => return Err(Wait::Reads),
-            _ => {}
+            Located::Need if may_read => Err(Wait::Reads),
+            Located::Log(_) | Located::Need | Located::Absent => Ok(None),
         }
-        if may_read && self.needs_fetch(hash, fetched) {
-            return Err(Wait::Reads);
-        }
-        Ok(None)
     }
 
     /// After [`ram_item`](Self::ram_item) found no item for a change: drops
@@ -233,95 +250,32 @@ impl Shard {
         Ok(found)
     }
 
-    /// The flash item for `key` among records already fetched (read-only
-    /// [`probe`](Self::probe), for running a request after its reads).
-    pub fn flash_lookup(&self, key: &[u8], hash: u64, now: u32, fetched: &Fetched) -> Option<Loc> {
-        if fetched.is_empty() {
-            return None;
-        }
-        let flash = self.flash.as_ref()?;
-        self.flash_candidates(hash)
-            .into_iter()
-            .filter_map(|loc| {
-                let (item, seq) = fetched.item_seq(loc)?;
-                (item::key_of(item) == key
-                    && !Header::read(item).expired(now)
-                    && self.still_valid(flash, loc, fetched))
-                .then_some((seq, loc))
-            })
-            .max_by_key(|&(seq, _)| seq)
-            .map(|(_, loc)| loc)
-    }
-
     /// The flash entries under `key`'s tag whose fetched records are other
-    /// keys' (verified and still current): a store of `key` may keep them
-    /// ([`insert_keeping`](Self::insert_keeping)) instead of dropping every
-    /// same-tag entry. Valid until the shard lock is released. Scores the
-    /// reads for [`worth_verifying`](Self::worth_verifying).
+    /// keys' ([`LogPart::other_keys`]): a store of `key` may keep them
+    /// ([`insert_keeping`](Self::insert_keeping)).
     pub fn other_keys_on_flash(&mut self, key: &[u8], hash: u64, fetched: &Fetched) -> Vec<Loc> {
-        let Some(flash) = self.flash.clone().filter(|_| !fetched.is_empty()) else {
-            return Vec::new();
-        };
-        let mut keep = Vec::new();
-        let mut same = 0;
-        for loc in self.flash_candidates(hash) {
-            let Some(item) = fetched.item(loc) else {
-                continue;
-            };
-            if !self.still_valid(&flash, loc, fetched) {
-                continue;
-            }
-            if item::key_of(item) == key {
-                same += 1;
-            } else {
-                keep.push(loc);
-            }
-        }
-        let score = 4 * keep.len() as i32 - same;
-        self.verify_credit.score(score);
-        keep
+        self.below.log.other_keys(&self.index, key, hash, fetched)
     }
 
-    /// Whether a store of a key that is not in RAM should first read the
-    /// flash records under its tag, to keep those of other keys (a tag
-    /// collision) instead of dropping them. Yes while such reads have been
-    /// finding other keys' records; when they mostly find the key itself
-    /// (overwrites of items on flash, whose old record must go anyway), only
-    /// one store in 64 reads, to notice when that changes.
+    /// Whether a store of a key not in RAM should first read the flash
+    /// records under its tag ([`LogPart::worth_verifying`]).
     pub fn worth_verifying(&mut self, hash: u64) -> bool {
-        if self.flash.is_none() || self.index.find(hash, is_flash).is_none() {
-            return false;
-        }
-        self.verify_credit.allow()
+        self.below.log.worth_verifying(&self.index, hash)
     }
 
-    /// Whether the flash record at `loc` is still in a write buffer and
-    /// belongs to another key than `key` (known without a device read; an
-    /// item demoted by this very insert's allocation is such a record).
-    pub(super) fn resident_other_key(&self, loc: Loc, key: &[u8]) -> bool {
-        let Some(flash) = &self.flash else {
-            return false;
-        };
-        match flash.locate(loc) {
-            crate::flash::tier::Where::Resident(item, _) => item::key_of(&item) != key,
-            _ => false,
-        }
-    }
-
-    /// Whether a fetched record still belongs to the segment its entry
-    /// points into (the slot was not reclaimed and reused meanwhile).
-    pub(super) fn still_valid(&self, flash: &FlashTier, loc: Loc, fetched: &Fetched) -> bool {
-        fetched
-            .item_seq(loc)
-            .is_some_and(|(_, seq)| flash.seq_of(loc) == Some(seq))
-    }
-
-    /// Whether `hash` has flash entries not fetched yet: a get that missed
-    /// in RAM must read them before it can say "not found".
+    /// Whether `hash` has flash entries not fetched yet.
     pub fn needs_fetch(&self, hash: u64, fetched: &Fetched) -> bool {
-        self.flash_candidates(hash)
-            .into_iter()
-            .any(|loc| fetched.state(loc).is_none())
+        self.below.log.unread(&self.index, hash, fetched)
+    }
+
+    /// The flash log's part and what it may see of this shard.
+    pub(super) fn log_and_entries(&mut self) -> (&mut LogPart, Entries<'_>) {
+        let ram = Entries {
+            index: &mut self.index,
+            pool: &self.shared.pool,
+            now: self.clock_now,
+        };
+        (&mut self.below.log, ram)
     }
 
     /// A read served from flash: remember the hit (reclaim reinserts hit
@@ -329,36 +283,29 @@ impl Shard {
     pub fn flash_hit(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
         use crate::flash::tier::Promote;
         self.stats.flash_hits += 1;
-        let promote = self.flash.as_ref().map(|f| f.params().promote);
+        let promote = self.below.log.tier().map(|f| f.params().promote);
         let was_hit = self.index.hit(hash, loc) == Some(true);
         match promote {
             Some(Promote::Always) => {}
-            Some(Promote::Second) if was_hit && self.promote_credit.allow() => {}
+            Some(Promote::Second) if was_hit && self.below.log.promotions_pay() => {}
             _ => {
                 if was_hit && promote == Some(Promote::Second) {
                     self.stats.promote_declined += 1;
                 }
-                // A fast hit while copies pay goes to the capacity class
-                // too (if it was hit before: the hit bit is set after).
-                self.copy_to_capacity(hash, loc, item_bytes);
-                self.index.set_hit(hash, loc);
-                // Not to RAM: a capacity hit may go to the fast class.
-                self.promote_to_fast(hash, loc, item_bytes);
+                // Not to RAM: it may be copied to the other class.
+                let (log, ram) = self.log_and_entries();
+                let hit = Hit {
+                    hash,
+                    loc,
+                    item_bytes,
+                };
+                log.hit_stays(ram, hit);
                 return;
             }
         }
         // Best effort: when RAM is not to be had, the item stays on flash.
         if self.promote(hash, loc, item_bytes).is_err() {
             self.index.set_hit(hash, loc);
-        }
-    }
-
-    /// A promoted item (still carrying its flash copy) that reached a RAM
-    /// queue's tail: one left unhit since it came back (or since its last
-    /// reinsertion) was a wasted promotion.
-    pub(super) fn score_promotion(&mut self, h: &Header) {
-        if h.bits & item::FREQ_MASK == 0 {
-            self.promote_credit.score(-1);
         }
     }
 
@@ -386,9 +333,7 @@ impl Shard {
         }
         self.seg_mut(new.seg).gain(h.exptime);
         self.index.relocate(hash, loc, new);
-        if let Some(f) = &self.flash {
-            f.release(loc);
-        }
+        self.below.log.release(loc);
         self.stats.flash_items -= 1;
         self.stats.promoted += 1;
         self.stats.bytes += size as u64;
@@ -422,18 +367,18 @@ impl Shard {
             return true;
         };
         let h = Header::read(item_bytes);
-        if !h.expired(self.clock_now) && self.fall_back_to_copy(hash, loc, hit) {
+        if !h.expired(self.clock_now)
+            && (self.below.log).fall_back_to_copy(&mut self.index, hash, loc, hit)
+        {
             return true;
         }
         if h.expired(self.clock_now) {
             self.stats.reclaimed += 1;
         } else if (reinsert && hit)
-            || self
-                .flash
-                .as_ref()
+            || (self.below.log.tier())
                 .is_some_and(|f| f.moves_unhit(loc, h.exptime, self.clock_now))
         {
-            if let Some(f) = &self.flash {
+            if let Some(f) = self.below.log.tier() {
                 let dest = crate::flash::tier::Dest::Moved { from: loc };
                 match f.append(item_bytes, false, self.clock_now, &mut 0, dest) {
                     Ok(new) => {

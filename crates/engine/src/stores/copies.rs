@@ -1,4 +1,6 @@
-//! Items with a record on both device classes. A capacity hit promoted into
+//! Items with a record on both device classes: the copies table the flash
+//! log's part of a shard holds ([`Copies`], given the tier and the shard's
+//! index by `LogPart`). A capacity hit promoted into
 //! the fast class keeps its capacity record as a copy (no write to the
 //! capacity class), so that a later hit may be read from either class
 //! (non-hierarchical caching, `flash::tier::classes`).
@@ -17,7 +19,7 @@
 //! Copies where they pay (issue 35): when the scheduler finds the fast
 //! class queued and the capacity class with headroom (`copies_pay`), a hit
 //! on the fast class writes the item to the capacity class too
-//! ([`Shard::copy_to_capacity`]), so that the split has reads to move even
+//! ([`Copies::copy_to_capacity`]), so that the split has reads to move even
 //! when everything fits on the fast class. The new capacity record becomes
 //! the primary and the fast record its copy: the same shape as above with
 //! the classes swapped (the entry is the newest record and carries the copy
@@ -25,10 +27,14 @@
 //! read when the split sends a read to the fast class; when the load falls
 //! no more are made, every read goes to the fast record, and the capacity
 //! class's reclaim lets the fast record become the entry again instead of
-//! writing the capacity one again ([`Shard::fall_back_to_copy`]).
+//! writing the capacity one again ([`Copies::fall_back_to_copy`]).
 
-use super::*;
-use crate::flash::tier::{Dest, DeviceClass};
+use super::Entries;
+use crate::flash::tier::{Dest, DeviceClass, FlashTier};
+use crate::index::{Index, Loc};
+use crate::item::Header;
+use crate::pool::SegmentPool;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 /// Copies a shard remembers at most (the hottest items: each was promoted).
@@ -43,14 +49,39 @@ pub(crate) struct CopyOf {
     pub copy_seq: u64,
 }
 
-impl Shard {
+/// A flash hit: the key's hash, its index entry and its record's bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hit<'a> {
+    pub hash: u64,
+    pub loc: Loc,
+    pub item_bytes: &'a [u8],
+}
+
+/// A shard's copies table.
+#[derive(Default)]
+pub(crate) struct Copies {
+    /// Capacity copies of items promoted into the fast class, by key hash.
+    copies: HashMap<u64, CopyOf>,
+    /// The copy table's DRAM as charged to the memory limit.
+    copies_bytes_reported: usize,
+    /// Copies to the capacity class refused since the copy table was last
+    /// pruned for them ([`Copies::copy_to_capacity`]: one prune per 256).
+    copies_refused: u32,
+}
+
+impl Copies {
     /// The capacity copy of the item whose index entry is `loc`, while both
     /// records are where they were when it was made.
-    pub(crate) fn copy_of(&self, hash: u64, loc: Loc) -> Option<CopyOf> {
+    pub(crate) fn copy_of(
+        &self,
+        f: &FlashTier,
+        index: &Index,
+        hash: u64,
+        loc: Loc,
+    ) -> Option<CopyOf> {
         let c = *self.copies.get(&hash)?;
-        let f = self.flash.as_ref()?;
         (c.primary == loc
-            && self.index.contains(hash, loc)
+            && index.contains(hash, loc)
             && f.seq_of(loc) == Some(c.primary_seq)
             && f.seq_of(c.copy) == Some(c.copy_seq))
         .then_some(c)
@@ -58,42 +89,44 @@ impl Shard {
 
     /// Forgets copies whose records moved or went; a table at most a
     /// quarter full gives half its room back.
-    pub(super) fn prune_copies(&mut self) {
+    pub(crate) fn prune(&mut self, f: &FlashTier, index: &Index, pool: &SegmentPool) {
         let keys: Vec<u64> = self.copies.keys().copied().collect();
         for hash in keys {
             let primary = self.copies[&hash].primary;
-            if self.copy_of(hash, primary).is_none() {
+            if self.copy_of(f, index, hash, primary).is_none() {
                 self.copies.remove(&hash);
             }
         }
         if self.copies.len() * 4 <= self.copies.capacity() {
             self.copies.shrink_to(self.copies.len() * 2);
-            self.account_copies();
+            self.account_copies(pool);
         }
     }
 
     /// A capacity hit: copies the item into the fast class while the
     /// scheduler admits data, keeping the capacity record as its copy.
-    pub(super) fn promote_to_fast(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
-        let Some(f) = self.flash.clone() else {
-            return;
-        };
+    pub(crate) fn promote_to_fast(&mut self, f: &FlashTier, ram: &mut Entries<'_>, hit: Hit<'_>) {
+        let Hit {
+            hash,
+            loc,
+            item_bytes,
+        } = hit;
         if !f.data_admit() || f.class_at(loc) != Some(DeviceClass::Capacity) {
             return;
         }
-        if self.copy_of(hash, loc).is_some() {
+        if self.copy_of(f, ram.index, hash, loc).is_some() {
             // A capacity copy of a fast item: the fast record is there.
             return;
         }
-        if Header::read(item_bytes).expired(self.clock_now) || !self.index.contains(hash, loc) {
+        if Header::read(item_bytes).expired(ram.now) || !ram.index.contains(hash, loc) {
             return;
         }
-        self.make_room_for_a_copy();
+        self.make_room_for_a_copy(f, ram.index, ram.pool);
         let Some(copy_seq) = f.seq_of(loc) else {
             return;
         };
         let dest = Dest::Promote { from_seq: copy_seq };
-        if self.write_copy(&f, (hash, loc, copy_seq), item_bytes, dest) {
+        if self.write_copy(f, ram, (hash, loc, copy_seq), item_bytes, dest) {
             f.stats.promotions.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -105,18 +138,19 @@ impl Shard {
     fn write_copy(
         &mut self,
         f: &FlashTier,
+        ram: &mut Entries<'_>,
         (hash, loc, copy_seq): (u64, Loc, u64),
         item_bytes: &[u8],
         dest: Dest,
     ) -> bool {
-        let Ok(new) = f.append(item_bytes, false, self.clock_now, &mut 0, dest) else {
+        let Ok(new) = f.append(item_bytes, false, ram.now, &mut 0, dest) else {
             return false;
         };
         let Some(primary_seq) = f.seq_of(new) else {
             return false;
         };
-        self.index.relocate(hash, loc, new);
-        self.index.set_hit(hash, new);
+        ram.index.relocate(hash, loc, new);
+        ram.index.set_hit(hash, new);
         f.release(loc);
         self.copies.insert(
             hash,
@@ -127,7 +161,7 @@ impl Shard {
                 copy_seq,
             },
         );
-        self.account_copies();
+        self.account_copies(ram.pool);
         true
     }
 
@@ -139,18 +173,20 @@ impl Shard {
     /// the newer record, as after a promotion, so the crash rules of the
     /// module's documentation hold unchanged. Only items hit before (the
     /// hot ones), not expiring within a minute, and not already copied.
-    pub(super) fn copy_to_capacity(&mut self, hash: u64, loc: Loc, item_bytes: &[u8]) {
-        let Some(f) = self.flash.clone() else {
-            return;
-        };
+    pub(crate) fn copy_to_capacity(&mut self, f: &FlashTier, ram: &mut Entries<'_>, hit: Hit<'_>) {
+        let Hit {
+            hash,
+            loc,
+            item_bytes,
+        } = hit;
         if !f.copies_pay() || f.class_at(loc) != Some(DeviceClass::Fast) {
             return;
         }
         let h = Header::read(item_bytes);
-        if h.expired(self.clock_now)
-            || !f.moves_unhit(loc, h.exptime, self.clock_now)
-            || self.index.hit(hash, loc) != Some(true)
-            || self.copy_of(hash, loc).is_some()
+        if h.expired(ram.now)
+            || !f.moves_unhit(loc, h.exptime, ram.now)
+            || ram.index.hit(hash, loc) != Some(true)
+            || self.copy_of(f, ram.index, hash, loc).is_some()
         {
             return;
         }
@@ -167,7 +203,7 @@ impl Shard {
                 return;
             }
             self.copies_refused = 0;
-            self.prune_copies();
+            self.prune(f, ram.index, ram.pool);
             if self.copies.len() >= MAX_COPIES {
                 return;
             }
@@ -177,16 +213,16 @@ impl Shard {
             return;
         }
         let dest = Dest::Replica { from_seq: fast_seq };
-        if self.write_copy(&f, (hash, loc, fast_seq), item_bytes, dest) {
+        if self.write_copy(f, ram, (hash, loc, fast_seq), item_bytes, dest) {
             f.stats.copies_made.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Room for one more copy in a full table: stale copies are pruned,
     /// and if it is still full of valid ones, 1/16 of them are forgotten.
-    fn make_room_for_a_copy(&mut self) {
+    fn make_room_for_a_copy(&mut self, f: &FlashTier, index: &Index, pool: &SegmentPool) {
         if self.copies.len() >= MAX_COPIES {
-            self.prune_copies();
+            self.prune(f, index, pool);
             // Still full of valid copies: forget some rather than refuse
             // the promotion. Refusing kept the table full for good when the
             // working set changed and nothing wrote to the fast class
@@ -204,11 +240,11 @@ impl Shard {
     /// Charges the copy table's DRAM to `-m` as it grows and shrinks, as
     /// the index is charged: the hash map's buckets, each an entry and one
     /// control byte (at most about 656 KiB a shard, for [`MAX_COPIES`]).
-    pub(super) fn account_copies(&mut self) {
+    fn account_copies(&mut self, pool: &SegmentPool) {
         let now = self.copies.capacity() * (std::mem::size_of::<(u64, CopyOf)>() + 1);
         if now != self.copies_bytes_reported {
             let delta = now as isize - self.copies_bytes_reported as isize;
-            self.shared.pool.add_index_bytes(delta);
+            pool.add_index_bytes(delta);
             self.copies_bytes_reported = now;
         }
     }
@@ -216,17 +252,21 @@ impl Shard {
     /// A fast record being reclaimed whose capacity copy is still there: the
     /// copy becomes the key's entry (nothing is written). False when there
     /// is no such copy.
-    pub(super) fn fall_back_to_copy(&mut self, hash: u64, loc: Loc, hit: bool) -> bool {
-        let Some(c) = self.copy_of(hash, loc) else {
-            return false;
-        };
-        let Some(f) = self.flash.clone() else {
+    pub(crate) fn fall_back_to_copy(
+        &mut self,
+        f: &FlashTier,
+        index: &mut Index,
+        hash: u64,
+        loc: Loc,
+        hit: bool,
+    ) -> bool {
+        let Some(c) = self.copy_of(f, index, hash, loc) else {
             return false;
         };
         self.copies.remove(&hash);
-        self.index.relocate(hash, loc, c.copy);
+        index.relocate(hash, loc, c.copy);
         if hit {
-            self.index.set_hit(hash, c.copy);
+            index.set_hit(hash, c.copy);
         }
         f.acquire(c.copy);
         let counter = if f.class_at(loc) == Some(DeviceClass::Capacity) {
