@@ -19,7 +19,7 @@
 //! `snapshot` the shard's part of the shutdown snapshot.
 
 use crate::flash::tier::{AppendError, FlashTier};
-use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
+use crate::flash::{is_flash, Fetched, ReadReq};
 use crate::hash::hash_key;
 use crate::index::{Class, Evicted, Index, Loc};
 use crate::item::{self, Header, HEADER};
@@ -448,10 +448,9 @@ impl Shard {
     /// Drops a flash index entry whose record is gone, stale, or covered by
     /// a tombstone or the floor (no gate needed).
     pub(crate) fn drop_flash_entry(&mut self, hash: u64, loc: Loc) {
-        if self.index.remove(hash, loc) {
+        if self.below.log.drop_entry(&mut self.index, hash, loc) {
             self.stats.curr_items -= 1;
             self.stats.flash_items -= 1;
-            self.below.log.release(loc);
         }
     }
 

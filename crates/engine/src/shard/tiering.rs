@@ -6,7 +6,7 @@
 use super::*;
 use crate::store::{route, Leaving};
 use crate::stores::copies::Hit;
-use crate::stores::log::still_valid;
+use crate::stores::log::Dropped;
 use crate::stores::Entries;
 use crate::wait::Wait;
 
@@ -67,12 +67,12 @@ impl Shard {
         }
     }
 
-    /// Reads `key`'s flash records into `fetched` as needed: records still
-    /// in write buffers are copied at once, others get a read pushed to
-    /// `reads` (the small-object store's blocks only when the log tier has
-    /// no verified record of the key). Stale and corrupt entries are
-    /// dropped on the way. The command that runs afterwards finds the key
-    /// in RAM or among the records ([`ram_item`](Self::ram_item)).
+    /// Reads `key`'s records below RAM into `fetched` as needed
+    /// ([`Chain::probe`]): records still in write buffers are copied at
+    /// once, others get a read pushed to `reads`. Stale and corrupt entries
+    /// are dropped on the way. The command that runs afterwards finds the
+    /// key in RAM or among the records ([`locate`](Self::locate)). Nothing
+    /// is probed for a key in RAM.
     pub fn probe(
         &mut self,
         key: &[u8],
@@ -84,76 +84,20 @@ impl Shard {
         if self.find(key, hash, now).is_some() {
             return;
         }
-        let Some(flash) = self.below.log.tier().cloned() else {
-            return;
+        let ram = Entries {
+            index: &mut self.index,
+            pool: &self.shared.pool,
+            now,
         };
-        let mut need = false;
-        let mut best: Option<(Loc, u64)> = None;
-        for loc in self.flash_candidates(hash) {
-            if fetched.state(loc).is_none() {
-                // An item with a copy on both classes is read from the one
-                // the scheduler's load_admit picks (the copy is on the
-                // capacity class after a promotion, on the fast one when
-                // it was made where it paid).
-                use crate::flash::tier::DeviceClass;
-                let copy = self.below.log.copy_of(&self.index, hash, loc);
-                flash.note_lookup(copy.is_some() || flash.class_at(loc) == Some(DeviceClass::Fast));
-                let from_copy = copy.is_some_and(|c| {
-                    let copy_fast = flash.class_at(c.copy) == Some(DeviceClass::Fast);
-                    !fetched.copy_failed(loc)
-                        && flash.route_to_fast() == copy_fast
-                        && flash.fetch_copy(loc, c.primary_seq, c.copy, c.copy_seq, fetched, reads)
-                });
-                if !from_copy && !flash.fetch(loc, fetched, reads) {
-                    self.drop_flash_entry(hash, loc);
-                    continue;
-                }
-            }
-            match fetched.state(loc) {
-                Some(FetchState::Pending) => need = true,
-                Some(FetchState::Bad) => {
-                    // The record may read fine after a restart: no longer
-                    // tracked, it needs a tombstone.
-                    self.tombstone(hash);
-                    self.drop_flash_entry(hash, loc)
-                }
-                Some(FetchState::Item(item)) => {
-                    if !still_valid(&flash, loc, fetched) {
-                        continue;
-                    }
-                    if item::key_of(item) != key {
-                        flash
-                            .stats
-                            .tag_misses
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        continue;
-                    }
-                    if Header::read(item).expired(now) {
-                        self.drop_flash_entry(hash, loc);
-                        self.stats.reclaimed += 1;
-                        continue;
-                    }
-                    // At most one entry per key is the rule (recovery
-                    // dedupes); should two match, the newest record wins
-                    // and the older entry goes (a record of the key older
-                    // than one that is indexed is covered by whatever covers
-                    // the newer one: its tombstone horizon or the floor).
-                    let seq = fetched.item_seq(loc).map_or(0, |(_, s)| s);
-                    match best {
-                        Some((_, best_seq)) if best_seq >= seq => self.drop_flash_entry(hash, loc),
-                        Some((old, _)) => {
-                            self.drop_flash_entry(hash, old);
-                            best = Some((loc, seq));
-                        }
-                        None => best = Some((loc, seq)),
-                    }
-                }
-                Some(FetchState::Block(_)) | None => {}
-            }
-        }
-        if best.is_none() && !need {
-            self.below.probe_small(key, now, fetched, reads);
-        }
+        let dropped = self.below.probe(ram, key, hash, fetched, reads);
+        self.count_dropped(dropped);
+    }
+
+    /// Counts flash entries the chain dropped.
+    fn count_dropped(&mut self, d: Dropped) {
+        self.stats.curr_items -= d.entries;
+        self.stats.flash_items -= d.entries;
+        self.stats.reclaimed += d.expired;
     }
 
     /// The key's item in RAM, for a command that works on it there (every

@@ -5,8 +5,9 @@
 //! the crash gate, flush_all, figures). The log's part of the gate, its
 //! tombstones and copies are [`LogPart`]'s.
 
-use super::log::LogPart;
+use super::log::{Dropped, LogPart, Probed};
 use super::small::SmallPart;
+use super::Entries;
 use crate::flash::{Fetched, ReadReq};
 use crate::index::Index;
 use crate::pool::SegmentPool;
@@ -62,18 +63,27 @@ impl Chain {
         }
     }
 
-    /// The small store's part of a probe: looks `key` up with the blocks in
-    /// `fetched`, adding the blocks it needs to `reads`.
-    pub(crate) fn probe_small(
+    /// A probe in the lookup order: reads `key`'s log records into
+    /// `fetched` as needed ([`LogPart::probe`]), and the small store's
+    /// blocks only when the log has no verified record of the key and no
+    /// read pending ([`SmallPart::find`]). Returns the log entries dropped
+    /// on the way.
+    pub(crate) fn probe(
         &mut self,
+        mut ram: Entries<'_>,
         key: &[u8],
-        now: u32,
+        hash: u64,
         fetched: &mut Fetched,
         reads: &mut Vec<ReadReq>,
-    ) {
-        if let Some(p) = self.small.as_mut() {
-            p.find(key, now, fetched, reads, self.log.tier().map(|f| &**f));
+    ) -> Dropped {
+        let mut dropped = Dropped::default();
+        let log = self
+            .log
+            .probe(&mut ram, key, hash, fetched, reads, &mut dropped);
+        if let (Probed::Absent, Some(p)) = (log, self.small.as_mut()) {
+            p.find(key, ram.now, fetched, reads, self.log.tier().map(|f| &**f));
         }
+        dropped
     }
 
     /// The small store's part of the crash gate ([`SmallPart::gate`]):

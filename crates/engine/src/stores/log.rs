@@ -8,8 +8,8 @@
 use super::copies::{Copies, CopyOf, Hit};
 use super::Entries;
 use crate::credit::Credit;
-use crate::flash::tier::{AppendError, Busy, Dest, FlashTier, Where};
-use crate::flash::{is_flash, Fetched};
+use crate::flash::tier::{AppendError, Busy, Dest, DeviceClass, FlashTier, Where};
+use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
 use crate::index::{Class, Index, Loc};
 use crate::item::{self, Header};
 use std::collections::HashMap;
@@ -44,6 +44,23 @@ pub(crate) struct LogPart {
     promote_credit: Credit,
     /// Items with a record on both device classes (`copies.rs`).
     copies: Copies,
+}
+
+/// Flash entries a probe dropped from the index, for the shard's counts
+/// (`curr_items`, `flash_items`; `reclaimed` for the expired ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    pub entries: u64,
+    pub expired: u64,
+}
+
+/// What [`LogPart::probe`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probed {
+    /// A verified record of the key, or reads of its entries pending.
+    Found,
+    /// None: the stores after the log are probed.
+    Absent,
 }
 
 /// What [`LogPart::reserve_demotions`] got.
@@ -90,6 +107,108 @@ impl LogPart {
             });
         }
         v
+    }
+
+    /// Drops a flash entry from the index (its segment holds one item
+    /// less); true if it was there, for the caller's counts.
+    pub(crate) fn drop_entry(&self, index: &mut Index, hash: u64, loc: Loc) -> bool {
+        let dropped = index.remove(hash, loc);
+        if dropped {
+            self.release(loc);
+        }
+        dropped
+    }
+
+    /// Reads `key`'s flash records into `fetched` as needed: records still
+    /// in write buffers are copied at once, others get a read pushed to
+    /// `reads`. Entries whose records are gone, corrupt (a tombstone: they
+    /// may read fine after a restart), expired or older than another of the
+    /// key's are dropped, counted in `dropped`.
+    pub(crate) fn probe(
+        &mut self,
+        ram: &mut Entries<'_>,
+        key: &[u8],
+        hash: u64,
+        fetched: &mut Fetched,
+        reads: &mut Vec<ReadReq>,
+        dropped: &mut Dropped,
+    ) -> Probed {
+        let Some(flash) = self.tier.clone() else {
+            return Probed::Absent;
+        };
+        let now = ram.now;
+        let mut drop = |log: &Self, index: &mut Index, loc| {
+            if log.drop_entry(index, hash, loc) {
+                dropped.entries += 1;
+            }
+        };
+        let mut need = false;
+        let mut best: Option<(Loc, u64)> = None;
+        for loc in self.candidates(ram.index, hash) {
+            if fetched.state(loc).is_none() {
+                // An item with a copy on both classes is read from the one
+                // the scheduler's load_admit picks (the copy is on the
+                // capacity class after a promotion, on the fast one when
+                // it was made where it paid).
+                let copy = self.copy_of(ram.index, hash, loc);
+                flash.note_lookup(copy.is_some() || flash.class_at(loc) == Some(DeviceClass::Fast));
+                let from_copy = copy.is_some_and(|c| {
+                    let copy_fast = flash.class_at(c.copy) == Some(DeviceClass::Fast);
+                    !fetched.copy_failed(loc)
+                        && flash.route_to_fast() == copy_fast
+                        && flash.fetch_copy(loc, c.primary_seq, c.copy, c.copy_seq, fetched, reads)
+                });
+                if !from_copy && !flash.fetch(loc, fetched, reads) {
+                    drop(self, ram.index, loc);
+                    continue;
+                }
+            }
+            match fetched.state(loc) {
+                Some(FetchState::Pending) => need = true,
+                Some(FetchState::Bad) => {
+                    // The record may read fine after a restart: no longer
+                    // tracked, it needs a tombstone.
+                    self.tombstone(Class::of(hash, ram.index.precision()));
+                    drop(self, ram.index, loc)
+                }
+                Some(FetchState::Item(item)) => {
+                    if !still_valid(&flash, loc, fetched) {
+                        continue;
+                    }
+                    if item::key_of(item) != key {
+                        flash
+                            .stats
+                            .tag_misses
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    if Header::read(item).expired(now) {
+                        drop(self, ram.index, loc);
+                        dropped.expired += 1;
+                        continue;
+                    }
+                    // At most one entry per key is the rule (recovery
+                    // dedupes); should two match, the newest record wins
+                    // and the older entry goes (a record of the key older
+                    // than one that is indexed is covered by whatever covers
+                    // the newer one: its tombstone horizon or the floor).
+                    let seq = fetched.item_seq(loc).map_or(0, |(_, s)| s);
+                    match best {
+                        Some((_, best_seq)) if best_seq >= seq => drop(self, ram.index, loc),
+                        Some((old, _)) => {
+                            drop(self, ram.index, old);
+                            best = Some((loc, seq));
+                        }
+                        None => best = Some((loc, seq)),
+                    }
+                }
+                Some(FetchState::Block(_)) | None => {}
+            }
+        }
+        match best.is_some() || need {
+            true => Probed::Found,
+            false => Probed::Absent,
+        }
     }
 
     /// A flash entry left the index: its segment holds one item less.
