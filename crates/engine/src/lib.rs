@@ -10,7 +10,8 @@
 //!     │                  │                      11-bit tag + hit bit + segment + offset)
 //!     │                  ├─► RAM segments in two FIFO queues (probation, main),
 //!     │                  │   evacuated a segment at a time as the policy decides
-//!     │                  └─► flash entries: records in FlashTier segments
+//!     │                  └─► below: Chain (stores/) ─┬─► LogPart: records in FlashTier segments
+//!     │                                              └─► SmallPart: a region of the small store
 //!     ├─► Shared: SegmentPool (memory budget: segments + index + write buffers), CAS, flush
 //!     └─► FlashTier: write buffers, flusher, reclaim, crash journal, recovery
 //! ```
@@ -19,9 +20,13 @@
 //! - [`index`]: the compact hash index.
 //! - [`pool`]: the memory budget.
 //! - [`segment`]: a RAM segment.
-//! - [`shard`]: primitives (find, insert, unlink, hit, evacuation, expiry
-//!   sweep), the RAM side of the flash tier (demotion, probes, promotion) and
-//!   the crash-safety gate.
+//! - [`shard`]: the RAM tier: primitives (find, insert, unlink, hit,
+//!   evacuation, expiry sweep), the one lookup order (`Shard::locate`), the
+//!   RAM side of the stores below (demotion, probes, promotion) and the
+//!   crash-safety gate.
+//! - `store`: the face of the stores below RAM (which there are, their
+//!   lookup order, size routing); `stores`: each store's part of a shard,
+//!   and the chain that holds them.
 //! - [`command`]: every protocol command as the engine runs it (get, the
 //!   storage modes, delete, touch, incr/decr, flush, the meta commands, the
 //!   probe that lists a key's flash reads), the crash journal's gate, CAS,

@@ -28,7 +28,7 @@ pub enum Dest {
     /// fast buffer is not newer than that segment.
     Promote { from_seq: u64 },
     /// A fast hit copied to the capacity class while copies pay
-    /// (`Shard::copy_to_capacity`); the new record becomes the entry and
+    /// (`Copies::copy_to_capacity`, `stores/copies.rs`); the new record becomes the entry and
     /// the fast record (in a segment with sequence number `from_seq`) is
     /// kept as its copy. Like a promotion, the new record must be newer:
     /// a capacity buffer not newer than that segment is sealed first when
