@@ -26,6 +26,16 @@ pub(crate) enum Lower {
 /// log has no verified record of the key).
 pub(crate) const CHAIN: [Lower; 2] = [Lower::Log, Lower::Small];
 
+/// The stores after `lower` in [`CHAIN`]: asked when `lower` held the key
+/// but its item could not be used (no RAM to copy it into).
+pub(crate) fn after(lower: Lower) -> &'static [Lower] {
+    let at = CHAIN
+        .iter()
+        .position(|&l| l == lower)
+        .map_or(CHAIN.len(), |i| i + 1);
+    &CHAIN[at..]
+}
+
 /// What the stores below RAM say about a key, given the records fetched.
 #[derive(Debug)]
 pub(crate) enum Located {

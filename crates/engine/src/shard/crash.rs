@@ -105,52 +105,16 @@ impl Shard {
         shared_tag
     }
 
-    /// After crash recovery, for a tag that [`recover_flash`]
-    /// (Self::recover_flash) reported shared: reads the records under it
-    /// (blocking; recovery runs before any request) and keeps, of each key,
-    /// only the record of the newest segment, so that the index again holds
-    /// at most one entry per key: a delete or change then removes the key's
-    /// only entry instead of leaving an older one to be served. A record that
-    /// cannot be read back is dropped behind a tombstone (it may read fine
-    /// after another restart). Returns the entries dropped.
+    /// After crash recovery, for a tag that
+    /// [`recover_flash`](Self::recover_flash) reported shared: keeps, of
+    /// each key, only the record of the newest segment
+    /// ([`LogPart::dedupe`](crate::stores::log::LogPart::dedupe)). Returns
+    /// the entries found stale.
     pub fn dedupe_recovered(&mut self, hash: u64) -> u64 {
-        let Some(flash) = self.below.log.tier().cloned() else {
-            return 0;
-        };
-        let locs = self.flash_candidates(hash);
-        if locs.len() < 2 {
-            return 0;
-        }
-        let mut fetched = Fetched::default();
-        let mut reads = Vec::new();
-        for &loc in &locs {
-            flash.fetch(loc, &mut fetched, &mut reads);
-        }
-        flash.read_blocking(&mut fetched, &mut reads);
-        // (key, newest seq, its entry) of each key found under the tag.
-        let mut newest: Vec<(&[u8], u64, Loc)> = Vec::new();
-        let mut stale = Vec::new();
-        for &loc in &locs {
-            let Some((item, seq)) = fetched.item_seq(loc) else {
-                stale.push(loc);
-                continue;
-            };
-            let key = item::key_of(item);
-            match newest.iter_mut().find(|(k, _, _)| *k == key) {
-                None => newest.push((key, seq, loc)),
-                Some(best) if best.1 < seq => {
-                    stale.push(best.2);
-                    *best = (key, seq, loc);
-                }
-                Some(_) => stale.push(loc),
-            }
-        }
-        if stale.iter().any(|&l| fetched.item(l).is_none()) {
-            self.tombstone(hash);
-        }
-        for &loc in &stale {
-            self.drop_flash_entry(hash, loc);
-        }
-        stale.len() as u64
+        let mut dropped = crate::stores::log::Dropped::default();
+        let stale = self.below.log.dedupe(&mut self.index, hash, &mut dropped);
+        self.stats.curr_items -= dropped.entries;
+        self.stats.flash_items -= dropped.entries;
+        stale
     }
 }

@@ -4,9 +4,9 @@
 //! hands back.
 
 use super::*;
-use crate::store::{route, Leaving};
+use crate::store::{after, route, Leaving};
 use crate::stores::copies::Hit;
-use crate::stores::log::Dropped;
+use crate::stores::log::{Dropped, Reclaimed};
 use crate::stores::Entries;
 use crate::wait::Wait;
 
@@ -131,7 +131,8 @@ impl Shard {
                 // No room: it stays on flash, unreached; the stores after
                 // the log are asked.
                 Err(_) => {
-                    found = (self.below).locate(&CHAIN[1..], &self.index, key, hash, now, fetched)
+                    found =
+                        (self.below).locate(after(Lower::Log), &self.index, key, hash, now, fetched)
                 }
             }
         }
@@ -284,21 +285,11 @@ impl Shard {
         Ok(new)
     }
 
-    /// A live record of a flash segment being reclaimed: reinsert it when
-    /// it was hit (or move it to the capacity class), else drop its entry.
-    /// False, with nothing changed: the move found no write buffer free and
-    /// `may_wait` asked to be told (the flusher frees one and asks again);
-    /// without `may_wait` such a record is dropped, counted as an eviction.
-    ///
-    /// The reclaim raised its class's floor over the record and over the
-    /// older records of its key in that class. A record with the copy bit
-    /// (format.rs) may have an older twin on the other class, which that
-    /// floor does not cover (a capacity record promoted into the fast
-    /// class, or promoted to RAM and written to flash again), nor, with one
-    /// class, a twin in a segment numbered higher than this one (a copy can
-    /// land in an older open segment): dropping it asks for a tombstone, or
-    /// a later change of the key (finding no entry, so asking for none)
-    /// would let the twin come back after a crash.
+    /// A live record of a flash segment being reclaimed
+    /// ([`LogPart::reclaim`]: reinserted when it was hit or moved to the
+    /// capacity class, else its entry dropped), counted. False, with
+    /// nothing changed: the move found no write buffer free and `may_wait`
+    /// asked to be told (the flusher frees one and asks again).
     pub fn reclaim_flash(
         &mut self,
         hash: u64,
@@ -307,51 +298,26 @@ impl Shard {
         reinsert: bool,
         may_wait: bool,
     ) -> bool {
-        let Some(hit) = self.index.hit(hash, loc) else {
-            return true;
+        let record = Hit {
+            hash,
+            loc,
+            item_bytes,
         };
-        let h = Header::read(item_bytes);
-        if !h.expired(self.clock_now)
-            && (self.below.log).fall_back_to_copy(&mut self.index, hash, loc, hit)
-        {
-            return true;
-        }
-        if h.expired(self.clock_now) {
-            self.stats.reclaimed += 1;
-        } else if (reinsert && hit)
-            || (self.below.log.tier())
-                .is_some_and(|f| f.moves_unhit(loc, h.exptime, self.clock_now))
-        {
-            if let Some(f) = self.below.log.tier() {
-                let dest = crate::flash::tier::Dest::Moved { from: loc };
-                match f.append(item_bytes, false, self.clock_now, &mut 0, dest) {
-                    Ok(new) => {
-                        if f.class_at(loc) != f.class_at(new) {
-                            f.stats
-                                .moves
-                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        self.index.relocate(hash, loc, new);
-                        self.stats.reinserted += 1;
-                        return true;
-                    }
-                    Err(AppendError::Busy) if may_wait => return false,
-                    Err(_) => {}
-                }
+        let now = self.clock_now;
+        let done = (self.below.log).reclaim(&mut self.index, now, record, (reinsert, may_wait));
+        match done {
+            Reclaimed::Kept => return true,
+            Reclaimed::Moved => {
+                self.stats.reinserted += 1;
+                return true;
             }
-            // Refused, or no buffer came in time: dropped, as an eviction.
-            self.stats.evictions += 1;
-        } else {
-            self.stats.evictions += 1;
-            if h.bits & item::FETCHED == 0 && !hit {
-                self.stats.evicted_unfetched += 1;
+            Reclaimed::Wait => return false,
+            Reclaimed::Expired => self.stats.reclaimed += 1,
+            Reclaimed::Evicted { unfetched } => {
+                self.stats.evictions += 1;
+                self.stats.evicted_unfetched += u64::from(unfetched);
             }
         }
-        let twin = h.bits & item::FLASH_COPY != 0 && !h.expired(self.clock_now);
-        if twin {
-            self.tombstone(hash);
-        }
-        self.index.remove(hash, loc);
         self.stats.curr_items -= 1;
         self.stats.flash_items -= 1;
         true

@@ -5,6 +5,10 @@
 //! (`copies.rs`). Its records are indexed in the shard's index: the
 //! methods here take the index and read or change only flash entries.
 
+mod reclaim;
+
+pub(crate) use reclaim::Reclaimed;
+
 use super::copies::{Copies, CopyOf, Hit};
 use super::Entries;
 use crate::credit::Credit;
