@@ -11,7 +11,7 @@ use super::Entries;
 use crate::flash::{Fetched, ReadReq};
 use crate::index::Index;
 use crate::pool::SegmentPool;
-use crate::store::{Located, Lower};
+use crate::store::{Located, Lower, CHAIN};
 
 /// The stores below RAM of one shard.
 pub(crate) struct Chain {
@@ -63,8 +63,8 @@ impl Chain {
         }
     }
 
-    /// A probe in the lookup order: reads `key`'s log records into
-    /// `fetched` as needed ([`LogPart::probe`]), and the small store's
+    /// A probe in the lookup order ([`CHAIN`]): reads `key`'s log records
+    /// into `fetched` as needed ([`LogPart::probe`]), and the small store's
     /// blocks only when the log has no verified record of the key and no
     /// read pending ([`SmallPart::find`]). Returns the log entries dropped
     /// on the way.
@@ -77,11 +77,23 @@ impl Chain {
         reads: &mut Vec<ReadReq>,
     ) -> Dropped {
         let mut dropped = Dropped::default();
-        let log = self
-            .log
-            .probe(&mut ram, key, hash, fetched, reads, &mut dropped);
-        if let (Probed::Absent, Some(p)) = (log, self.small.as_mut()) {
-            p.find(key, ram.now, fetched, reads, self.log.tier().map(|f| &**f));
+        for lower in CHAIN {
+            let probed = match lower {
+                Lower::Log => (self.log).probe(&mut ram, key, hash, fetched, reads, &mut dropped),
+                Lower::Small => match self.small.as_mut() {
+                    Some(p) => {
+                        let flash = self.log.tier().map(|f| &**f);
+                        match p.find(key, ram.now, fetched, reads, flash) {
+                            Located::Absent => Probed::Absent,
+                            _ => Probed::Found,
+                        }
+                    }
+                    None => Probed::Absent,
+                },
+            };
+            if probed == Probed::Found {
+                break;
+            }
         }
         dropped
     }
