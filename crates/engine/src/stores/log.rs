@@ -50,8 +50,9 @@ pub(crate) struct LogPart {
     copies: Copies,
 }
 
-/// Flash entries a probe dropped from the index, for the shard's counts
-/// (`curr_items`, `flash_items`; `reclaimed` for the expired ones).
+/// Flash entries the log's part dropped from the index (a probe, a
+/// recovery dedupe), for the shard's counts (`curr_items`, `flash_items`;
+/// `reclaimed` for the expired ones).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Dropped {
     pub entries: u64,
