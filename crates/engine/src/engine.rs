@@ -653,7 +653,6 @@ impl Engine {
             let mut g = s.lock_for(HoldCause::Stats);
             g.catch_up(now);
             holds.add(g.holds());
-            let st = g.stats;
             index_buckets += g.index_buckets();
             let (entries, slots) = g.index_usage();
             index_entries += entries;
@@ -661,35 +660,8 @@ impl Engine {
             if let Some(p) = g.small_stats() {
                 small.get_or_insert_with(Default::default).add(&p);
             }
-            total.index_evictions += st.index_evictions;
-            total.curr_items += st.curr_items;
-            total.bytes += st.bytes;
-            total.total_items += st.total_items;
-            total.evictions += st.evictions;
-            total.evicted_unfetched += st.evicted_unfetched;
-            total.expired_unfetched += st.expired_unfetched;
-            total.reclaimed += st.reclaimed;
-            total.reinserted += st.reinserted;
-            total.segments += st.segments;
-            total.flash_items += st.flash_items;
-            total.demoted += st.demoted;
-            total.promoted += st.promoted;
-            total.promote_declined += st.promote_declined;
-            total.flash_hits += st.flash_hits;
-            total.not_demoted += st.not_demoted;
-            total.flash_waits_expired += st.flash_waits_expired;
-            total.get_expired += st.get_expired;
-            total.get_flushed += st.get_flushed;
-            total.evacuations += st.evacuations;
-            total.evacuate_us += st.evacuate_us;
-            total.evacuate_max_us = total.evacuate_max_us.max(st.evacuate_max_us);
-            total.evacuations_waited += st.evacuations_waited;
-            total.evacuations_late += st.evacuations_late;
-            total.reinserts_refused += st.reinserts_refused;
-            total.evacuation_slices_sets += st.evacuation_slices_sets;
-            total.evacuation_slices_evacuator += st.evacuation_slices_evacuator;
-            total.sweep_segments_walked += st.sweep_segments_walked;
-            total.sweep_segments_skipped += st.sweep_segments_skipped;
+            // Summed (the longest for a `max` field), as each field declares.
+            total.add(&g.stats);
         }
         total.curr_items += small.map_or(0, |s| s.objects);
         EngineStats {

@@ -63,6 +63,7 @@ pub(crate) mod persist;
 pub(crate) mod pool;
 pub(crate) mod segment;
 pub(crate) mod shard;
+pub mod stat;
 pub(crate) mod store;
 pub(crate) mod stores;
 /// Shard-lock holds by cause, for `stats` and `/metrics`.

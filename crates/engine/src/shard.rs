@@ -25,6 +25,7 @@ use crate::index::{Class, Evicted, Index, Loc};
 use crate::item::{self, Header, HEADER};
 use crate::pool::SegmentPool;
 use crate::segment::Segment;
+use crate::stat::stats_struct;
 use crate::store::{Located, Lower, CHAIN};
 use crate::stores::log::LogPart;
 use crate::stores::Chain;
@@ -82,76 +83,87 @@ impl Shared {
     }
 }
 
-/// Counters a shard keeps under its lock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ShardStats {
-    pub curr_items: u64,
-    /// Bytes of live items as stored (header, key, value, padding).
-    pub bytes: u64,
-    pub total_items: u64,
-    pub evictions: u64,
-    pub evicted_unfetched: u64,
-    pub expired_unfetched: u64,
-    pub reclaimed: u64,
-    pub reinserted: u64,
-    pub segments: u64,
-    /// Index entries of items on flash (included in `curr_items`).
-    pub flash_items: u64,
-    /// Items moved from RAM to flash.
-    pub demoted: u64,
-    /// Items copied from flash back to RAM.
-    pub promoted: u64,
-    /// Second flash hits left on flash because promoted items were not
-    /// getting hit in RAM (see `promote_credit`).
-    pub promote_declined: u64,
-    /// Requests served from flash.
-    pub flash_hits: u64,
-    /// Entries a full index dropped to make room (also in `evictions`).
-    pub index_evictions: u64,
-    /// Evicted from RAM without going to flash (too small, refused, expired).
-    pub not_demoted: u64,
-    /// Evacuations that went on without flash write-buffer room once the
-    /// tier had refused this shard for `TierParams::max_write_wait`: what
-    /// they could not write was evicted (`flash_write_waits_expired`).
-    /// Without that bound, sets of 4 KiB values at 50,000/s (200 MB/s, more
-    /// than the device took) had a p99 of 2.2-4.6 s (median of 3 runs 3.6 s; bench/RESULTS.md
-    /// "4 KiB values under writes"), where memcached's extstore evicts at
-    /// once.
-    pub flash_waits_expired: u64,
-    /// Lookups that found their key's item expired (memcached's
-    /// `get_expired`: any command's lookup, as its `do_item_get`).
-    pub get_expired: u64,
-    /// Lookups of a key whose item flush_all dropped (`get_flushed`; see
-    /// [`crate::flushed`]).
-    pub get_flushed: u64,
-    /// Segments whose items were evicted, reinserted or demoted at once to
-    /// make room (`segment_evacuations`), the time that took holding the
-    /// shard's lock (`segment_evacuate_us`) and the longest single one
-    /// since the start (`segment_evacuate_max_us`; a max, not a sum, across
-    /// shards).
-    pub evacuations: u64,
-    pub evacuate_us: u64,
-    pub evacuate_max_us: u64,
-    /// Evacuations a request waited for whole, or for the rest of
-    /// (`segment_evacuations_waited`): the others were done ahead, a slice
-    /// per insert (see `Shard::evacuate_ahead`).
-    pub evacuations_waited: u64,
-    /// Evacuations ahead a set needed the segment of while much was left,
-    /// and got a segment over the budget instead of waiting
-    /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
-    pub evacuations_late: u64,
-    /// Items the policy would have kept that were evicted for want of room
-    /// at their queue's head and of a spare segment
-    /// (`segment_evacuation_reinserts_refused`; see `Shard::evac_alloc`).
-    pub reinserts_refused: u64,
-    /// Evacuation slices run by sets (inline, on a worker) and by the
-    /// evacuator thread (`segment_evacuation_slices_*`).
-    pub evacuation_slices_sets: u64,
-    pub evacuation_slices_evacuator: u64,
-    /// Segments the expiry sweep walked, and those it skipped because
-    /// nothing in them could have expired (`sweep_segments_*`).
-    pub sweep_segments_walked: u64,
-    pub sweep_segments_skipped: u64,
+stats_struct! {
+    /// Counters a shard keeps under its lock, with their `stats` names, in
+    /// the order `stats` shows them.
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct ShardStats {
+        /// Items evicted to make room (memcached's name).
+        evictions: counter => "evictions";
+        /// Expired items freed, by the expiry sweep or an evacuation.
+        reclaimed: counter => "reclaimed";
+        /// Items held (flash items included).
+        curr_items: gauge => "curr_items";
+        /// Items stored since the start.
+        total_items: counter => "total_items";
+        /// Items that expired, or were evicted, never read.
+        expired_unfetched: counter => "expired_unfetched";
+        evicted_unfetched: counter => "evicted_unfetched";
+        /// Segments whose items were evicted, reinserted or demoted at once to
+        /// make room (`segment_evacuations`), the time that took holding the
+        /// shard's lock (`segment_evacuate_us`) and the longest single one
+        /// since the start (`segment_evacuate_max_us`; a max, not a sum, across
+        /// shards).
+        evacuations: counter => "segment_evacuations";
+        evacuate_us: counter => "segment_evacuate_us";
+        evacuate_max_us: max => "segment_evacuate_max_us";
+        /// Evacuations a request waited for whole, or for the rest of
+        /// (`segment_evacuations_waited`): the others were done ahead, a slice
+        /// per insert (see `Shard::evacuate_ahead`).
+        evacuations_waited: counter => "segment_evacuations_waited";
+        /// Evacuations ahead a set needed the segment of while much was left,
+        /// and got a segment over the budget instead of waiting
+        /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
+        evacuations_late: counter => "segment_evacuations_late";
+        /// Items the policy would have kept that were evicted for want of room
+        /// at their queue's head and of a spare segment
+        /// (`segment_evacuation_reinserts_refused`; see `Shard::evac_alloc`).
+        reinserts_refused: counter => "segment_evacuation_reinserts_refused";
+        /// Evacuation slices run by sets (inline, on a worker) and by the
+        /// evacuator thread (`segment_evacuation_slices_*`).
+        evacuation_slices_sets: counter => "segment_evacuation_slices_sets";
+        evacuation_slices_evacuator: counter => "segment_evacuation_slices_evacuator";
+        /// Segments the expiry sweep walked, and those it skipped because
+        /// nothing in them could have expired (`sweep_segments_*`).
+        sweep_segments_walked: counter => "sweep_segments_walked";
+        sweep_segments_skipped: counter => "sweep_segments_skipped";
+        /// Bytes of live items as stored (header, key, value, padding).
+        bytes: gauge => "bytes";
+        /// RAM segments holding items.
+        segments: gauge => "segments_in_use";
+        /// Items the policy kept, copied to the head of a queue.
+        reinserted: counter => "reinserted";
+        /// Index entries of items on flash (included in `curr_items`).
+        flash_items: gauge => "extstore_objects_used" in Flash;
+        /// Requests served from flash.
+        flash_hits: counter => "get_extstore" in Flash, "flash_hits" in Flash;
+        /// Items copied from flash back to RAM.
+        promoted: counter => "recache_from_extstore" in Flash, "flash_promoted" in Flash;
+        /// Second flash hits left on flash because promoted items were not
+        /// getting hit in RAM (see `promote_credit`).
+        promote_declined: counter => "flash_promote_declined" in Flash;
+        /// Items moved from RAM to flash.
+        demoted: counter => "flash_demoted" in Flash;
+        /// Evicted from RAM without going to flash (too small, refused, expired).
+        not_demoted: counter => "flash_not_demoted" in Flash;
+        /// Evacuations that went on without flash write-buffer room once the
+        /// tier had refused this shard for `TierParams::max_write_wait`: what
+        /// they could not write was evicted (`flash_write_waits_expired`).
+        /// Without that bound, sets of 4 KiB values at 50,000/s (200 MB/s, more
+        /// than the device took) had a p99 of 2.2-4.6 s (median of 3 runs 3.6 s; bench/RESULTS.md
+        /// "4 KiB values under writes"), where memcached's extstore evicts at
+        /// once.
+        flash_waits_expired: counter => "flash_write_waits_expired" in Flash;
+        /// Entries a full index dropped to make room (also in `evictions`).
+        index_evictions: counter => "index_evictions", "flash_index_evictions" in Flash;
+        /// Lookups that found their key's item expired (memcached's
+        /// `get_expired`: any command's lookup, as its `do_item_get`); the
+        /// server adds them to its own counter of that name.
+        get_expired: counter => "get_expired" in Hidden;
+        /// Lookups of a key whose item flush_all dropped (`get_flushed`; see
+        /// [`crate::flushed`]); added to the server's counter of that name.
+        get_flushed: counter => "get_flushed" in Hidden;
+    }
 }
 
 /// A new item's metadata.

@@ -32,57 +32,64 @@ pub use lookup::{Found, Step};
 pub use recover::Recovered;
 pub use store::{SmallConfig, SmallStore};
 
-/// The store's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SmallStats {
-    pub objects_admitted: u64,
-    /// Key and value bytes admitted.
-    pub bytes_admitted: u64,
-    pub log_bytes_written: u64,
-    pub log_segments_written: u64,
-    pub set_bytes_written: u64,
-    pub sets_written: u64,
-    /// Log objects written into their set.
-    pub moved: u64,
-    /// Log objects dropped (their set had too few log objects) and readmitted (hit).
-    pub dropped: u64,
-    pub readmitted: u64,
-    /// Objects evicted from a full set.
-    pub evicted: u64,
-    /// Set rewrites for a delete or an overwrite (durable ones on the
-    /// changing thread, or those of invalidation jobs).
-    pub invalidations: u64,
-    /// Invalidation jobs queued, the keys they took, and the changes told
-    /// to wait for one ([`SmallStore::gate`]).
-    pub invalidate_jobs: u64,
-    pub invalidate_keys: u64,
-    pub invalidate_waits: u64,
-    /// Changes whose key the filter or a log tag said the store may hold,
-    /// cleared by reading its blocks instead of waiting for a job
-    /// ([`SmallStore::check_with`]).
-    pub change_checks: u64,
-    pub hits_buffer: u64,
-    pub hits_log: u64,
-    pub hits_set: u64,
-    /// Device reads for gets, and those that found nothing (filter false positives).
-    pub reads: u64,
-    pub false_positive_reads: u64,
-    pub verify_failures: u64,
-    /// Admissions refused because a segment flush had to wait (see
-    /// [`SmallStore::set_flush_duty`]).
-    pub deferred: u64,
-    /// Changes (and stops) that had to finish a segment flush under way
-    /// first: it rewrote their key's set, or was writing the key.
-    pub flush_waits: u64,
-    /// Microseconds segment flushes spent on the device (from the read of
-    /// the oldest segment to the write of the sealed one).
-    pub flush_us: u64,
-    /// Microseconds of flush work done holding the store's owner's lock
-    /// (its shard's): all of it for a flush on the request thread, the
-    /// plan and the commit for a background one, and the waits of changes
-    /// that had to finish a flush first. The longest single hold.
-    pub flush_locked_us: u64,
-    pub flush_locked_max_us: u64,
+use crate::stat::stats_struct;
+
+stats_struct! {
+    /// The store's counters, with their `stats` names, in the order `stats`
+    /// shows them.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct SmallStats {
+        objects_admitted: counter => "small_objects_admitted";
+        /// Key and value bytes admitted.
+        bytes_admitted: counter => "small_bytes_admitted";
+        log_bytes_written: counter => "small_log_bytes_written";
+        set_bytes_written: counter => "small_set_bytes_written";
+        sets_written: counter => "small_sets_written";
+        /// Log objects written into their set.
+        moved: counter => "small_moved";
+        /// Log objects dropped (their set had too few log objects) and readmitted (hit).
+        dropped: counter => "small_dropped";
+        readmitted: counter => "small_readmitted";
+        /// Objects evicted from a full set.
+        evicted: counter => "small_evicted";
+        /// Set rewrites for a delete or an overwrite (durable ones on the
+        /// changing thread, or those of invalidation jobs).
+        invalidations: counter => "small_invalidations";
+        /// Invalidation jobs queued, the keys they took, and the changes told
+        /// to wait for one ([`SmallStore::gate`]).
+        invalidate_jobs: counter => "small_invalidate_jobs";
+        invalidate_keys: counter => "small_invalidate_keys";
+        invalidate_waits: counter => "small_invalidate_waits";
+        /// Changes whose key the filter or a log tag said the store may hold,
+        /// cleared by reading its blocks instead of waiting for a job
+        /// ([`SmallStore::check_with`]).
+        change_checks: counter => "small_change_checks";
+        /// Admissions refused because a segment flush had to wait (see
+        /// [`SmallStore::set_flush_duty`]).
+        deferred: counter => "small_deferred";
+        log_segments_written: counter => "small_log_segments_written";
+        /// Changes (and stops) that had to finish a segment flush under way
+        /// first: it rewrote their key's set, or was writing the key.
+        flush_waits: counter => "small_flush_waits";
+        /// Microseconds segment flushes spent on the device (from the read of
+        /// the oldest segment to the write of the sealed one).
+        flush_us: counter => "small_flush_us";
+        /// Microseconds of flush work done holding the store's owner's lock
+        /// (its shard's): all of it for a flush on the request thread, the
+        /// plan and the commit for a background one, and the waits of changes
+        /// that had to finish a flush first. The longest single hold.
+        flush_locked_us: counter => "small_flush_locked_us";
+        flush_locked_max_us: max => "small_flush_locked_max_us";
+        /// Hits in the write buffer (shown only in `small_hits`), the log and
+        /// the sets.
+        hits_buffer: counter => "small_hits_buffer" in Hidden;
+        hits_log: counter => "small_hits_log";
+        hits_set: counter => "small_hits_set";
+        /// Device reads for gets, and those that found nothing (filter false positives).
+        reads: counter => "small_reads";
+        false_positive_reads: counter => "small_false_positive_reads";
+        verify_failures: counter => "small_verify_failures";
+    }
 }
 
 /// The store's figures over all its regions, for `stats`.
@@ -117,36 +124,6 @@ impl SmallTotals {
 }
 
 impl SmallStats {
-    /// Adds another region's counters.
-    pub fn add(&mut self, o: &SmallStats) {
-        self.objects_admitted += o.objects_admitted;
-        self.bytes_admitted += o.bytes_admitted;
-        self.log_bytes_written += o.log_bytes_written;
-        self.log_segments_written += o.log_segments_written;
-        self.set_bytes_written += o.set_bytes_written;
-        self.sets_written += o.sets_written;
-        self.moved += o.moved;
-        self.dropped += o.dropped;
-        self.readmitted += o.readmitted;
-        self.evicted += o.evicted;
-        self.invalidations += o.invalidations;
-        self.invalidate_jobs += o.invalidate_jobs;
-        self.invalidate_keys += o.invalidate_keys;
-        self.invalidate_waits += o.invalidate_waits;
-        self.change_checks += o.change_checks;
-        self.hits_buffer += o.hits_buffer;
-        self.hits_log += o.hits_log;
-        self.hits_set += o.hits_set;
-        self.reads += o.reads;
-        self.false_positive_reads += o.false_positive_reads;
-        self.verify_failures += o.verify_failures;
-        self.deferred += o.deferred;
-        self.flush_waits += o.flush_waits;
-        self.flush_us += o.flush_us;
-        self.flush_locked_us += o.flush_locked_us;
-        self.flush_locked_max_us = self.flush_locked_max_us.max(o.flush_locked_max_us);
-    }
-
     /// Device bytes written per key-and-value byte admitted.
     pub fn write_amplification(&self) -> f64 {
         let w = self.log_bytes_written + self.set_bytes_written;

@@ -7,15 +7,18 @@ pub mod line;
 pub mod locks;
 
 pub(crate) use line::stat;
+use line::{counter, declared, Sink};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use tiercache_engine::flash::FlashStats;
+use tiercache_engine::stat::Section;
 use tiercache_engine::EngineStats;
 
 macro_rules! counters {
     ($($name:ident),* $(,)?) => {
-        /// Per-worker counters, named as memcached names them in `stats`,
-        /// and the worker's request latencies (for the SLA view).
+        /// Per-worker counters, named as memcached names them in `stats`
+        /// (every one counts up), and the worker's request latencies (for
+        /// the SLA view).
         #[derive(Default, Debug)]
         #[repr(align(128))]
         pub struct WorkerStats {
@@ -39,8 +42,8 @@ macro_rules! counters {
         }
 
         impl Totals {
-            fn emit(&self, out: &mut Vec<u8>) {
-                $(stat(out, stringify!($name), self.$name);)*
+            fn emit(&self, out: &mut dyn Sink) {
+                $(counter(out, stringify!($name), self.$name);)*
             }
         }
     };
@@ -177,8 +180,17 @@ fn rusage() -> (f64, f64) {
     (t(ru.ru_utime), t(ru.ru_stime))
 }
 
+/// The shards' figures of `section`, as they declare them.
+fn shard_lines(out: &mut dyn Sink, e: &EngineStats, section: Section) {
+    e.shard.for_each(|s, v| {
+        if s.section == section {
+            declared(out, s, v);
+        }
+    });
+}
+
 /// The general `stats` reply, without the final `END`.
-pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
+pub fn general(out: &mut dyn Sink, v: &StatsView<'_>) {
     let e = &v.engine;
     let (user, sys) = rusage();
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -188,12 +200,12 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "version", crate::VERSION);
     stat(out, "tiercache_version", crate::TIERCACHE_VERSION);
     stat(out, "pointer_size", 64);
-    stat(out, "rusage_user", format!("{user:.6}"));
-    stat(out, "rusage_system", format!("{sys:.6}"));
+    counter(out, "rusage_user", format!("{user:.6}"));
+    counter(out, "rusage_system", format!("{sys:.6}"));
     stat(out, "max_connections", v.max_connections);
     stat(out, "curr_connections", c(&v.conns.curr_connections));
-    stat(out, "total_connections", c(&v.conns.total_connections));
-    stat(
+    counter(out, "total_connections", c(&v.conns.total_connections));
+    counter(
         out,
         "rejected_connections",
         c(&v.conns.rejected_connections),
@@ -214,8 +226,8 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     stat(out, "limit_maxbytes", e.memory_limit);
     let blocked = c(&v.conns.accept_blocked);
     stat(out, "accepting_conns", u8::from(blocked == 0));
-    stat(out, "listen_disabled_num", c(&v.conns.listen_disabled_num));
-    stat(
+    counter(out, "listen_disabled_num", c(&v.conns.listen_disabled_num));
+    counter(
         out,
         "time_in_listen_disabled_us",
         v.conns
@@ -225,58 +237,20 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     // memcached yields a connection after `-R` requests of one read;
     // tiercache runs every request a read brought before the next
     // connection's, so it never yields.
-    stat(out, "conn_yields", 0);
+    counter(out, "conn_yields", 0);
     if v.idle_timeout {
         stat(out, "idle_kicks", c(&v.conns.idle_kicks));
     }
     stat(out, "hash_power_level", e.index_buckets.trailing_zeros());
     stat(out, "hash_bytes", e.index_bytes);
     stat(out, "hash_is_expanding", 0);
-    stat(out, "evictions", e.shard.evictions);
-    stat(out, "reclaimed", e.shard.reclaimed);
-    stat(out, "curr_items", e.shard.curr_items);
-    stat(out, "total_items", e.shard.total_items);
-    stat(out, "expired_unfetched", e.shard.expired_unfetched);
-    stat(out, "evicted_unfetched", e.shard.evicted_unfetched);
-    stat(out, "segment_evacuations", e.shard.evacuations);
-    stat(out, "segment_evacuate_us", e.shard.evacuate_us);
-    stat(out, "segment_evacuate_max_us", e.shard.evacuate_max_us);
-    stat(
-        out,
-        "segment_evacuations_waited",
-        e.shard.evacuations_waited,
-    );
-    stat(out, "segment_evacuations_late", e.shard.evacuations_late);
-    stat(
-        out,
-        "segment_evacuation_reinserts_refused",
-        e.shard.reinserts_refused,
-    );
-    // Evacuation slices run inline by sets, and by the evacuator thread.
-    stat(
-        out,
-        "segment_evacuation_slices_sets",
-        e.shard.evacuation_slices_sets,
-    );
-    stat(
-        out,
-        "segment_evacuation_slices_evacuator",
-        e.shard.evacuation_slices_evacuator,
-    );
-    // The expiry sweep: segments walked, and skipped as holding nothing
-    // that can have expired yet.
-    stat(out, "sweep_segments_walked", e.shard.sweep_segments_walked);
-    stat(
-        out,
-        "sweep_segments_skipped",
-        e.shard.sweep_segments_skipped,
-    );
+    // evictions, curr_items, bytes, the evacuations, the sweep, ...
+    shard_lines(out, e, Section::General);
     locks::general(out, &e.holds);
-    stat(out, "bytes", e.shard.bytes);
-    stat(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
-    stat(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));
-    stat(out, "malloc_trims", c(&v.conns.malloc_trims));
-    stat(out, "malloc_trim_us", c(&v.conns.malloc_trim_us));
+    counter(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
+    counter(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));
+    counter(out, "malloc_trims", c(&v.conns.malloc_trims));
+    counter(out, "malloc_trim_us", c(&v.conns.malloc_trim_us));
     // RAM segments allocated and not holding items now: memcached's pool
     // of free slab pages.
     stat(
@@ -287,8 +261,6 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
     // tiercache's own figures.
     stat(out, "segment_size", e.segment_size);
     stat(out, "segments_allocated", e.segments_allocated);
-    stat(out, "segments_in_use", e.shard.segments);
-    stat(out, "reinserted", e.shard.reinserted);
     stat(out, "shards", e.shards);
     // The index: its tables alone (`hash_bytes` also counts the flash
     // write buffers), what they hold and how full they are; it resizes
@@ -303,7 +275,6 @@ pub fn general(out: &mut Vec<u8>, v: &StatsView<'_>) {
         0.0
     };
     stat(out, "index_load_percent", format!("{load:.1}"));
-    stat(out, "index_evictions", e.shard.index_evictions);
     let per_item = if e.shard.curr_items > 0 {
         e.index_bytes as f64 / e.shard.curr_items as f64 + tiercache_engine::ITEM_HEADER as f64
     } else {
@@ -431,37 +402,37 @@ pub fn items(
 
 /// The flash tier's lines of `stats`: memcached's `extstore_*` names where
 /// they mean the same, `flash_*` for the rest.
-pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
+pub fn flash(out: &mut dyn Sink, f: &FlashStats, e: &EngineStats) {
     stat(out, "extstore_page_size", f.segment_size);
     stat(out, "extstore_limit_maxbytes", f.capacity);
     stat(out, "extstore_pages_free", f.segments_free);
     stat(out, "extstore_pages_used", f.segments_sealed);
     stat(out, "extstore_pages_queued", f.segments_queued);
-    stat(out, "extstore_objects_used", e.shard.flash_items);
-    stat(out, "extstore_objects_written", f.objects_written);
-    stat(out, "extstore_bytes_written", f.bytes_written);
-    stat(out, "extstore_objects_read", f.objects_read);
-    stat(out, "extstore_bytes_read", f.bytes_read);
-    stat(out, "extstore_page_reclaims", f.segments_reclaimed);
+    counter(out, "extstore_objects_written", f.objects_written);
+    counter(out, "extstore_bytes_written", f.bytes_written);
+    counter(out, "extstore_objects_read", f.objects_read);
+    counter(out, "extstore_bytes_read", f.bytes_read);
+    counter(out, "extstore_page_reclaims", f.segments_reclaimed);
     stat(out, "extstore_io_queue", f.reads_in_flight);
     // A write buffer takes a free flash segment (a page) for every
     // segment written; reclaiming the oldest segment to make room drops
     // what is left on it (memcached's page evictions); tiercache does not
     // compact pages, so nothing is lost, rescued or skipped by compaction.
-    stat(out, "extstore_page_allocs", f.segments_written);
-    stat(out, "extstore_page_evictions", f.segments_reclaimed);
-    stat(out, "extstore_compact_lost", 0);
-    stat(out, "extstore_compact_rescues", 0);
-    stat(out, "extstore_compact_skipped", 0);
-    // Gets answered from flash (memcached's get_extstore), flash hits
-    // copied back to RAM (recache), and records that failed verification.
-    stat(out, "get_extstore", e.shard.flash_hits);
-    stat(out, "recache_from_extstore", e.shard.promoted);
-    stat(out, "badcrc_from_extstore", f.verify_failures);
-    stat(out, "miss_from_extstore", f.tag_misses);
-    stat(out, "flash_segments_written", f.segments_written);
-    stat(out, "flash_segment_checkpoints", f.checkpoints);
-    stat(out, "flash_bytes_admitted", f.bytes_admitted);
+    counter(out, "extstore_page_allocs", f.segments_written);
+    counter(out, "extstore_page_evictions", f.segments_reclaimed);
+    counter(out, "extstore_compact_lost", 0);
+    counter(out, "extstore_compact_rescues", 0);
+    counter(out, "extstore_compact_skipped", 0);
+    // The shards' counts: flash items, gets answered from flash
+    // (memcached's get_extstore), flash hits copied back to RAM
+    // (recache), demotions...
+    shard_lines(out, e, Section::Flash);
+    // Records that failed verification.
+    counter(out, "badcrc_from_extstore", f.verify_failures);
+    counter(out, "miss_from_extstore", f.tag_misses);
+    counter(out, "flash_segments_written", f.segments_written);
+    counter(out, "flash_segment_checkpoints", f.checkpoints);
+    counter(out, "flash_bytes_admitted", f.bytes_admitted);
     stat(
         out,
         "flash_write_amplification",
@@ -470,28 +441,18 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
             crate::admin::small_stats::device_write_amplification(f, e)
         ),
     );
-    stat(out, "flash_hits", e.shard.flash_hits);
-    stat(out, "flash_demoted", e.shard.demoted);
-    stat(out, "flash_not_demoted", e.shard.not_demoted);
-    stat(
-        out,
-        "flash_write_waits_expired",
-        e.shard.flash_waits_expired,
-    );
-    stat(out, "flash_promoted", e.shard.promoted);
-    stat(out, "flash_promote_declined", e.shard.promote_declined);
-    stat(out, "flash_reinserted", f.objects_reinserted);
-    stat(out, "flash_read_errors", f.read_errors);
-    stat(out, "flash_verify_failures", f.verify_failures);
-    stat(out, "flash_tag_misses", f.tag_misses);
-    stat(out, "flash_write_errors", f.write_errors);
+    counter(out, "flash_reinserted", f.objects_reinserted);
+    counter(out, "flash_read_errors", f.read_errors);
+    counter(out, "flash_verify_failures", f.verify_failures);
+    counter(out, "flash_tag_misses", f.tag_misses);
+    counter(out, "flash_write_errors", f.write_errors);
     stat(out, "flash_failed_segments", f.segments_failed);
-    stat(out, "flash_backpressure", f.busy);
-    stat(out, "flash_reclaim_waits", f.reclaim_waits);
-    stat(out, "flash_admission_refused", f.admission_refused);
+    counter(out, "flash_backpressure", f.busy);
+    counter(out, "flash_reclaim_waits", f.reclaim_waits);
+    counter(out, "flash_admission_refused", f.admission_refused);
     stat(out, "flash_degraded", u8::from(f.degraded));
-    stat(out, "flash_journal_commits", f.journal_commits);
-    stat(out, "flash_journal_tombstones", f.journal_tombstones);
+    counter(out, "flash_journal_commits", f.journal_commits);
+    counter(out, "flash_journal_tombstones", f.journal_tombstones);
     stat(out, "flash_journal_floor", f.journal_floor);
     if f.classes[tiercache_engine::flash::DeviceClass::Capacity].devices > 0 {
         stat(
@@ -500,12 +461,13 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
             f.journal_floor_capacity,
         );
     }
-    stat(
+    counter(
         out,
         "flash_journal_wrap_floor_raises",
         f.journal_wrap_floor_raises,
     );
-    stat(out, "flash_journal_failed", u8::from(f.journal_failed));
+    // A counter in `/metrics` since 0.1 (kept: dashboards know it so).
+    counter(out, "flash_journal_failed", u8::from(f.journal_failed));
     // 1 once a failed journal is recorded where the next start looks (the
     // superblocks or a mark file): that start will not trust the devices.
     stat(
@@ -532,8 +494,6 @@ pub fn flash(out: &mut Vec<u8>, f: &FlashStats, e: &EngineStats) {
         0.0
     };
     stat(out, "flash_index_bytes_per_item", format!("{per_item:.2}"));
-    // Entries a full index dropped (counted in `evictions` too).
-    stat(out, "flash_index_evictions", e.shard.index_evictions);
     crate::admin::class_stats::write(out, f);
     crate::admin::small_stats::write(out, e);
 }

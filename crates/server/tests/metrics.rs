@@ -12,6 +12,7 @@ use common::{free_port, Client};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
+use tiercache_server::admin::endpoint::stat_kinds;
 use tiercache_server::server::ServerHandle;
 use tiercache_server::stats::kinds;
 
@@ -79,7 +80,7 @@ fn metrics_endpoint_serves_stats_and_latency_histograms() {
         assert!(body.contains(want), "{want} missing from:\n{body}");
     }
     // Every numeric stat is there, under its declared kind and name.
-    every_stat_is_exported(&mut c, &body);
+    every_stat_is_exported(&mut c, &h, &body);
     assert!(
         body.contains("# TYPE tiercache_get_hits_total counter\n"),
         "{body}"
@@ -97,14 +98,18 @@ fn metrics_endpoint_serves_stats_and_latency_histograms() {
 }
 
 /// Every numeric `stats` line is in `body` under the name and type
-/// `stats::kinds` gives it.
-fn every_stat_is_exported(c: &mut Client, body: &str) {
+/// `stats::kinds` gives it from the kind the line declares.
+fn every_stat_is_exported(c: &mut Client, h: &ServerHandle, body: &str) {
     let stats = c.tx_str(b"stats\r\n");
+    let declared = stat_kinds(&h.shared);
     let mut counted = 0;
     for line in stats.lines() {
         let w: Vec<&str> = line.split(' ').collect();
         if w.len() == 3 && w[2].parse::<f64>().is_ok() {
-            let e = kinds::export(w[1], 60.0);
+            let kind = *declared
+                .get(w[1])
+                .unwrap_or_else(|| panic!("{} declares no kind", w[1]));
+            let e = kinds::export(w[1], kind, 60.0);
             let kind = if e.counter { "counter" } else { "gauge" };
             assert!(
                 body.contains(&format!("# TYPE tiercache_{} {kind}\n", e.name)),
@@ -191,7 +196,7 @@ fn metrics_with_a_flash_tier_pass_promtool() {
         hits > 0.0,
         "no flash hit counted: the test did not reach flash"
     );
-    every_stat_is_exported(&mut c, &body);
+    every_stat_is_exported(&mut c, &h, &body);
     // The shards' lock holds by cause: the sets ran evacuations.
     let bucket = |cause: &str| {
         body.lines()

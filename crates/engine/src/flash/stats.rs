@@ -5,6 +5,7 @@
 //! the flash tier so that its files import them without importing the tier.
 
 use crate::device::io::IoBackend;
+use crate::stat::stats_struct;
 use std::sync::atomic::AtomicU64;
 use tiercache_policy::nhc::{Iteration, Objective};
 
@@ -85,22 +86,25 @@ pub struct FlashStats {
     pub dual_capacity_reads: u64,
 }
 
-/// One device class's figures.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClassStats {
-    pub devices: u64,
-    pub segments: u64,
-    pub segments_free: u64,
-    pub reads: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// Reads in flight now (the queue depth).
-    pub queue_depth: u64,
-    /// Sum of read latencies, microseconds (mean = this / reads).
-    pub latency_us: u64,
-    /// Of that, the time at the devices (without the wait for a pread
-    /// thread), microseconds.
-    pub device_us: u64,
+stats_struct! {
+    /// One device class's figures; `stats` shows them as
+    /// `flash_{class}_{name}`, in this order.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct ClassStats {
+        devices: gauge => "devices";
+        segments: gauge => "segments";
+        segments_free: gauge => "segments_free";
+        reads: counter => "reads";
+        bytes_read: counter => "bytes_read";
+        bytes_written: counter => "bytes_written";
+        /// Reads in flight now (the queue depth).
+        queue_depth: gauge => "queue_depth";
+        /// Sum of read latencies, microseconds (mean = this / reads).
+        latency_us: counter => "read_latency_us_sum";
+        /// Of that, the time at the devices (without the wait for a pread
+        /// thread), microseconds.
+        device_us: counter => "device_us_sum";
+    }
 }
 
 impl FlashStats {

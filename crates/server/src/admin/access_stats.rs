@@ -8,7 +8,7 @@
 
 use crate::config::{tls_version_name, Config};
 use crate::shared::Shared;
-use crate::stats::line::stat;
+use crate::stats::line::{counter, stat, Sink};
 use std::sync::atomic::Ordering;
 
 /// Sets `key`'s value in `out` (a `stats` reply without its END), or
@@ -70,10 +70,10 @@ pub fn settings(out: &mut Vec<u8>, cfg: &Config) {
 }
 
 /// `stats`: the access counters.
-pub fn general(out: &mut Vec<u8>, shared: &Shared) {
+pub fn general(out: &mut dyn Sink, shared: &Shared) {
     let (cmds, errors) = shared.auth.as_ref().map_or((0, 0), |a| a.counts());
-    stat(out, "auth_cmds", cmds);
-    stat(out, "auth_errors", errors);
+    counter(out, "auth_cmds", cmds);
+    counter(out, "auth_errors", errors);
     if let Some(t) = &shared.tls {
         stat(
             out,

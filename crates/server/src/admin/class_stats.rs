@@ -1,23 +1,20 @@
 //! `stats` lines of the device classes and the non-hierarchical caching
 //! scheduler (issue 17), written after the flash tier's own lines.
 
-use crate::stats::line::stat;
+use crate::stats::line::{counter, stat, Sink};
 use tiercache_engine::flash::{FlashStats, CLASSES};
 
 /// Per class (`flash_fast_*`, `flash_capacity_*`, named by
-/// `DeviceClass::name`): devices, segments,
-/// reads, bytes, queue depth, mean read latency; the scheduler's state,
-/// data_admit and load_admit; promotions and moves between the classes.
-pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
+/// `DeviceClass::name`): its declared figures (devices, segments, reads,
+/// bytes, queue depth, sums of latencies) and the mean read latency; the
+/// scheduler's state, data_admit and load_admit; promotions and moves
+/// between the classes.
+pub fn write(out: &mut dyn Sink, f: &FlashStats) {
     for class in CLASSES {
         let (name, c) = (class.name(), &f.classes[class]);
-        stat(out, &format!("flash_{name}_devices"), c.devices);
-        stat(out, &format!("flash_{name}_segments"), c.segments);
-        stat(out, &format!("flash_{name}_segments_free"), c.segments_free);
-        stat(out, &format!("flash_{name}_reads"), c.reads);
-        stat(out, &format!("flash_{name}_bytes_read"), c.bytes_read);
-        stat(out, &format!("flash_{name}_bytes_written"), c.bytes_written);
-        stat(out, &format!("flash_{name}_queue_depth"), c.queue_depth);
+        c.for_each(|s, v| out.put(&format!("flash_{name}_{}", s.name), s.kind, &v));
+        // The mean of `_read_latency_us_sum` (a sampler gets each
+        // interval's mean from two samples of the sum and of `_reads`).
         let mean = if c.reads > 0 {
             c.latency_us as f64 / c.reads as f64
         } else {
@@ -28,16 +25,6 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
             &format!("flash_{name}_read_latency_us"),
             format!("{mean:.1}"),
         );
-        // The sum behind the mean, so that a sampler gets each
-        // interval's mean from two samples.
-        stat(
-            out,
-            &format!("flash_{name}_read_latency_us_sum"),
-            c.latency_us,
-        );
-        // The part of it at the device, without the wait for a pread
-        // thread (the rest is the pool's queue, shared by both classes).
-        stat(out, &format!("flash_{name}_device_us_sum"), c.device_us);
     }
     let n = &f.nhc;
     stat(out, "flash_nhc", u8::from(n.enabled));
@@ -50,10 +37,10 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
     stat(out, "flash_nhc_data_admit", u8::from(n.data_admit));
     stat(out, "flash_nhc_copies_pay", u8::from(n.copies_pay));
     stat(out, "flash_nhc_load_admit", format!("{:.3}", n.load_admit));
-    stat(out, "flash_nhc_tune_entries", n.entered_tune);
-    stat(out, "flash_nhc_tune_exits", n.left_tune);
-    stat(out, "flash_nhc_load_admit_moves", n.load_admit_moves);
-    stat(out, "flash_nhc_iterations", n.iterations);
+    counter(out, "flash_nhc_tune_entries", n.entered_tune);
+    counter(out, "flash_nhc_tune_exits", n.left_tune);
+    counter(out, "flash_nhc_load_admit_moves", n.load_admit_moves);
+    counter(out, "flash_nhc_iterations", n.iterations);
     // The last iteration of state 2: the point it started at, `|`, per
     // probed point in the order measured `POINT@READS/S,...=SCORE` (each interval's reads per second,
     // the discarded ones first), joined by `/`, then `>` and the point
@@ -81,11 +68,11 @@ pub fn write(out: &mut Vec<u8>, f: &FlashStats) {
         },
     );
     stat(out, "flash_nhc_last_iteration", last);
-    stat(out, "flash_class_promotions", f.promotions);
-    stat(out, "flash_class_moves", f.moves);
-    stat(out, "flash_class_moves_to_copy", f.moves_to_copy);
-    stat(out, "flash_class_copies_made", f.copies_made);
-    stat(out, "flash_class_copies_dropped", f.copies_dropped);
-    stat(out, "flash_dual_fast_reads", f.dual_fast_reads);
-    stat(out, "flash_dual_capacity_reads", f.dual_capacity_reads);
+    counter(out, "flash_class_promotions", f.promotions);
+    counter(out, "flash_class_moves", f.moves);
+    counter(out, "flash_class_moves_to_copy", f.moves_to_copy);
+    counter(out, "flash_class_copies_made", f.copies_made);
+    counter(out, "flash_class_copies_dropped", f.copies_dropped);
+    counter(out, "flash_dual_fast_reads", f.dual_fast_reads);
+    counter(out, "flash_dual_capacity_reads", f.dual_capacity_reads);
 }

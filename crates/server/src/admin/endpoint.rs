@@ -5,8 +5,10 @@
 use crate::ctx::Ctx;
 use crate::shared::Shared;
 use crate::stats::kinds;
+use crate::stats::line::{Kind, Sink};
 use crate::stats::WorkerStats;
 use prometheus::{Counter, Encoder, Gauge, Opts, Registry, TextEncoder};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
@@ -66,33 +68,55 @@ fn answer(mut c: TcpStream, shared: &Shared) -> std::io::Result<()> {
     c.write_all(&body)
 }
 
-/// Every numeric `stats` line as a counter or a gauge ([`crate::stats::kinds`]),
-/// and the histograms.
-pub fn render(shared: &Shared) -> Vec<u8> {
+/// The general `stats` lines with a number for a value, each with its
+/// declared kind, in the reply's order.
+#[derive(Default)]
+struct Numeric(Vec<(String, Kind, f64)>);
+
+impl Sink for Numeric {
+    fn put(&mut self, name: &str, kind: Kind, v: &dyn std::fmt::Display) {
+        if let Ok(x) = v.to_string().trim().parse::<f64>() {
+            self.0.push((name.to_string(), kind, x));
+        }
+    }
+}
+
+/// The general `stats` lines as `/metrics` reads them: the numeric ones,
+/// with the kind each declares.
+fn numeric_stats(shared: &Shared, now: u32) -> Numeric {
     let scratch = WorkerStats::default();
     let ctx = Ctx {
         shared,
         stats: &scratch,
-        now: tiercache_engine::clock::unix_now(),
+        now,
         reader: None,
     };
-    let mut text = Vec::new();
-    crate::admin::stats::stats_command(b"", &mut text, &ctx);
+    let mut lines = Numeric::default();
+    crate::admin::stats::general(&mut lines, &ctx);
+    lines
+}
+
+/// The kind each numeric line of the general `stats` declares (for tests
+/// that check `/metrics` against `stats`).
+pub fn stat_kinds(shared: &Shared) -> BTreeMap<String, Kind> {
+    numeric_stats(shared, tiercache_engine::clock::unix_now())
+        .0
+        .into_iter()
+        .map(|(name, kind, _)| (name, kind))
+        .collect()
+}
+
+/// Every numeric `stats` line as a counter or a gauge, as it declares
+/// itself ([`crate::stats::kinds`] names it), and the histograms.
+pub fn render(shared: &Shared) -> Vec<u8> {
+    let now = tiercache_engine::clock::unix_now();
     let registry = Registry::new();
     let minute = shared.sla.interval().as_secs_f64();
-    for line in String::from_utf8_lossy(&text).lines() {
-        let mut parts = line.splitn(3, ' ');
-        let (Some("STAT"), Some(name), Some(value)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let Ok(v) = value.trim().parse::<f64>() else {
-            continue;
-        };
-        let e = kinds::export(name, minute);
+    for (name, kind, v) in numeric_stats(shared, now).0 {
+        let e = kinds::export(&name, kind, minute);
         let help = format!("memcached-style stat {name} (`stats`)");
         register(&registry, &e, help, v);
-        if let Some(old) = kinds::legacy_gauge(name, minute) {
+        if let Some(old) = kinds::legacy_gauge(&name, kind, minute) {
             let help = format!(
                 "deprecated: gauge copy of tiercache_{} (stat {name}), kept for dashboards of 0.1",
                 e.name
@@ -105,7 +129,7 @@ pub fn render(shared: &Shared) -> Vec<u8> {
     }
     let mut out = Vec::new();
     let _ = TextEncoder::new().encode(&registry.gather(), &mut out);
-    let holds = shared.engine.stats(ctx.now).holds;
+    let holds = shared.engine.stats(now).holds;
     out.extend_from_slice(crate::stats::locks::metrics_text(&holds).as_bytes());
     out
 }

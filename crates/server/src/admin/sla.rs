@@ -17,7 +17,7 @@
 //! 0.8% (and 1 µs) above the true one, never below. Latencies over 2^32 µs
 //! (71 minutes) count as that.
 
-use crate::stats::line::stat;
+use crate::stats::line::{stat, Sink};
 use crate::stats::WorkerStats;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -189,7 +189,7 @@ impl Sla {
     }
 
     /// The SLA lines of the general `stats`.
-    pub fn general(&self, out: &mut Vec<u8>, now: Instant) {
+    pub fn general(&self, out: &mut dyn Sink, now: Instant) {
         self.tick(now);
         let s = self.lock();
         let w = &s.window;

@@ -2,8 +2,9 @@
 //! printed with the flash tier's, and the device-wide write amplification
 //! that counts both tiers' writes.
 
-use crate::stats::line::stat;
+use crate::stats::line::{declared, stat, Sink};
 use tiercache_engine::flash::FlashStats;
+use tiercache_engine::stat::Section;
 use tiercache_engine::EngineStats;
 
 /// Device bytes written per key-and-value byte admitted, over the
@@ -21,8 +22,10 @@ pub fn device_write_amplification(f: &FlashStats, e: &EngineStats) -> f64 {
     }
 }
 
-/// The store's lines; nothing without a store.
-pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
+/// The store's lines; nothing without a store: its levels, then its
+/// counters as [`tiercache_engine::small::SmallStats`] declares them, and
+/// the figures computed from them.
+pub fn write(out: &mut dyn Sink, e: &EngineStats) {
     let Some(s) = &e.small else {
         return;
     };
@@ -39,39 +42,20 @@ pub fn write(out: &mut Vec<u8>, e: &EngineStats) {
     stat(out, "small_log_objects", s.log_objects);
     stat(out, "small_dram_filter_bytes", s.dram_filter_bytes);
     stat(out, "small_dram_log_bytes", s.dram_log_bytes);
-    stat(out, "small_objects_admitted", st.objects_admitted);
-    stat(out, "small_bytes_admitted", st.bytes_admitted);
-    stat(out, "small_log_bytes_written", st.log_bytes_written);
-    stat(out, "small_set_bytes_written", st.set_bytes_written);
-    stat(out, "small_sets_written", st.sets_written);
+    st.for_each(|s, v| {
+        if s.section != Section::Hidden {
+            declared(out, s, v);
+        }
+    });
     stat(
         out,
         "small_write_amplification",
         format!("{:.3}", st.write_amplification()),
     );
-    stat(out, "small_moved", st.moved);
-    stat(out, "small_dropped", st.dropped);
-    stat(out, "small_readmitted", st.readmitted);
-    stat(out, "small_evicted", st.evicted);
-    stat(out, "small_invalidations", st.invalidations);
-    stat(out, "small_invalidate_jobs", st.invalidate_jobs);
-    stat(out, "small_invalidate_keys", st.invalidate_keys);
-    stat(out, "small_invalidate_waits", st.invalidate_waits);
-    stat(out, "small_change_checks", st.change_checks);
-    stat(out, "small_deferred", st.deferred);
-    stat(out, "small_log_segments_written", st.log_segments_written);
-    stat(out, "small_flush_waits", st.flush_waits);
-    stat(out, "small_flush_us", st.flush_us);
-    stat(out, "small_flush_locked_us", st.flush_locked_us);
-    stat(out, "small_flush_locked_max_us", st.flush_locked_max_us);
+    // Exported as a gauge since 0.1.
     stat(
         out,
         "small_hits",
         st.hits_buffer + st.hits_log + st.hits_set,
     );
-    stat(out, "small_hits_log", st.hits_log);
-    stat(out, "small_hits_set", st.hits_set);
-    stat(out, "small_reads", st.reads);
-    stat(out, "small_false_positive_reads", st.false_positive_reads);
-    stat(out, "small_verify_failures", st.verify_failures);
 }

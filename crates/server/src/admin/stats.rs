@@ -4,10 +4,37 @@
 //! and the admin modules beside it.
 
 use crate::ctx::Ctx;
+use crate::stats::line::Sink;
 use crate::stats::{self, StatsView};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tiercache_proto::response as resp;
+
+/// The general `stats` lines (the reply to `stats` without its `END`, and
+/// what `/metrics` exports), each with its kind.
+pub fn general(out: &mut dyn Sink, ctx: &Ctx<'_>) {
+    let shared = ctx.shared;
+    let view = StatsView {
+        started: shared.started,
+        start_unix: shared.start_unix,
+        now: ctx.now,
+        threads: shared.config.server.threads,
+        max_connections: shared.config.server.max_connections,
+        conns: &shared.conns,
+        totals: shared.totals(),
+        engine: shared.engine.stats(ctx.now),
+        listeners: shared.registry.listeners.len(),
+        reserved_fds: shared.reserved_fds,
+        idle_timeout: shared.config.server.idle_timeout > 0,
+    };
+    stats::general(out, &view);
+    crate::admin::access_stats::general(out, shared);
+    shared.watch.stats(out);
+    if let Some(f) = shared.engine.flash_stats() {
+        stats::flash(out, &f, &view.engine);
+    }
+    shared.sla.general(out, Instant::now());
+}
 
 /// `stats [group]`.
 pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
@@ -15,28 +42,7 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
     let mut words = args.split(|&b| b == b' ').filter(|w| !w.is_empty());
     let first = words.next();
     match first {
-        None => {
-            let view = StatsView {
-                started: shared.started,
-                start_unix: shared.start_unix,
-                now: ctx.now,
-                threads: shared.config.server.threads,
-                max_connections: shared.config.server.max_connections,
-                conns: &shared.conns,
-                totals: shared.totals(),
-                engine: shared.engine.stats(ctx.now),
-                listeners: shared.registry.listeners.len(),
-                reserved_fds: shared.reserved_fds,
-                idle_timeout: shared.config.server.idle_timeout > 0,
-            };
-            stats::general(out, &view);
-            crate::admin::access_stats::general(out, shared);
-            shared.watch.stats(out);
-            if let Some(f) = shared.engine.flash_stats() {
-                stats::flash(out, &f, &view.engine);
-            }
-            shared.sla.general(out, Instant::now());
-        }
+        None => general(out, ctx),
         Some(b"reset") => {
             for w in &shared.workers {
                 w.reset();

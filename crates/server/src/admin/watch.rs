@@ -366,8 +366,8 @@ impl Watch {
     }
 
     /// `stats`: memcached's `log_*` counters.
-    pub fn stats(&self, out: &mut Vec<u8>) {
-        use crate::stats::line::stat;
+    pub fn stats(&self, out: &mut dyn crate::stats::line::Sink) {
+        use crate::stats::line::{counter, stat};
         let watchers = self
             .watchers
             .read()
@@ -375,10 +375,10 @@ impl Watch {
             .len();
         // Lines go straight to each watcher's buffer: none is dropped
         // before that (memcached's per-worker buffers can overflow).
-        stat(out, "log_worker_dropped", 0);
-        stat(out, "log_worker_written", self.written.load(Relaxed));
-        stat(out, "log_watcher_skipped", self.skipped.load(Relaxed));
-        stat(out, "log_watcher_sent", self.sent.load(Relaxed));
+        counter(out, "log_worker_dropped", 0);
+        counter(out, "log_worker_written", self.written.load(Relaxed));
+        counter(out, "log_watcher_skipped", self.skipped.load(Relaxed));
+        counter(out, "log_watcher_sent", self.sent.load(Relaxed));
         stat(out, "log_watchers", watchers);
     }
 }

@@ -7,7 +7,7 @@
 //! `stats locks` the count over the engine's bound): a wall time far above
 //! its CPU time is a holder the machine descheduled, not work to slice.
 
-use super::line::stat;
+use super::line::{counter, stat, Sink};
 use std::fmt::Write;
 use tiercache_engine::{
     hold_bucket_bound_us, HoldCause, HoldStats, CPU_BOUND_US, HOLD_BUCKETS, HOLD_CAUSES,
@@ -22,9 +22,9 @@ fn maintenance() -> impl Iterator<Item = HoldCause> {
 /// `shard_lock_hold_max_us` (the longest of any cause but `stats` reading
 /// the shards), `shard_lock_hold_<cause>_max_us`, and for maintenance
 /// `shard_lock_hold_cpu_max_us` and `shard_lock_hold_<cause>_cpu_max_us`.
-pub fn general(out: &mut Vec<u8>, h: &HoldStats) {
+pub fn general(out: &mut dyn Sink, h: &HoldStats) {
     let holds: u64 = HOLD_CAUSES.iter().map(|&c| h.count(c)).sum();
-    stat(out, "shard_lock_holds", holds);
+    counter(out, "shard_lock_holds", holds);
     let max = HOLD_CAUSES
         .iter()
         .filter(|c| c.name() != "stats")
