@@ -690,16 +690,8 @@ impl Engine {
         for s in &self.shards.list {
             let mut g = s.lock_for(HoldCause::Stats);
             g.reset_holds();
-            g.stats.total_items = 0;
-            g.stats.evictions = 0;
-            g.stats.evicted_unfetched = 0;
-            g.stats.expired_unfetched = 0;
-            g.stats.reclaimed = 0;
-            g.stats.sweep_segments_walked = 0;
-            g.stats.sweep_segments_skipped = 0;
-            g.stats.reinserted = 0;
-            g.stats.get_expired = 0;
-            g.stats.get_flushed = 0;
+            // The counters ShardStats declares `reset`.
+            g.stats.reset();
         }
     }
 }

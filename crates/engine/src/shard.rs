@@ -85,20 +85,21 @@ impl Shared {
 
 stats_struct! {
     /// Counters a shard keeps under its lock, with their `stats` names, in
-    /// the order `stats` shows them.
+    /// the order `stats` shows them (those marked `reset` are cleared by
+    /// `stats reset`).
     #[derive(Debug, Default, Clone, Copy)]
     pub struct ShardStats {
         /// Items evicted to make room (memcached's name).
-        evictions: counter => "evictions";
+        evictions: counter reset => "evictions";
         /// Expired items freed, by the expiry sweep or an evacuation.
-        reclaimed: counter => "reclaimed";
+        reclaimed: counter reset => "reclaimed";
         /// Items held (flash items included).
         curr_items: gauge => "curr_items";
         /// Items stored since the start.
-        total_items: counter => "total_items";
+        total_items: counter reset => "total_items";
         /// Items that expired, or were evicted, never read.
-        expired_unfetched: counter => "expired_unfetched";
-        evicted_unfetched: counter => "evicted_unfetched";
+        expired_unfetched: counter reset => "expired_unfetched";
+        evicted_unfetched: counter reset => "evicted_unfetched";
         /// Segments whose items were evicted, reinserted or demoted at once to
         /// make room (`segment_evacuations`), the time that took holding the
         /// shard's lock (`segment_evacuate_us`) and the longest single one
@@ -125,14 +126,14 @@ stats_struct! {
         evacuation_slices_evacuator: counter => "segment_evacuation_slices_evacuator";
         /// Segments the expiry sweep walked, and those it skipped because
         /// nothing in them could have expired (`sweep_segments_*`).
-        sweep_segments_walked: counter => "sweep_segments_walked";
-        sweep_segments_skipped: counter => "sweep_segments_skipped";
+        sweep_segments_walked: counter reset => "sweep_segments_walked";
+        sweep_segments_skipped: counter reset => "sweep_segments_skipped";
         /// Bytes of live items as stored (header, key, value, padding).
         bytes: gauge => "bytes";
         /// RAM segments holding items.
         segments: gauge => "segments_in_use";
         /// Items the policy kept, copied to the head of a queue.
-        reinserted: counter => "reinserted";
+        reinserted: counter reset => "reinserted";
         /// Index entries of items on flash (included in `curr_items`).
         flash_items: gauge => "extstore_objects_used" in Flash;
         /// Requests served from flash.
@@ -159,10 +160,10 @@ stats_struct! {
         /// Lookups that found their key's item expired (memcached's
         /// `get_expired`: any command's lookup, as its `do_item_get`); the
         /// server adds them to its own counter of that name.
-        get_expired: counter => "get_expired" in Hidden;
+        get_expired: counter reset => "get_expired" in Hidden;
         /// Lookups of a key whose item flush_all dropped (`get_flushed`; see
         /// [`crate::flushed`]); added to the server's counter of that name.
-        get_flushed: counter => "get_flushed" in Hidden;
+        get_flushed: counter reset => "get_flushed" in Hidden;
     }
 }
 

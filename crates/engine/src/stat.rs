@@ -49,13 +49,15 @@ impl Stat {
 /// stats: its kind (`counter`, `gauge`, or `max`: a gauge that several
 /// shards combine by taking the largest), then its `stats` name or names
 /// (one field may be shown under memcached's name and tiercache's), each
-/// optionally `in` a [`Section`] (`General` when not given). The field's
-/// doc comment is its help. The struct gets:
+/// optionally `in` a [`Section`] (`General` when not given). A kind
+/// followed by `reset` is cleared by `stats reset`. The field's doc comment
+/// is its help. The struct gets:
 ///
 /// - `for_each(&self, f)`: calls `f(stat, value)` for every name, in
 ///   declaration order;
 /// - `add(&mut self, other)`: adds another shard's figures (a sum, or the
 ///   largest for `max`);
+/// - `reset(&mut self)`: zeroes the fields marked `reset`;
 /// - `declared()`: the [`Stat`]s, in that order.
 ///
 /// ```ignore
@@ -64,9 +66,11 @@ impl Stat {
 ///     #[derive(Debug, Default, Clone, Copy)]
 ///     pub struct ShardStats {
 ///         /// Items held.
-///         curr_items: gauge => "curr_items",
+///         curr_items: gauge => "curr_items";
+///         /// Items evicted.
+///         evictions: counter reset => "evictions";
 ///         /// Requests served from flash.
-///         flash_hits: counter => "get_extstore" in Flash, "flash_hits" in Flash,
+///         flash_hits: counter => "get_extstore" in Flash, "flash_hits" in Flash;
 ///     }
 /// }
 /// ```
@@ -76,7 +80,7 @@ macro_rules! stats_struct {
         $vis:vis struct $name:ident {
             $(
                 $(#[doc = $doc:literal])*
-                $field:ident : $kind:ident => $($stat:literal $(in $section:ident)?),+
+                $field:ident : $kind:ident $($reset:ident)? => $($stat:literal $(in $section:ident)?),+
             );* $(;)?
         }
     ) => {
@@ -117,6 +121,13 @@ macro_rules! stats_struct {
                 )*
             }
 
+            /// Zeroes the figures `stats reset` clears.
+            pub fn reset(&mut self) {
+                $(
+                    stats_struct!(@reset $($reset)? self.$field);
+                )*
+            }
+
             /// Every declared stat, in declaration order.
             pub fn declared() -> Vec<&'static $crate::stat::Stat> {
                 let mut v = Vec::new();
@@ -130,6 +141,8 @@ macro_rules! stats_struct {
     (@kind max) => { $crate::stat::Kind::Gauge };
     (@merge max $a:expr, $b:expr) => { $a = $a.max($b) };
     (@merge $kind:ident $a:expr, $b:expr) => { $a += $b };
+    (@reset reset $a:expr) => { $a = 0 };
+    (@reset $a:expr) => {};
     (@section) => { $crate::stat::Section::General };
     (@section $s:ident) => { $crate::stat::Section::$s };
 }
@@ -146,7 +159,7 @@ mod tests {
         pub struct Figures {
             /// Things done.
             /// Since the start.
-            done: counter => "things_done";
+            done: counter reset => "things_done";
             /// The longest.
             longest: max => "longest_us";
             /// Shown twice.
@@ -181,5 +194,7 @@ mod tests {
             Figures::declared()[0].help(),
             "Things done. Since the start."
         );
+        a.reset();
+        assert_eq!((a.done, a.longest, a.both), (0, 5, 3));
     }
 }
