@@ -135,11 +135,11 @@ stats_struct! {
         /// Items the policy kept, copied to the head of a queue.
         reinserted: counter reset => "reinserted";
         /// Index entries of items on flash (included in `curr_items`).
-        flash_items: gauge => "extstore_objects_used" in Flash;
+        flash_items: gauge => "extstore_objects_used" in Extstore;
         /// Requests served from flash.
-        flash_hits: counter => "get_extstore" in Flash, "flash_hits" in Flash;
+        flash_hits: counter => "get_extstore" in Extstore, "flash_hits" in Flash;
         /// Items copied from flash back to RAM.
-        promoted: counter => "recache_from_extstore" in Flash, "flash_promoted" in Flash;
+        promoted: counter => "recache_from_extstore" in Extstore, "flash_promoted" in Flash;
         /// Second flash hits left on flash because promoted items were not
         /// getting hit in RAM (see `promote_credit`).
         promote_declined: counter => "flash_promote_declined" in Flash;

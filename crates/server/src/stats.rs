@@ -10,7 +10,7 @@ pub(crate) use line::stat;
 use line::{counter, declared, Sink};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tiercache_engine::flash::FlashStats;
+use tiercache_engine::flash::{DeviceClass, FlashStats};
 use tiercache_engine::stat::Section;
 use tiercache_engine::EngineStats;
 
@@ -245,7 +245,7 @@ pub fn general(out: &mut dyn Sink, v: &StatsView<'_>) {
     stat(out, "hash_bytes", e.index_bytes);
     stat(out, "hash_is_expanding", 0);
     // evictions, curr_items, bytes, the evacuations, the sweep, ...
-    shard_lines(out, e, Section::General);
+    shard_lines(out, e, Section::Main);
     locks::general(out, &e.holds);
     counter(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
     counter(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));
@@ -400,39 +400,36 @@ pub fn items(
     }
 }
 
-/// The flash tier's lines of `stats`: memcached's `extstore_*` names where
-/// they mean the same, `flash_*` for the rest.
+/// The flash tier's lines of `stats`: its figures as
+/// [`FlashStats`] declares them (memcached's `extstore_*` names where they
+/// mean the same, `flash_*` for the rest), the shards' flash figures, and
+/// what is computed from them.
 pub fn flash(out: &mut dyn Sink, f: &FlashStats, e: &EngineStats) {
-    stat(out, "extstore_page_size", f.segment_size);
-    stat(out, "extstore_limit_maxbytes", f.capacity);
-    stat(out, "extstore_pages_free", f.segments_free);
-    stat(out, "extstore_pages_used", f.segments_sealed);
-    stat(out, "extstore_pages_queued", f.segments_queued);
-    counter(out, "extstore_objects_written", f.objects_written);
-    counter(out, "extstore_bytes_written", f.bytes_written);
-    counter(out, "extstore_objects_read", f.objects_read);
-    counter(out, "extstore_bytes_read", f.bytes_read);
-    counter(out, "extstore_page_reclaims", f.segments_reclaimed);
-    stat(out, "extstore_io_queue", f.reads_in_flight);
-    // A write buffer takes a free flash segment (a page) for every
-    // segment written; reclaiming the oldest segment to make room drops
-    // what is left on it (memcached's page evictions); tiercache does not
-    // compact pages, so nothing is lost, rescued or skipped by compaction.
-    counter(out, "extstore_page_allocs", f.segments_written);
-    counter(out, "extstore_page_evictions", f.segments_reclaimed);
+    let capacity_class = f.classes[DeviceClass::Capacity].devices > 0;
+    let tier = |out: &mut dyn Sink, section: Section| {
+        f.for_each(|s, v| {
+            let shown = s.section == section
+                || (section == Section::Flash
+                    && s.section == Section::CapacityClass
+                    && capacity_class);
+            if shown {
+                declared(out, s, v);
+            }
+        })
+    };
+    // memcached's names: the tier's, the constants, the shards'.
+    tier(out, Section::Main);
+    // tiercache does not compact pages, so nothing is lost, rescued or
+    // skipped by compaction.
     counter(out, "extstore_compact_lost", 0);
     counter(out, "extstore_compact_rescues", 0);
     counter(out, "extstore_compact_skipped", 0);
-    // The shards' counts: flash items, gets answered from flash
-    // (memcached's get_extstore), flash hits copied back to RAM
-    // (recache), demotions...
-    shard_lines(out, e, Section::Flash);
-    // Records that failed verification.
-    counter(out, "badcrc_from_extstore", f.verify_failures);
-    counter(out, "miss_from_extstore", f.tag_misses);
-    counter(out, "flash_segments_written", f.segments_written);
-    counter(out, "flash_segment_checkpoints", f.checkpoints);
-    counter(out, "flash_bytes_admitted", f.bytes_admitted);
+    // Flash items, gets answered from flash, flash hits copied back to
+    // RAM (recache).
+    shard_lines(out, e, Section::Extstore);
+    // tiercache's: the tier's, then the shards' (flash hits, demotions,
+    // promotions...).
+    tier(out, Section::Flash);
     stat(
         out,
         "flash_write_amplification",
@@ -441,40 +438,7 @@ pub fn flash(out: &mut dyn Sink, f: &FlashStats, e: &EngineStats) {
             crate::admin::small_stats::device_write_amplification(f, e)
         ),
     );
-    counter(out, "flash_reinserted", f.objects_reinserted);
-    counter(out, "flash_read_errors", f.read_errors);
-    counter(out, "flash_verify_failures", f.verify_failures);
-    counter(out, "flash_tag_misses", f.tag_misses);
-    counter(out, "flash_write_errors", f.write_errors);
-    stat(out, "flash_failed_segments", f.segments_failed);
-    counter(out, "flash_backpressure", f.busy);
-    counter(out, "flash_reclaim_waits", f.reclaim_waits);
-    counter(out, "flash_admission_refused", f.admission_refused);
-    stat(out, "flash_degraded", u8::from(f.degraded));
-    counter(out, "flash_journal_commits", f.journal_commits);
-    counter(out, "flash_journal_tombstones", f.journal_tombstones);
-    stat(out, "flash_journal_floor", f.journal_floor);
-    if f.classes[tiercache_engine::flash::DeviceClass::Capacity].devices > 0 {
-        stat(
-            out,
-            "flash_journal_floor_capacity",
-            f.journal_floor_capacity,
-        );
-    }
-    counter(
-        out,
-        "flash_journal_wrap_floor_raises",
-        f.journal_wrap_floor_raises,
-    );
-    // A counter in `/metrics` since 0.1 (kept: dashboards know it so).
-    counter(out, "flash_journal_failed", u8::from(f.journal_failed));
-    // 1 once a failed journal is recorded where the next start looks (the
-    // superblocks or a mark file): that start will not trust the devices.
-    stat(
-        out,
-        "flash_journal_failure_recorded",
-        u8::from(f.journal_failure_recorded),
-    );
+    shard_lines(out, e, Section::Flash);
     if let Some(r) = f.recovery {
         stat(out, "flash_crash_recovered_items", r.items);
         stat(out, "flash_crash_recovered_segments", r.segments);

@@ -9,81 +9,94 @@ use crate::stat::stats_struct;
 use std::sync::atomic::AtomicU64;
 use tiercache_policy::nhc::{Iteration, Objective};
 
-/// The flash tier's figures at one moment. The per-item counts kept by the
-/// shards (flash items and hits, demotions, promotions) are in
-/// [`crate::EngineStats`]'s `shard`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FlashStats {
-    /// Bytes in a flash segment.
-    pub segment_size: u64,
-    /// Bytes of device space for segments.
-    pub capacity: u64,
-    /// Bytes of RAM in write buffers (part of the `-m` budget).
-    pub buffer_bytes: u64,
-    /// Segments by state.
-    pub segments_free: u64,
-    pub segments_sealed: u64,
-    pub segments_queued: u64,
-    pub segments_failed: u64,
-    pub segments_written: u64,
-    /// Idle open buffers written without being sealed (`checkpoint`).
-    pub checkpoints: u64,
-    pub segments_reclaimed: u64,
-    pub objects_written: u64,
-    pub objects_read: u64,
-    pub objects_reinserted: u64,
-    /// Bytes written to the devices (segments, whole).
-    pub bytes_written: u64,
-    /// Bytes of records appended to write buffers.
-    pub bytes_admitted: u64,
-    pub bytes_read: u64,
-    /// Reads submitted and not completed yet (a gauge).
-    pub reads_in_flight: u64,
-    pub read_errors: u64,
-    pub verify_failures: u64,
-    pub tag_misses: u64,
-    pub write_errors: u64,
-    /// Requests that waited for the device (back-pressure).
-    pub busy: u64,
-    /// Times a reclaim's move or reinsert of a record waited for a write
-    /// buffer (the flusher then wrote a queued one, or waited a moment).
-    pub reclaim_waits: u64,
-    pub admission_refused: u64,
-    /// Serving from RAM only (the device failed, or the journal did).
-    pub degraded: bool,
-    pub journal_commits: u64,
-    pub journal_tombstones: u64,
-    /// The crash journal's floor of the class new items land on (fast when
-    /// there is one), and of the capacity class.
-    pub journal_floor: u64,
-    pub journal_floor_capacity: u64,
-    pub journal_wrap_floor_raises: u64,
-    pub journal_failed: bool,
-    /// A failed journal is recorded where the next start looks.
-    pub journal_failure_recorded: bool,
-    /// What the crash recovery at start found (filled by
-    /// [`crate::Engine::flash_stats`]; None after a graceful restart).
-    pub recovery: Option<Recovery>,
-    /// The reader in use (filled by [`crate::Engine::flash_stats`]).
-    pub io_backend: Option<IoBackend>,
-    /// Per device class (indexed by a `DeviceClass`, or in `CLASSES` order).
-    pub classes: crate::flash::class::PerClass<ClassStats>,
-    /// The non-hierarchical caching scheduler.
-    pub nhc: NhcStats,
-    /// Fast-class records moved to the capacity class on reclaim (written
-    /// again), and those whose capacity copy became the entry instead.
-    pub moves: u64,
-    pub moves_to_copy: u64,
-    /// Capacity hits copied into the fast class.
-    pub promotions: u64,
-    /// Fast hits copied to the capacity class while copies paid, and those
-    /// copies released when the capacity class reclaimed them (the fast
-    /// record became the entry again, nothing written).
-    pub copies_made: u64,
-    pub copies_dropped: u64,
-    /// Hits on items with copies on both classes, by the class that served them.
-    pub dual_fast_reads: u64,
-    pub dual_capacity_reads: u64,
+stats_struct! {
+    /// The flash tier's figures at one moment, with their `stats` names, in
+    /// the order `stats` shows them: memcached's `extstore_*` names where
+    /// they mean the same (the struct's own section), tiercache's `flash_*`
+    /// names `in Flash`. The per-item counts kept by the shards (flash
+    /// items and hits, demotions, promotions) are in
+    /// [`crate::EngineStats`]'s `shard`.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct FlashStats {
+        /// Bytes in a flash segment (memcached's page).
+        segment_size: gauge => "extstore_page_size";
+        /// Bytes of device space for segments.
+        capacity: gauge => "extstore_limit_maxbytes";
+        /// Bytes of RAM in write buffers (part of the `-m` budget).
+        buffer_bytes: plain;
+        /// Segments by state.
+        segments_free: gauge => "extstore_pages_free";
+        segments_sealed: gauge => "extstore_pages_used";
+        segments_queued: gauge => "extstore_pages_queued";
+        objects_written: counter => "extstore_objects_written";
+        /// Bytes written to the devices (segments, whole).
+        bytes_written: counter => "extstore_bytes_written";
+        objects_read: counter => "extstore_objects_read";
+        bytes_read: counter => "extstore_bytes_read";
+        /// Segments reclaimed: reclaiming the oldest segment to make room
+        /// drops what is left on it (memcached's page evictions).
+        segments_reclaimed: counter => "extstore_page_reclaims", "extstore_page_evictions";
+        /// Reads submitted and not completed yet (a gauge).
+        reads_in_flight: gauge => "extstore_io_queue";
+        /// Segments written: a write buffer takes a free flash segment (a
+        /// page) for each.
+        segments_written: counter => "extstore_page_allocs", "flash_segments_written" in Flash;
+        /// Records that failed verification, and records of another key
+        /// with the same tag.
+        verify_failures: counter => "badcrc_from_extstore", "flash_verify_failures" in Flash;
+        tag_misses: counter => "miss_from_extstore", "flash_tag_misses" in Flash;
+        /// Idle open buffers written without being sealed (`checkpoint`).
+        checkpoints: counter => "flash_segment_checkpoints" in Flash;
+        /// Bytes of records appended to write buffers.
+        bytes_admitted: counter => "flash_bytes_admitted" in Flash;
+        objects_reinserted: counter => "flash_reinserted" in Flash;
+        read_errors: counter => "flash_read_errors" in Flash;
+        write_errors: counter => "flash_write_errors" in Flash;
+        segments_failed: gauge => "flash_failed_segments" in Flash;
+        /// Requests that waited for the device (back-pressure).
+        busy: counter => "flash_backpressure" in Flash;
+        /// Times a reclaim's move or reinsert of a record waited for a write
+        /// buffer (the flusher then wrote a queued one, or waited a moment).
+        reclaim_waits: counter => "flash_reclaim_waits" in Flash;
+        admission_refused: counter => "flash_admission_refused" in Flash;
+        /// Serving from RAM only (the device failed, or the journal did).
+        degraded: gauge [bool] => "flash_degraded" in Flash;
+        journal_commits: counter => "flash_journal_commits" in Flash;
+        journal_tombstones: counter => "flash_journal_tombstones" in Flash;
+        /// The crash journal's floor of the class new items land on (fast when
+        /// there is one), and of the capacity class (shown with one).
+        journal_floor: gauge => "flash_journal_floor" in Flash;
+        journal_floor_capacity: gauge => "flash_journal_floor_capacity" in CapacityClass;
+        journal_wrap_floor_raises: counter => "flash_journal_wrap_floor_raises" in Flash;
+        /// The journal failed (a counter in `/metrics` since 0.1).
+        journal_failed: counter [bool] => "flash_journal_failed" in Flash;
+        /// 1 once a failed journal is recorded where the next start looks (the
+        /// superblocks or a mark file): that start will not trust the devices.
+        journal_failure_recorded: gauge [bool] => "flash_journal_failure_recorded" in Flash;
+        /// What the crash recovery at start found (filled by
+        /// [`crate::Engine::flash_stats`]; None after a graceful restart).
+        recovery: plain [Option<Recovery>];
+        /// The reader in use (filled by [`crate::Engine::flash_stats`]).
+        io_backend: plain [Option<IoBackend>];
+        /// Per device class (indexed by a `DeviceClass`, or in `CLASSES` order).
+        classes: plain [crate::flash::class::PerClass<ClassStats>];
+        /// The non-hierarchical caching scheduler.
+        nhc: plain [NhcStats];
+        /// Capacity hits copied into the fast class.
+        promotions: counter => "flash_class_promotions" in Classes;
+        /// Fast-class records moved to the capacity class on reclaim (written
+        /// again), and those whose capacity copy became the entry instead.
+        moves: counter => "flash_class_moves" in Classes;
+        moves_to_copy: counter => "flash_class_moves_to_copy" in Classes;
+        /// Fast hits copied to the capacity class while copies paid, and those
+        /// copies released when the capacity class reclaimed them (the fast
+        /// record became the entry again, nothing written).
+        copies_made: counter => "flash_class_copies_made" in Classes;
+        copies_dropped: counter => "flash_class_copies_dropped" in Classes;
+        /// Hits on items with copies on both classes, by the class that served them.
+        dual_fast_reads: counter => "flash_dual_fast_reads" in Classes;
+        dual_capacity_reads: counter => "flash_dual_capacity_reads" in Classes;
+    }
 }
 
 stats_struct! {

@@ -1,8 +1,9 @@
 //! `stats` lines of the device classes and the non-hierarchical caching
 //! scheduler (issue 17), written after the flash tier's own lines.
 
-use crate::stats::line::{counter, stat, Sink};
+use crate::stats::line::{counter, declared, stat, Sink};
 use tiercache_engine::flash::{FlashStats, CLASSES};
+use tiercache_engine::stat::Section;
 
 /// Per class (`flash_fast_*`, `flash_capacity_*`, named by
 /// `DeviceClass::name`): its declared figures (devices, segments, reads,
@@ -68,11 +69,10 @@ pub fn write(out: &mut dyn Sink, f: &FlashStats) {
         },
     );
     stat(out, "flash_nhc_last_iteration", last);
-    counter(out, "flash_class_promotions", f.promotions);
-    counter(out, "flash_class_moves", f.moves);
-    counter(out, "flash_class_moves_to_copy", f.moves_to_copy);
-    counter(out, "flash_class_copies_made", f.copies_made);
-    counter(out, "flash_class_copies_dropped", f.copies_dropped);
-    counter(out, "flash_dual_fast_reads", f.dual_fast_reads);
-    counter(out, "flash_dual_capacity_reads", f.dual_capacity_reads);
+    // Promotions, moves and copies between the classes.
+    f.for_each(|s, v| {
+        if s.section == Section::Classes {
+            declared(out, s, v);
+        }
+    });
 }
