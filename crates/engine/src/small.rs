@@ -92,34 +92,24 @@ stats_struct! {
     }
 }
 
-/// The store's figures over all its regions, for `stats`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SmallTotals {
-    pub stats: SmallStats,
-    /// Objects held (older log copies of a key included).
-    pub objects: u64,
-    /// DRAM the store holds (filters, log index, segment buffers).
-    pub dram_bytes: u64,
-    /// Objects in the log (its index's entries), of `objects`.
-    pub log_objects: u64,
-    /// Of `dram_bytes`: the per-set filters (a fixed cost, sized for the
-    /// region), and the log index (which grows with the log's objects).
-    pub dram_filter_bytes: u64,
-    pub dram_log_bytes: u64,
-    /// Device bytes of the store's regions.
-    pub region_bytes: u64,
-}
-
-impl SmallTotals {
-    /// Adds another region's figures.
-    pub fn add(&mut self, o: &SmallTotals) {
-        self.stats.add(&o.stats);
-        self.objects += o.objects;
-        self.dram_bytes += o.dram_bytes;
-        self.log_objects += o.log_objects;
-        self.dram_filter_bytes += o.dram_filter_bytes;
-        self.dram_log_bytes += o.dram_log_bytes;
-        self.region_bytes += o.region_bytes;
+stats_struct! {
+    /// The store's figures over all its regions, for `stats`: its levels,
+    /// then its counters.
+    #[derive(Debug, Clone, Copy, Default, PartialEq)]
+    pub struct SmallTotals {
+        /// Objects held (older log copies of a key included).
+        objects: gauge => "small_objects";
+        /// Device bytes of the store's regions.
+        region_bytes: gauge => "small_region_bytes";
+        /// DRAM the store holds (filters, log index, segment buffers).
+        dram_bytes: gauge => "small_dram_bytes";
+        /// Objects in the log (its index's entries), of `objects`.
+        log_objects: gauge => "small_log_objects";
+        /// Of `dram_bytes`: the per-set filters (a fixed cost, sized for the
+        /// region), and the log index (which grows with the log's objects).
+        dram_filter_bytes: gauge => "small_dram_filter_bytes";
+        dram_log_bytes: gauge => "small_dram_log_bytes";
+        stats: nested [SmallStats];
     }
 }
 

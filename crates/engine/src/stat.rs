@@ -90,7 +90,8 @@ impl Figure for bool {
 /// Defines a struct of figures in which each field declares its stats:
 /// its kind (`counter`, `gauge`, or `max`: a gauge that several shards
 /// combine by taking the largest; `plain` for a field that is no stat of
-/// its own), its type in brackets when it is not `u64` (a [`Figure`], or
+/// its own; `nested` for a struct declared the same way, whose stats are
+/// walked and added in its place), its type in brackets when it is not `u64` (a [`Figure`], or
 /// anything for `plain`), `reset` when `stats reset` clears it, then after
 /// `=>` its `stats` name or names (one field may be shown under
 /// memcached's name and tiercache's), each optionally `in` a [`Section`]
@@ -175,6 +176,9 @@ macro_rules! stats_struct {
             }
         }
     };
+    (@visit $f:ident, $v:expr, nested, $help:expr;) => {
+        $v.for_each(&mut $f)
+    };
     (@visit $f:ident, $v:expr, $kind:ident, $help:expr; $($stat:literal $(in $section:ident)?),*) => {
         $(
             $f(
@@ -194,6 +198,7 @@ macro_rules! stats_struct {
     (@kind gauge) => { $crate::stat::Kind::Gauge };
     (@kind max) => { $crate::stat::Kind::Gauge };
     (@merge plain $a:expr, $b:expr) => {};
+    (@merge nested $a:expr, $b:expr) => { $a.add(&$b) };
     (@merge max $a:expr, $b:expr) => { $crate::stat::Figure::max(&mut $a, &$b) };
     (@merge $kind:ident $a:expr, $b:expr) => { $crate::stat::Figure::sum(&mut $a, &$b) };
     (@reset reset $a:expr) => { $a = Default::default() };
@@ -268,10 +273,11 @@ mod tests {
     fn engine_figures_are_declared_once_with_their_kinds() {
         use crate::flash::{ClassStats, FlashStats};
         use crate::shard::ShardStats;
-        use crate::small::SmallStats;
+        use crate::small::{SmallStats, SmallTotals};
         for declared in [
             ShardStats::declared(),
             SmallStats::declared(),
+            SmallTotals::declared(),
             FlashStats::declared(),
             ClassStats::declared(),
         ] {

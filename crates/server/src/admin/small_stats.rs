@@ -22,31 +22,25 @@ pub fn device_write_amplification(f: &FlashStats, e: &EngineStats) -> f64 {
     }
 }
 
-/// The store's lines; nothing without a store: its levels, then its
-/// counters as [`tiercache_engine::small::SmallStats`] declares them, and
-/// the figures computed from them.
+/// The store's lines; nothing without a store: its figures as
+/// [`tiercache_engine::small::SmallTotals`] declares them, and those
+/// computed from them.
 pub fn write(out: &mut dyn Sink, e: &EngineStats) {
     let Some(s) = &e.small else {
         return;
     };
-    let st = &s.stats;
-    stat(out, "small_objects", s.objects);
-    stat(out, "small_region_bytes", s.region_bytes);
-    stat(out, "small_dram_bytes", s.dram_bytes);
+    s.for_each(|s, v| {
+        if s.section != Section::Hidden {
+            declared(out, s, v);
+        }
+    });
     let per_obj = if s.objects > 0 {
         s.dram_bytes as f64 / s.objects as f64
     } else {
         0.0
     };
     stat(out, "small_dram_bytes_per_object", format!("{per_obj:.2}"));
-    stat(out, "small_log_objects", s.log_objects);
-    stat(out, "small_dram_filter_bytes", s.dram_filter_bytes);
-    stat(out, "small_dram_log_bytes", s.dram_log_bytes);
-    st.for_each(|s, v| {
-        if s.section != Section::Hidden {
-            declared(out, s, v);
-        }
-    });
+    let st = &s.stats;
     stat(
         out,
         "small_write_amplification",
