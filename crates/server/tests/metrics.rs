@@ -98,13 +98,17 @@ fn metrics_endpoint_serves_stats_and_latency_histograms() {
 }
 
 /// Every numeric `stats` line is in `body` under the name and type
-/// `stats::kinds` gives it from the kind the line declares.
+/// `stats::kinds` gives it from the kind the line declares; no name is
+/// shown twice.
 fn every_stat_is_exported(c: &mut Client, h: &ServerHandle, body: &str) {
     let stats = c.tx_str(b"stats\r\n");
     let declared = stat_kinds(&h.shared);
     let mut counted = 0;
+    let mut seen = std::collections::HashSet::new();
     for line in stats.lines() {
         let w: Vec<&str> = line.split(' ').collect();
+        // A name shown twice would be one metric with the first value.
+        assert!(w.len() < 2 || seen.insert(w[1]), "{} shown twice", w[1]);
         if w.len() == 3 && w[2].parse::<f64>().is_ok() {
             let kind = *declared
                 .get(w[1])
