@@ -1,6 +1,9 @@
 //! Counters: one set per worker thread (relaxed atomics on the worker's own
 //! cache lines, so counting costs no contention), summed for `stats`, and the
-//! `stats` replies with memcached's names.
+//! `stats` replies with memcached's names. The engine's figures are written
+//! by walking their declarations (`for_each`, see `tiercache_engine::stat`);
+//! every other line names its kind where it is written ([`line`]), so that
+//! `/metrics` exports each line as what it is.
 
 pub mod kinds;
 pub mod line;
