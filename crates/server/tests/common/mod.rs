@@ -5,6 +5,8 @@
 pub mod memcached;
 pub mod process;
 pub mod resp;
+pub mod stats_client;
+pub mod stats_differences;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
