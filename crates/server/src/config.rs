@@ -462,6 +462,7 @@ impl Config {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("cannot read config file {}", path.display()))?;
                 toml::from_str(&text)
+                    .map_err(unknown_flash_key_hint)
                     .with_context(|| format!("invalid config file {}", path.display()))?
             }
         };
@@ -729,6 +730,22 @@ impl Config {
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()
     }
+}
+
+/// A TOML error, with the keys `[flash]` takes when it names an unknown
+/// one: that section flattens the engine's own settings into it, and serde
+/// cannot list a flattened section's fields (the other sections' errors
+/// list theirs). The keys are those `--print-config` shows.
+fn unknown_flash_key_hint(e: toml::de::Error) -> anyhow::Error {
+    let msg = e.to_string();
+    if !msg.contains("unknown field") || msg.contains("expected") {
+        return e.into();
+    }
+    let keys = match toml::Value::try_from(FlashSection::default()) {
+        Ok(toml::Value::Table(t)) => t.keys().cloned().collect::<Vec<_>>().join(", "),
+        _ => return e.into(),
+    };
+    anyhow::anyhow!("{msg}the keys of [flash] are: {keys}")
 }
 
 #[cfg(test)]

@@ -105,6 +105,21 @@ fn the_flash_section_fills_the_engines_settings() {
     );
     assert_eq!(c.flash.tier.low_ttl, 3600, "the rest keep their defaults");
     assert!(toml::from_str::<Config>("[flash]\nbogus = 1\n").is_err());
+    // From a file, the error names the keys [flash] takes (serde cannot
+    // list a flattened section's).
+    let dir = std::env::temp_dir().join(format!("tc-bad-flash-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "[flash]\nbogus = 1\n").unwrap();
+    let e = format!(
+        "{:#}",
+        load(&["--config", file.to_str().unwrap()]).unwrap_err()
+    );
+    assert!(
+        e.contains("unknown field `bogus`") && e.contains("max_write_wait, nhc,"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
     assert!(
         c.engine_flash().unwrap().is_none(),
         "no device, no flash tier"
