@@ -196,8 +196,12 @@ impl SegmentPool {
     /// Whether [`take`](Self::take) would find a segment now (a free one,
     /// or room in the budget for a new one), the reserve left alone.
     pub fn has_room(&self) -> bool {
-        let free = self.free.lock().len();
-        self.in_use(free) + 1 + self.reserve.load(Ordering::Relaxed) <= self.max_segments()
+        let room = |free| {
+            self.in_use(free) + 1 + self.reserve.load(Ordering::Relaxed) <= self.max_segments()
+        };
+        // Asked on inserts while a head is nearly full: the free list's
+        // lock only when the budget alone says no.
+        room(0) || room(self.free.lock().len())
     }
 
     /// A free buffer, or a new one if the budget allows, the reserve left
