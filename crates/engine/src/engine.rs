@@ -565,7 +565,14 @@ impl Engine {
             loop {
                 let mut g = s.lock_for(HoldCause::Sweep);
                 g.catch_up(now);
-                let (n, done) = g.sweep_slice(now, SWEEP_SLICE_ITEMS);
+                // What a flush set aside goes first (the evacuator gives
+                // it back too; this pass finishes what it has not).
+                let (n, done) = if g.flushing() {
+                    g.flush_slice();
+                    (0, false)
+                } else {
+                    g.sweep_slice(now, SWEEP_SLICE_ITEMS)
+                };
                 // A request waiting for the lock goes before the next slice.
                 g.unlock_fair();
                 reclaimed += n;

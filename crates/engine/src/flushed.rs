@@ -12,13 +12,30 @@
 //! counted `reclaimed` at the flush.
 
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+use tiercache_policy::queue_cache::IdHasher;
+
+/// Sets the hashes are spread over, so that none grows (rehashes) by more
+/// than a few thousand entries in one step: a flush remembers the keys a
+/// slice per lock hold, and one set of 65,536 hashes doubling took a few
+/// hundred microseconds of a hold.
+const PARTS: usize = 64;
+
+type Part = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
 /// Key hashes with their low bit replaced by the item's "fetched" bit.
 #[derive(Debug, Default)]
 pub struct Flushed {
-    hashes: HashSet<u64>,
+    parts: Vec<Part>,
+    len: usize,
     /// A sweep has seen them: the next one drains them.
     aged: bool,
+}
+
+/// The part a hash is kept in (bits the low "fetched" bit does not touch).
+#[inline]
+fn part_of(hash: u64) -> usize {
+    (hash >> 40) as usize % PARTS
 }
 
 /// What the sweep found left over.
@@ -31,15 +48,20 @@ pub struct Leftover {
 impl Flushed {
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
+        self.len == 0
     }
 
     /// Remembers a dropped item; false when the set is full (`cap` entries).
     pub fn remember(&mut self, hash: u64, fetched: bool, cap: usize) -> bool {
-        if self.hashes.len() >= cap {
+        if self.len >= cap {
             return false;
         }
-        self.hashes.insert((hash & !1) | u64::from(fetched));
+        if self.parts.is_empty() {
+            self.parts.resize_with(PARTS, Part::default);
+        }
+        if self.parts[part_of(hash)].insert((hash & !1) | u64::from(fetched)) {
+            self.len += 1;
+        }
         true
     }
 
@@ -47,14 +69,19 @@ impl Flushed {
     /// then forgotten, so it counts once).
     #[inline]
     pub fn take(&mut self, hash: u64) -> bool {
-        !self.hashes.is_empty()
-            && (self.hashes.remove(&(hash & !1)) || self.hashes.remove(&(hash | 1)))
+        if self.len == 0 {
+            return false;
+        }
+        let part = &mut self.parts[part_of(hash)];
+        let took = part.remove(&(hash & !1)) || part.remove(&(hash | 1));
+        self.len -= usize::from(took);
+        took
     }
 
     /// At an expiry sweep: what is left from the flush before the previous
     /// sweep (a flush the same sweep applied keeps its items a while).
     pub fn sweep(&mut self) -> Leftover {
-        if self.hashes.is_empty() {
+        if self.len == 0 {
             return Leftover::default();
         }
         if !self.aged {
@@ -67,9 +94,9 @@ impl Flushed {
     /// Forgets everything; returns what was left.
     pub fn drain(&mut self) -> Leftover {
         self.aged = false;
-        let items = self.hashes.len() as u64;
-        let unfetched = self.hashes.iter().filter(|&&h| h & 1 == 0).count() as u64;
-        self.hashes = HashSet::new();
+        let items = std::mem::take(&mut self.len) as u64;
+        let parts = std::mem::take(&mut self.parts);
+        let unfetched = parts.iter().flatten().filter(|&&h| h & 1 == 0).count() as u64;
         Leftover { items, unfetched }
     }
 }

@@ -191,6 +191,17 @@ impl Index {
         Index::from_tables(prec, (0..count).map(|_| Table::new(tprec, each)).collect())
     }
 
+    /// An index of precision `prec` whose tables have no buckets until
+    /// their first insert ([`Table::unallocated`]).
+    pub fn unallocated(prec: u32) -> Index {
+        let tprec = prec.min(TABLE_PREC);
+        let count = 1usize << (prec - tprec);
+        Index::from_tables(
+            prec,
+            (0..count).map(|_| Table::unallocated(tprec)).collect(),
+        )
+    }
+
     fn from_tables(prec: u32, tables: Vec<Table>) -> Index {
         let mut idx = Index {
             prec,
@@ -270,6 +281,9 @@ impl Index {
     pub fn find(&self, hash: u64, mut is_key: impl FnMut(Loc) -> bool) -> Option<Loc> {
         let (t, k) = self.split(hash);
         let table = &self.tables[t];
+        if !table.allocated() {
+            return None;
+        }
         let mut found = None;
         table.visit(table.place_of(k), |_, _, e| {
             let loc = Loc::unpack(e & LOC_MASK);
@@ -314,7 +328,14 @@ impl Index {
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> (usize, Option<Evicted>) {
         let (t, k) = self.split(hash);
-        let ev = self.tables[t].insert(k, loc, may_walk, rank);
+        let table = &mut self.tables[t];
+        if !table.allocated() {
+            let before = table.memory_bytes();
+            let ev = table.insert(k, loc, may_walk, rank);
+            self.bytes += table.memory_bytes() - before;
+            return (t, ev.map(|ev| self.in_index(t, ev)));
+        }
+        let ev = table.insert(k, loc, may_walk, rank);
         (t, ev.map(|ev| self.in_index(t, ev)))
     }
 
@@ -383,6 +404,7 @@ impl Index {
     }
 
     /// Drops every entry.
+    #[cfg(test)]
     pub fn clear(&mut self) {
         for t in &mut self.tables {
             t.clear();

@@ -27,6 +27,9 @@ pub struct SegmentPool {
     /// lock (freeing a 1 MiB buffer, an munmap, took about 250 µs of a
     /// shard's lock hold), or taken again first by the next allocation.
     released: Mutex<Vec<Box<[u8]>>>,
+    /// Other memory to free outside any shard's lock (a flushed index's
+    /// tables), with the released buffers.
+    garbage: Mutex<Vec<Box<dyn Send>>>,
     allocated: AtomicUsize,
     index_bytes: AtomicUsize,
     /// Segments of the budget that only [`take_spare`](Self::take_spare)
@@ -41,6 +44,7 @@ impl SegmentPool {
             limit: AtomicUsize::new(limit),
             free: Mutex::new(Vec::new()),
             released: Mutex::new(Vec::new()),
+            garbage: Mutex::new(Vec::new()),
             allocated: AtomicUsize::new(0),
             index_bytes: AtomicUsize::new(0),
             reserve: AtomicUsize::new(0),
@@ -153,6 +157,14 @@ impl SegmentPool {
     pub fn drop_released(&self) {
         let gone = std::mem::take(&mut *self.released.lock());
         drop(gone);
+        let gone = std::mem::take(&mut *self.garbage.lock());
+        drop(gone);
+    }
+
+    /// Frees `x` with the released buffers, outside any shard's lock (no
+    /// longer charged: the caller has taken it out of its accounts).
+    pub fn free_later(&self, x: Box<dyn Send>) {
+        self.garbage.lock().push(x);
     }
 
     /// A new segment buffer: a released one if there is one (its pages are

@@ -22,6 +22,9 @@ pub struct Segment {
     /// began its walk of this segment: at the walk's end the bound becomes
     /// what the walk saw, folded with this.
     pub expiry_since_walk: u32,
+    /// Set aside by a flush_all, its items dropped, until it is given back
+    /// (`shard/flushing.rs`).
+    pub set_aside: bool,
 }
 
 impl Segment {
@@ -33,6 +36,7 @@ impl Segment {
             queue,
             soonest_expiry: NEVER,
             expiry_since_walk: NEVER,
+            set_aside: false,
         }
     }
 

@@ -37,6 +37,7 @@ use tiercache_policy::{EvictionPolicy, HitAction, Queue, TailAction};
 mod crash;
 mod dump;
 mod eviction;
+mod flushing;
 pub mod hold;
 mod indexing;
 mod small;
@@ -213,6 +214,8 @@ pub struct Shard {
     pub stats: ShardStats,
     /// RAM items the last flush_all dropped, until the next sweep.
     flushed: crate::flushed::Flushed,
+    /// What the last flush_all set aside, until it is given back.
+    flushing: Option<flushing::Flushing>,
     /// The fewest buckets the index shrinks to (`ext_avg_item_size`'s hint).
     index_floor: usize,
     /// Maintenance that ran in the current lock hold ([`Shard::mark_hold`]).
@@ -258,6 +261,7 @@ impl Shard {
             below: Chain::new(LogPart::new(flash)),
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
+            flushing: None,
             index_floor: buckets,
             hold_mark: None,
             hold_cpu: None,
@@ -407,7 +411,7 @@ impl Shard {
     #[inline]
     pub fn find(&mut self, key: &[u8], hash: u64, now: u32) -> Option<Loc> {
         let Some(loc) = self.find_any(key, hash) else {
-            if self.flushed.take(hash) {
+            if self.flushed.take(hash) || self.take_set_aside(key, hash) {
                 self.stats.get_flushed += 1;
             }
             return None;
@@ -674,62 +678,5 @@ impl Shard {
         self.stats.bytes += size as u64;
         self.index_insert(hash, loc);
         Ok(loc)
-    }
-
-    /// Drops every item, returning segments to the pool.
-    pub fn flush(&mut self) {
-        self.mark_hold(hold::HoldCause::Flush);
-        if let Err(e) = self.below.flush() {
-            tracing::error!(error = %e, "flush_all: the small-object store could not record it");
-        }
-        self.drop_ahead();
-        self.sweep = None;
-        self.remember_flushed();
-        self.index.clear();
-        self.resize_index();
-        for q in 0..2 {
-            while let Some(id) = self.queues[q].pop_front() {
-                let buf = self.close_segment(id);
-                self.shared.pool.give(buf);
-            }
-        }
-        self.stats.curr_items = 0;
-        self.stats.flash_items = 0;
-        self.stats.bytes = 0;
-    }
-
-    /// Before a flush drops the RAM items: their hashes, up to a bound
-    /// (1/256 of the memory limit over the shards, 8 bytes each), for
-    /// `get_flushed`; the rest count as reclaimed now.
-    fn remember_flushed(&mut self) {
-        let left = self.flushed.drain();
-        self.stats.reclaimed += left.items;
-        self.stats.expired_unfetched += left.unfetched;
-        let cap = (self.shared.pool.limit() / 256 / 8 / self.shared.nshards.max(1)).max(64);
-        let ram_items = self.stats.curr_items - self.stats.flash_items;
-        let mut remembered = 0;
-        'segments: for q in 0..2 {
-            for i in 0..self.queues[q].len() {
-                let id = self.queues[q][i];
-                let end = self.seg(id).write;
-                let mut off = 0usize;
-                while let Some((loc, h)) = self.next_item(id, &mut off, end) {
-                    if h.bits & item::DEAD != 0 {
-                        continue;
-                    }
-                    let hash = hash_key(self.key(loc));
-                    if self.index.contains(hash, loc) {
-                        if !self
-                            .flushed
-                            .remember(hash, h.bits & item::FETCHED != 0, cap)
-                        {
-                            break 'segments;
-                        }
-                        remembered += 1;
-                    }
-                }
-            }
-        }
-        self.stats.reclaimed += ram_items.saturating_sub(remembered);
     }
 }

@@ -16,31 +16,8 @@
 
 mod common;
 
-use common::{get, set};
-use std::sync::atomic::{AtomicBool, Ordering};
+use common::{get, set, with_evacuator};
 use tiercache_engine::{Engine, EngineConfig, HoldCause, HOLD_CAUSES};
-
-/// Runs `f` with the engine's evacuator thread running beside it when
-/// `evacuator` (as in the server), else with sets running the slices.
-fn with_evacuator<R>(e: &Engine, evacuator: bool, f: impl FnOnce() -> R) -> R {
-    if !evacuator {
-        return f();
-    }
-    /// Stops the evacuator also when `f` panics (a failed assertion), so
-    /// that the scope's join does not wait for it forever.
-    struct Stop<'a>(&'a AtomicBool);
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| e.run_evacuator(&stop));
-        let _stop = Stop(&stop);
-        f()
-    })
-}
 
 fn key(p: &str, i: u64) -> Vec<u8> {
     format!("{p}:{i}").into_bytes()

@@ -264,8 +264,10 @@ impl Engine {
             f.save(&mut w)?;
         }
         let mut items = 0;
-        let guards: Vec<_> = self.shards.list.iter().map(|s| s.lock()).collect();
-        for g in &guards {
+        let mut guards: Vec<_> = self.shards.list.iter().map(|s| s.lock()).collect();
+        for g in &mut guards {
+            // A flush's set-aside segments are not saved as items.
+            g.finish_flush();
             g.save(&mut w)?;
             items += g.stats.curr_items;
         }

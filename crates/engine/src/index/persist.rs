@@ -18,10 +18,14 @@ impl Index {
         w.u32(self.tables.len() as u32)?;
         w.u64(self.len() as u64)?;
         let mut buf = Vec::with_capacity(RUN * 64);
+        // A table with no buckets yet is saved as an empty one of its
+        // fewest buckets (the format predates such tables).
+        let none = vec![EMPTY; resize::min_buckets(self.tprec)];
         for t in &self.tables {
-            w.u64(t.buckets.len() as u64)?;
+            let buckets = if t.allocated() { &t.buckets } else { &none };
+            w.u64(buckets.len() as u64)?;
             w.u64(t.items as u64)?;
-            save_runs(w, &t.buckets, &mut buf)?;
+            save_runs(w, buckets, &mut buf)?;
         }
         Ok(())
     }

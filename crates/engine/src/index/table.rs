@@ -36,6 +36,20 @@ impl Table {
         Table::from_buckets(prec, vec![EMPTY; resize::clamp_buckets(prec, buckets)], 0)
     }
 
+    /// A table with no buckets yet: lookups find nothing, and the first
+    /// insert gives it its fewest buckets. (A flush's new index: its
+    /// tables, hundreds per shard, are not allocated and faulted in
+    /// within the flush's lock hold.)
+    pub fn unallocated(prec: u32) -> Table {
+        Table::from_buckets(prec, Vec::new(), 0)
+    }
+
+    /// Whether it has buckets (see [`Table::unallocated`]).
+    #[inline]
+    pub fn allocated(&self) -> bool {
+        !self.buckets.is_empty()
+    }
+
     pub fn from_buckets(prec: u32, buckets: Vec<Bucket>, items: usize) -> Table {
         Table {
             buckets,
@@ -88,6 +102,9 @@ impl Table {
 
     /// (bucket, slot) of the entry for `loc`.
     pub fn position(&self, k: Key, loc: Loc) -> Option<(usize, usize)> {
+        if !self.allocated() {
+            return None;
+        }
         let want = loc.pack();
         let mut found = None;
         self.visit(self.place_of(k), |b, i, e| {
@@ -110,6 +127,9 @@ impl Table {
         may_walk: bool,
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> Option<Evicted> {
+        if !self.allocated() {
+            self.buckets = vec![EMPTY; resize::min_buckets(self.prec)];
+        }
         let p = self.place_of(k);
         let entry = (p.key << REST_SHIFT) | loc.pack();
         self.items += 1;
@@ -306,6 +326,7 @@ impl Table {
         self.buckets[b].get(i)
     }
 
+    #[cfg(test)]
     pub fn clear(&mut self) {
         self.buckets.fill(EMPTY);
         self.items = 0;

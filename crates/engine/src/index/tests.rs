@@ -503,3 +503,41 @@ fn full_index_insert_cost() {
     let ns = t.elapsed().as_nanos() as f64 / n as f64;
     eprintln!("{ns:.0} ns per insert into a full index of {i} entries");
 }
+
+#[test]
+fn an_unallocated_index_finds_nothing_grows_on_insert_and_saves_as_empty() {
+    use crate::persist::{SnapReader, SnapWriter};
+    let mut idx = Index::unallocated(16);
+    assert_eq!((idx.memory_bytes(), idx.buckets(), idx.len()), (0, 0, 0));
+    assert_eq!(idx.find(hash_of(1), |_| true), None);
+    assert!(!idx.contains(hash_of(1), loc_of(1)));
+    assert!(!idx.remove(hash_of(1), loc_of(1)));
+    assert_eq!(
+        idx.wants_resize(0),
+        None,
+        "an unallocated table wants nothing"
+    );
+    let mut w = SnapWriter::new(Vec::new());
+    idx.save(&mut w).unwrap();
+    let buf = w.finish().unwrap();
+    let loaded = Index::load(&mut SnapReader::new(&buf[..])).unwrap();
+    assert_eq!(loaded.len(), 0);
+    assert_eq!(loaded.tables(), idx.tables());
+    for i in 0..1000 {
+        idx.insert(hash_of(i), loc_of(i), true, alike);
+    }
+    for i in 0..1000 {
+        assert_eq!(
+            idx.find(hash_of(i), |l| l == loc_of(i)),
+            Some(loc_of(i)),
+            "{i}"
+        );
+    }
+    assert_eq!(idx.len(), 1000);
+    assert_eq!(
+        idx.memory_bytes(),
+        idx.buckets() * 64,
+        "bytes follow the tables given buckets"
+    );
+    assert!(idx.memory_bytes() > 0 && idx.buckets() < idx.tables() * 64 + 1);
+}

@@ -20,10 +20,13 @@ impl Shard {
             Some(b) => b,
             None => match self.shared.pool.take() {
                 Some(b) => b,
-                None => {
-                    self.ask_for_share();
-                    self.reclaim()?
-                }
+                None => match self.take_flushed_segment() {
+                    Some(b) => b,
+                    None => {
+                        self.ask_for_share();
+                        self.reclaim()?
+                    }
+                },
             },
         };
         self.open_segment(q, buf);
@@ -508,6 +511,14 @@ impl Shard {
     /// One slice of the evacuation ahead, for the evacuator thread.
     pub(crate) fn evacuator_slice(&mut self) -> crate::evacuator::Slice {
         use crate::evacuator::Slice;
+        if self.flushing() {
+            let done = self.flush_slice();
+            return if done && self.ahead.is_none() {
+                Slice::Done
+            } else {
+                Slice::More
+            };
+        }
         if self.ahead.is_none() {
             return Slice::Done;
         }

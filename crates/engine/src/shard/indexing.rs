@@ -11,7 +11,8 @@ const RESIZE_PASS_BUCKETS: usize = 1 << 14;
 
 impl Shard {
     pub(super) fn account_index(&mut self) {
-        let now = self.index.memory_bytes();
+        let set_aside = self.flushing.as_ref().map_or(0, |f| f.index_bytes());
+        let now = self.index.memory_bytes() + set_aside;
         if now != self.index_bytes_reported {
             self.shared
                 .pool

@@ -160,3 +160,25 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Runs `f` with the engine's evacuator thread running beside it when
+/// `evacuator` (as in the server), else with sets running the slices.
+pub fn with_evacuator<R>(e: &Engine, evacuator: bool, f: impl FnOnce() -> R) -> R {
+    if !evacuator {
+        return f();
+    }
+    /// Stops the evacuator also when `f` panics (a failed assertion), so
+    /// that the scope's join does not wait for it forever.
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| e.run_evacuator(&stop));
+        let _stop = Stop(&stop);
+        f()
+    })
+}
