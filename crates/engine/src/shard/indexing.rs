@@ -57,7 +57,6 @@ impl Shard {
             let Some((t, want)) = self.index.next_due(&mut look) else {
                 break;
             };
-            self.mark_hold(super::hold::HoldCause::Resize);
             // A table its floor or the budget keeps as it is costs nothing.
             rebuilt += self.resize_table(t, want).max(1);
         }
@@ -83,6 +82,9 @@ impl Shard {
             want = want.min(now + room);
         }
         if want != now {
+            // Also when an insert asks (a set, an evacuation's reinsert):
+            // the hold is then counted as a resize, its weightiest work.
+            self.mark_hold(super::hold::HoldCause::Resize);
             let flash = self.below.log.tier().cloned();
             let evicted = self.index.resize_table(t, want, ranking(flash.as_deref()));
             for ev in evicted {
