@@ -19,12 +19,18 @@ mod common;
 use common::{get, run, NOW};
 use std::sync::Arc;
 use tiercache_engine::command::{
-    ArithResult, MetaDeleted, MetaGet, Mode, Store, StoreResult, Wait,
+    Arith, ArithResult, MetaDeleted, MetaGet, Mode, Store, StoreResult, Wait,
 };
 use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::tier::Promote;
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_engine::Engine;
+
+/// memcached's `incr key 1`.
+const INCR1: Arith = Arith::Unsigned {
+    incr: true,
+    delta: 1,
+};
 
 fn engine() -> Engine {
     let mut c = common::flash_config(4 << 20, 64 << 10, 256 << 10);
@@ -95,7 +101,7 @@ fn a_change_given_the_record_acts_on_the_item() {
 
     on_flash(&e, b"ctr", b"41", &mut n);
     let f = read(&e, b"ctr");
-    match busy_retry(|| e.arith(b"ctr", NOW, true, 1, &f, false)) {
+    match busy_retry(|| e.arith(b"ctr", NOW, INCR1, &f, false)) {
         Ok(ArithResult::Ok { value: 42, .. }) => {}
         r => panic!("incr: {r:?}"),
     }
@@ -176,7 +182,7 @@ fn a_change_given_an_old_read_asks_again_or_leaves_a_miss() {
     );
 
     let f = moved(b"ctr", &mut n);
-    let r = busy_retry(|| e.arith(b"ctr", NOW, true, 1, &f, false));
+    let r = busy_retry(|| e.arith(b"ctr", NOW, INCR1, &f, false));
     assert_eq!(r, Ok(ArithResult::NotFound));
     assert_eq!(get(&e, b"ctr", false), None, "no value behind a NOT_FOUND");
 

@@ -105,6 +105,9 @@ pub struct RespConn {
     reads: Vec<ReadReq>,
     /// When the head request first ran (its latency includes its waits).
     started: Option<std::time::Instant>,
+    /// When the request before it in this pass ended (its clock read
+    /// serves as the next one's start: one read per pipelined request).
+    prev_end: Option<std::time::Instant>,
     /// What the client list shows: (name, RESP3).
     shown: (Vec<u8>, bool),
 }
@@ -147,6 +150,7 @@ impl RespConn {
             token_base,
             reads: Vec::new(),
             started: None,
+            prev_end: None,
             shown: (Vec::new(), false),
         }
     }
@@ -212,6 +216,7 @@ impl RespConn {
         self.input_done = false;
         // One list of arguments for the whole batch, borrowed from the input.
         let mut args: Vec<&[u8]> = Vec::new();
+        self.prev_end = None;
         while !self.closing && !self.busy && self.waiting == 0 && self.pending() < max_pending {
             let buf = &rbuf[self.rpos..self.rend];
             if buf.is_empty() {

@@ -26,7 +26,10 @@ impl RespConn {
     /// or for the flash tier (it runs again when they are done).
     pub(super) fn run_head(&mut self, args: &[&[u8]], ctx: &Ctx<'_>) -> bool {
         loop {
-            let started = *self.started.get_or_insert_with(std::time::Instant::now);
+            let prev_end = self.prev_end.take();
+            let started = *self
+                .started
+                .get_or_insert_with(|| prev_end.unwrap_or_else(std::time::Instant::now));
             let mark = self.out.buf.len();
             let resp3 = self.out.resp3;
             let fetched = std::mem::take(&mut self.fetched);
@@ -36,12 +39,14 @@ impl RespConn {
                 asynch && self.reruns < MAX_REREADS,
                 asynch,
                 started,
+                ctx.now,
             );
             run.probed = self.reruns > 0;
             dispatch(args, &mut self.out, &mut self.sess, &self.env, &run);
-            let stopped = run.stopped();
+            let (stopped, finished) = (run.stopped(), run.finished());
             self.fetched = fetched;
             let Some(wait) = stopped else {
+                self.prev_end = finished;
                 self.head_done();
                 return true;
             };
