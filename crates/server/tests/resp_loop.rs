@@ -346,3 +346,68 @@ fn msetnx_races_have_one_winner() {
         );
     }
 }
+
+/// INCR changes the digits in place (one engine call for both ports):
+/// from many RESP connections (pipelined, and inside MULTI/EXEC, which
+/// holds the shard) and memcached's `incr` at once, no increment is lost;
+/// the item's memcached flags stay.
+#[test]
+fn increments_from_many_connections_and_both_ports_lose_nothing() {
+    let h = server_with(|_| {});
+    let mut first = redis(&h);
+    is(&mut first, &["SET", "n", "5"], "+OK\r\n");
+    let (rounds, per) = (10, 100);
+    let mut threads = Vec::new();
+    for c in 0..3 {
+        let mut s = redis(&h);
+        threads.push(std::thread::spawn(move || {
+            for _ in 0..rounds {
+                let cmds: Vec<_> = (0..per)
+                    .map(|i| match (c + i) % 2 {
+                        0 => cmd(&["INCR", "n"]),
+                        _ => cmd(&["INCRBY", "n", "1"]),
+                    })
+                    .collect();
+                for r in pipeline(&mut s, &cmds) {
+                    assert!(r.starts_with(b":"), "{}", String::from_utf8_lossy(&r));
+                }
+            }
+        }));
+    }
+    let mut s = redis(&h);
+    threads.push(std::thread::spawn(move || {
+        for _ in 0..rounds * per / 4 {
+            let cmds = [
+                cmd(&["MULTI"]),
+                cmd(&["INCR", "n"]),
+                cmd(&["DECRBY", "n", "-3"]),
+                cmd(&["EXEC"]),
+            ];
+            let r = pipeline(&mut s, &cmds);
+            assert_eq!(r[3], b"*2", "{:?}", String::from_utf8_lossy(&r[3]));
+        }
+    }));
+    let mut mc = common::Client::new(&h);
+    threads.push(std::thread::spawn(move || {
+        for _ in 0..rounds * per {
+            let r = mc.tx_str(b"incr n 1\r\n");
+            assert!(r.trim_end().parse::<u64>().is_ok(), "{r}");
+        }
+    }));
+    for t in threads {
+        t.join().unwrap();
+    }
+    // 5, 3 RESP connections' and memcached's 1 each, EXEC's 4 per round.
+    let want = 5 + 3 * rounds * per + rounds * per + rounds * per / 4 * 4;
+    is(
+        &mut first,
+        &["GET", "n"],
+        &format!("${}\r\n{want}\r\n", want.to_string().len()),
+    );
+    let mut mc = common::Client::new(&h);
+    assert_eq!(mc.tx_str(b"set f 5 0 2\r\n41\r\n"), "STORED\r\n");
+    is(&mut first, &["INCR", "f"], ":42\r\n");
+    is(&mut first, &["INCRBY", "f", "958"], ":1000\r\n");
+    assert_eq!(mc.tx_str(b"get f\r\n"), "VALUE f 5 4\r\n1000\r\nEND\r\n");
+    h.shutdown();
+}
