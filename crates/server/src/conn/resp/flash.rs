@@ -70,7 +70,7 @@ impl RespConn {
         self.fetched = Fetched::default();
         self.reruns = 0;
         self.waiting = 0;
-        self.flight = self.flight.wrapping_add(1);
+        self.flight = self.ahead.new_id();
         self.started = None;
     }
 
@@ -108,18 +108,21 @@ impl RespConn {
         ctx: &Ctx<'_>,
     ) {
         let (_, base, id, slot) = split_token(token);
-        if base != self.token_base || id != self.flight || self.waiting == 0 {
+        if base != self.token_base {
+            return;
+        }
+        let (fetched, waiting) = if id == self.flight {
+            (&mut self.fetched, &mut self.waiting)
+        } else if let Some(f) = self.ahead.by_id(id) {
+            // A get read ahead (see `ahead`).
+            (&mut f.fetched, &mut f.waiting)
+        } else {
+            return;
+        };
+        if *waiting == 0 {
             return;
         }
         let base = self.token_base | u64::from(id) << 16;
-        complete(
-            &mut self.fetched,
-            &mut self.waiting,
-            base,
-            slot,
-            result,
-            queued_us,
-            ctx,
-        );
+        complete(fetched, waiting, base, slot, result, queued_us, ctx);
     }
 }
