@@ -16,14 +16,14 @@
 
 mod common;
 
-use common::{get, run, NOW};
+use common::{get, read_records as read, run, NOW};
 use std::sync::Arc;
 use tiercache_engine::command::{
     Arith, ArithResult, MetaDeleted, MetaGet, Mode, Store, StoreResult, Wait,
 };
 use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::tier::Promote;
-use tiercache_engine::flash::{Fetched, ReadReq};
+use tiercache_engine::flash::Fetched;
 use tiercache_engine::Engine;
 
 /// memcached's `incr key 1`.
@@ -45,21 +45,7 @@ fn engine() -> Engine {
 /// Sets `k` (value `v`), then other keys until `k` is on flash only.
 fn on_flash(e: &Engine, k: &[u8], v: &[u8], filler: &mut u64) {
     common::set(e, k, v);
-    while !common::on_flash(e, k) {
-        let f = format!("fill{filler}");
-        common::set(e, f.as_bytes(), &[b'f'; 900]);
-        *filler += 1;
-        assert!(*filler < 100_000, "never reached flash");
-    }
-}
-
-/// The key's flash records, read as the server's probe reads them.
-fn read(e: &Engine, k: &[u8]) -> Fetched {
-    let mut fetched = Fetched::default();
-    let mut reads: Vec<ReadReq> = Vec::new();
-    e.probe(k, NOW, &mut fetched, &mut reads);
-    common::read_all(e.flash().unwrap(), &mut fetched, &mut reads);
-    fetched
+    common::push_to_flash(e, k, filler);
 }
 
 /// Retries while the journal or the flusher is behind (`Wait::Busy`).

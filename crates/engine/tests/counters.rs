@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::{get, NOW};
+use common::{get, push_to_flash, read_records as read, NOW};
 use std::sync::Arc;
 use tiercache_engine::command::{Arith, ArithResult, Store, Wait};
 use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::tier::Promote;
-use tiercache_engine::flash::{BlockDevice, Fetched, ReadReq};
+use tiercache_engine::flash::{BlockDevice, Fetched};
 use tiercache_engine::{Engine, EngineConfig};
 
 fn ram_engine() -> Engine {
@@ -162,25 +162,6 @@ fn flash_config() -> EngineConfig {
     c.policy = "fifo".into();
     c.flash.as_mut().unwrap().params.promote = Promote::Always;
     c
-}
-
-/// Sets other keys until `k` is on flash only.
-fn push_to_flash(e: &Engine, k: &[u8], filler: &mut u64) {
-    while !common::on_flash(e, k) {
-        let f = format!("fill{filler}");
-        common::set(e, f.as_bytes(), &[b'f'; 900]);
-        *filler += 1;
-        assert!(*filler < 100_000, "never reached flash");
-    }
-}
-
-/// The key's flash records, read as the server's probe reads them.
-fn read(e: &Engine, k: &[u8]) -> Fetched {
-    let mut fetched = Fetched::default();
-    let mut reads: Vec<ReadReq> = Vec::new();
-    e.probe(k, NOW, &mut fetched, &mut reads);
-    common::read_all(e.flash().unwrap(), &mut fetched, &mut reads);
-    fetched
 }
 
 /// An increment given the record, retried while the flash tier is busy.

@@ -84,7 +84,6 @@ pub fn parse_i32(s: &[u8]) -> Option<i32> {
     Some(signed as i32)
 }
 
-
 /// Redis's `string2ll`: a signed 64-bit integer written exactly as Redis
 /// writes one (no sign but `-`, no leading zeros, no spaces, `0` alone),
 /// so that INCR reads what it would print.
@@ -152,7 +151,10 @@ impl Digits {
             i -= 1;
             buf[i] = b'-';
         }
-        Digits { buf, start: i as u8 }
+        Digits {
+            buf,
+            start: i as u8,
+        }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -203,7 +205,10 @@ mod tests {
         for v in [0, 7, -7, 10, -100, i64::MAX, i64::MIN] {
             assert_eq!(Digits::signed(v).as_bytes(), v.to_string().as_bytes());
         }
-        assert_eq!(Digits::unsigned(u64::MAX).as_bytes(), u64::MAX.to_string().as_bytes());
+        assert_eq!(
+            Digits::unsigned(u64::MAX).as_bytes(),
+            u64::MAX.to_string().as_bytes()
+        );
         assert_eq!(Digits::unsigned(0).as_bytes(), b"0");
     }
 }

@@ -314,10 +314,13 @@ fn arith(
     ctx: &Ctx<'_>,
     at: &Attempt<'_>,
 ) -> Outcome {
-    let r = match ctx
-        .engine()
-        .arith(key, ctx.now, Arith::Unsigned { incr, delta }, at.fetched, at.may_read)
-    {
+    let r = match ctx.engine().arith(
+        key,
+        ctx.now,
+        Arith::Unsigned { incr, delta },
+        at.fetched,
+        at.may_read,
+    ) {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };

@@ -9,6 +9,7 @@ mod common;
 use common::resp::{cmd, is, pipeline, redis, server_with, tx};
 use std::io::{Read, Write};
 use std::time::Duration;
+use tiercache_server::server::ServerHandle;
 
 #[test]
 fn client_kill_closes_another_connection() {
@@ -68,23 +69,33 @@ fn value(i: usize) -> String {
     format!("{i:06}:{}", "f".repeat(1000 + i % 300))
 }
 
-#[test]
-fn gets_from_flash_on_many_connections() {
-    let dir = common::tempdir("resp-loop-flash");
+/// A server with `-m 48`, `threads` workers and a flash file in a new
+/// directory `name`, holding `k0`..`k59999` set to `value(i)` (the oldest
+/// on flash by then); a RESP connection to it.
+fn flash_server_loaded(
+    name: &str,
+    threads: usize,
+) -> (ServerHandle, std::path::PathBuf, std::net::TcpStream) {
+    let dir = common::tempdir(name);
     let path = dir.join("flash");
     let h = server_with(|c| {
         c.cache.memory_mb = 48;
-        c.server.threads = 2;
+        c.server.threads = threads;
         c.flash.paths = vec![format!("{}:256M", path.display())];
     });
-    let n = 60_000;
     let mut s = redis(&h);
-    for from in (0..n).step_by(1000) {
+    for from in (0..60_000).step_by(1000) {
         let cmds: Vec<_> = (from..from + 1000)
             .map(|i| cmd(&["SET", &format!("k{i}"), &value(i)]))
             .collect();
         assert!(pipeline(&mut s, &cmds).iter().all(|r| r == b"+OK"));
     }
+    (h, dir, s)
+}
+
+#[test]
+fn gets_from_flash_on_many_connections() {
+    let (h, dir, mut s) = flash_server_loaded("resp-loop-flash", 2);
     // 16 clients read the oldest keys (on flash by now), unpipelined and
     // pipelined, and check every value.
     let clients: Vec<_> = (0..16)
@@ -157,6 +168,8 @@ fn gets_from_flash_on_many_connections() {
     let want = format!("{}+", value(10));
     let got = pipeline(&mut s, &[cmd(&["GET", "k10"])]);
     assert_eq!(got[0], want.into_bytes());
+    h.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Two keys `{prefix}N` in one engine shard, and one in another.
@@ -417,21 +430,7 @@ fn increments_from_many_connections_and_both_ports_lose_nothing() {
 /// is the value, in order.
 #[test]
 fn pipelined_gets_on_flash_are_read_ahead() {
-    let dir = common::tempdir("resp-ahead");
-    let path = dir.join("flash");
-    let h = server_with(|c| {
-        c.cache.memory_mb = 48;
-        c.server.threads = 1;
-        c.flash.paths = vec![format!("{}:256M", path.display())];
-    });
-    let n = 60_000;
-    let mut s = redis(&h);
-    for from in (0..n).step_by(1000) {
-        let cmds: Vec<_> = (from..from + 1000)
-            .map(|i| cmd(&["SET", &format!("k{i}"), &value(i)]))
-            .collect();
-        assert!(pipeline(&mut s, &cmds).iter().all(|r| r == b"+OK"));
-    }
+    let (h, dir, mut s) = flash_server_loaded("resp-ahead", 1);
     let ahead = |mc: &mut common::Client| -> u64 {
         let text = mc.tx_str(b"stats\r\n");
         common::stat_of(&text, "flash_reads_ahead")
@@ -453,7 +452,11 @@ fn pipelined_gets_on_flash_are_read_ahead() {
             let mut a = vec!["MGET"];
             a.extend(keys.iter().map(String::as_str));
             cmds.push(cmd(&a));
-            want.push((0..3).map(|j| value(1000 + i * 3 + j).into_bytes()).collect());
+            want.push(
+                (0..3)
+                    .map(|j| value(1000 + i * 3 + j).into_bytes())
+                    .collect(),
+            );
         }
     }
     s.write_all(&cmds.concat()).unwrap();

@@ -12,8 +12,8 @@
 //! probed under the hold ([`Held::probe`]).
 
 use super::{Arith, ArithResult, Found, ItemView, MetaDeleted, Store, Wait};
-use crate::ops;
 use crate::flash::{Fetched, ReadReq};
+use crate::ops;
 use crate::ops::StoreResult;
 use crate::shard::hold::ShardGuard;
 use crate::Engine;
