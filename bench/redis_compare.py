@@ -63,6 +63,13 @@ def run_csv(args, port):
     return got
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of a process, all its threads."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -84,14 +91,20 @@ def medians(runs, tests):
     return rows
 
 
-def paired(rounds, ports, f, label):
+def paired(rounds, ports, f, label, pids=None, cpu=None):
+    """R rounds of f(port) on each server, alternating which goes first.
+    With pids and cpu ({name: []}), each run's server CPU seconds are
+    appended to cpu[name]."""
     runs = {"redis": [], "tiercache": []}
     for r in range(rounds):
         order = list(ports.items())
         if r % 2:
             order.reverse()
         for name, port in order:
+            c0 = cpu_s(pids[name]) if pids else 0.0
             runs[name].append(f(port))
+            if pids:
+                cpu[name].append(cpu_s(pids[name]) - c0)
         print("%s round %d: redis %s | tiercache %s" % (label, r + 1, runs["redis"][-1],
                                                          runs["tiercache"][-1]), flush=True)
     return runs
@@ -107,12 +120,17 @@ def main():
     ap.add_argument("--pipeline", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--results")
+    ap.add_argument("--port", type=int, help="redis-server on PORT, tiercache's RESP on PORT+1 "
+                    "(memcached on PORT+2); default: free ports")
     ap.add_argument("--flash", metavar="DIR", help="the flash case, flash file in DIR")
     ap.add_argument("--flash-mb", type=int, default=32, help="tiercache -m in the flash case")
     ap.add_argument("--flash-keys", type=int, default=320000)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="tc-redis-bench-")
-    rport, tport, mport = free_port(), free_port(), free_port()
+    if a.port:
+        rport, tport, mport = a.port, a.port + 1, a.port + 2
+    else:
+        rport, tport, mport = free_port(), free_port(), free_port()
     procs = [subprocess.Popen([a.redis_server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
                                "--appendonly", "no", "--dir", tmp],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
@@ -152,12 +170,25 @@ def main():
             lines += ["| -P | test | redis-server 7 req/s | tiercache -t %d req/s | ratio | redis p99 ms | "
                       "tiercache p99 ms | p99 ratio |" % a.threads,
                       "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            pids = {"redis": procs[0].pid, "tiercache": procs[1].pid}
+            cpu_lines = []
             for pipeline in (1, a.pipeline):
                 n = a.requests * (3 if pipeline > 1 else 1)
-                runs = paired(a.rounds, ports, lambda port: bench(port, n, a.conns, pipeline), "P=%d" % pipeline)
+                cpu = {"redis": [], "tiercache": []}
+                runs = paired(a.rounds, ports, lambda port: bench(port, n, a.conns, pipeline), "P=%d" % pipeline,
+                              pids, cpu)
                 for t, r, tc, ratio, rp, tp, pr in medians(runs, TESTS):
                     lines.append("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f |"
                                  % (pipeline, t, r, tc, ratio, rp, tp, pr))
+                # Server CPU (user + system, all threads) per request over
+                # the four tests of a run.
+                per = {k: [c / (4 * n) * 1e6 for c in v] for k, v in cpu.items()}
+                cr = statistics.median([t / r if r else 0.0 for r, t in zip(per["redis"], per["tiercache"])])
+                cpu_lines.append("| %d | %.2f | %.2f | %.2f |" % (pipeline, statistics.median(per["redis"]),
+                                                                statistics.median(per["tiercache"]), cr))
+            lines += ["", "Server CPU (user + system, all threads) per request, the four tests together:", "",
+                      "| -P | redis-server us/request | tiercache us/request | ratio |",
+                      "| --- | --- | --- | --- |"] + cpu_lines
     finally:
         for p in procs:
             p.terminate()

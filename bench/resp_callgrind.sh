@@ -11,6 +11,11 @@
 # -P 16` runs, and the counters are dumped; Ir / N is printed (all threads,
 # and the busiest two, the workers). N defaults to 20000.
 #
+# BIN may be redis-server instead (its name ends in redis-server): it runs
+# without persistence (`--save '' --appendonly no`), under the same
+# counting and the same redis-benchmark commands, for the ratio of the two
+# servers' instructions per request.
+#
 # valgrind 3.19 crashes in rustix's vDSO set-up (rustix::time::clock_gettime,
 # the shard lock's CPU clock): build BIN with rustix's libc backend,
 #   RUSTFLAGS=--cfg=rustix_use_libc CARGO_TARGET_DIR=target/cg \
@@ -21,9 +26,12 @@ BIN=$1; N=${2:-20000}
 OUT=$(mktemp -d /tmp/resp-cg.XXXXXX)
 PORT=$((20000 + RANDOM % 20000)); MPORT=$((PORT + 1))
 USER_ARGS=(); [ "$(id -u)" = 0 ] && USER_ARGS=(-u root)
+case "$BIN" in
+*redis-server) ARGS=(--port $PORT --bind 127.0.0.1 --save '' --appendonly no) ;;
+*) ARGS=("${USER_ARGS[@]}" -p $MPORT -l 127.0.0.1 -t 2 -m 1024 -o ext_path=none -o redis_port=$PORT) ;;
+esac
 valgrind --tool=callgrind --separate-threads=yes --compress-strings=no \
-    --callgrind-out-file="$OUT/cg.%p" "$BIN" "${USER_ARGS[@]}" -p $MPORT -l 127.0.0.1 \
-    -t 2 -m 1024 -o ext_path=none -o redis_port=$PORT >"$OUT/server.log" 2>&1 &
+    --callgrind-out-file="$OUT/cg.%p" "$BIN" "${ARGS[@]}" >"$OUT/server.log" 2>&1 &
 VP=$!
 for _ in $(seq 300); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.2; done
 redis-benchmark -p $PORT -t set,get,incr,mset -n 2000 -c 4 -P 16 -q >/dev/null

@@ -91,6 +91,14 @@ def steps():
     x("INCRBY", "c", "1.5"); x("SET", "c", " 1"); x("INCR", "c"); x("SET", "c", "007"); x("INCR", "c")
     x("SET", "c", "9223372036854775807"); x("INCR", "c"); x("SET", "c", "-9223372036854775808")
     x("DECR", "c"); x("DECRBY", "c", "-9223372036854775808")
+    # The digits written in place (same length) or as a new item (length
+    # changes both ways), the expiry kept; GET/STRLEN show no padding.
+    x("SET", "ci", "8", "EX", "1000"); x("INCR", "ci"); x("GET", "ci"); x("INCR", "ci"); x("GET", "ci")
+    x("STRLEN", "ci"); x("TTL", "ci"); x("DECR", "ci"); x("GET", "ci"); x("STRLEN", "ci")
+    x("SET", "cn", "-1"); x("INCR", "cn"); x("GET", "cn"); x("DECRBY", "cn", "10"); x("INCR", "cn")
+    x("GET", "cn"); x("INCRBY", "cn", "-9223372036854775799"); x("INCRBY", "cn", "-1"); x("GET", "cn")
+    x("INCRBY", "cnew", "-42"); x("GET", "cnew"); x("TTL", "cnew"); x("APPEND", "cnew", "0")
+    x("INCR", "cnew"); x("GET", "cnew")
     x("INCRBYFLOAT", "f", "10.5"); x("INCRBYFLOAT", "f", "0.1"); x("INCRBYFLOAT", "f", "-5")
     x("INCRBYFLOAT", "f", "abc"); x("INCRBYFLOAT", "f", "1e3"); x("SET", "f", "3.0"); x("INCRBYFLOAT", "f", "0")
     x("SET", "f", "x"); x("INCRBYFLOAT", "f", "1")

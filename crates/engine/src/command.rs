@@ -26,7 +26,7 @@ mod read;
 mod store;
 mod view;
 
-pub use crate::ops::{ArithResult, Mode, StoreResult};
+pub use crate::ops::{Arith, ArithResult, Mode, StoreResult};
 pub use crate::wait::Wait;
 pub use dump::{DumpCursor, DumpedKey};
 pub use held::Held;

@@ -5,7 +5,7 @@
 use crate::index::Loc;
 use crate::item;
 use crate::shard::{InsertError, NewItem, Shard};
-use tiercache_proto::number::parse_u64;
+use tiercache_proto::number::{parse_i64_exact, parse_u64, Digits};
 
 /// Which storage command: the protocol's own type, one vocabulary from the
 /// wire to the engine.
@@ -119,9 +119,26 @@ fn insert(
     }
 }
 
+/// A counter's arithmetic: memcached's or Redis's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arith {
+    /// memcached's incr/decr: unsigned 64-bit (memcached's `strtoull`
+    /// rules), incr wraps at 2^64, decr stops at 0; a missing key is not
+    /// found; a result no longer than the old value is written in place,
+    /// padded with spaces.
+    Unsigned { incr: bool, delta: u64 },
+    /// Redis's INCRBY (INCR, DECR, DECRBY): signed 64-bit in Redis's exact
+    /// form (`string2ll`), an overflow changes nothing
+    /// ([`ArithResult::Overflow`]); a missing key counts from 0 and is
+    /// created (flags 0, no expiry). In place only when the digits keep
+    /// their length (no padding: Redis reads the value as a string).
+    Signed { by: i64 },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArithResult {
-    /// New value and the item's CAS.
+    /// New value and the item's CAS. For [`Arith::Signed`] `value` holds
+    /// the i64's bits (`value as i64`).
     Ok {
         value: u64,
         cas: u64,
@@ -129,28 +146,34 @@ pub enum ArithResult {
     },
     NotFound,
     NonNumeric,
+    /// [`Arith::Signed`] would leave i64: nothing changed.
+    Overflow,
     CasMismatch,
     NoMemory,
     /// The flash tier is behind; nothing changed, retry later.
     Busy,
 }
 
-/// incr/decr: incr wraps at 2^64, decr stops at 0. As memcached does, a result
-/// no longer than the old value is written in place, padded with spaces.
-/// `found`: the key's item in RAM ([`Shard::ram_item`]).
+/// incr/decr (memcached's) or INCRBY (Redis's), see [`Arith`]: the new
+/// digits overwrite the old ones in place when they fit (the item is in
+/// RAM, found in this lock hold, and has passed the journal's gate, so a
+/// record of it on flash is covered by a tombstone), else a new item
+/// replaces it. `found`: the key's item in RAM ([`Shard::ram_item`]).
 #[allow(clippy::too_many_arguments)]
 pub fn arith(
     shard: &mut Shard,
     key: &[u8],
     hash: u64,
     found: Option<Loc>,
-    incr: bool,
-    delta: u64,
+    op: Arith,
     compare_cas: u64,
     now: u32,
 ) -> ArithResult {
     let Some(loc) = found else {
-        return ArithResult::NotFound;
+        return match op {
+            Arith::Signed { by } => create(shard, key, hash, by),
+            Arith::Unsigned { .. } => ArithResult::NotFound,
+        };
     };
     if shard.journal_gate(key, hash).is_none() {
         return ArithResult::Busy;
@@ -159,19 +182,32 @@ pub fn arith(
     if compare_cas != 0 && compare_cas != h.cas {
         return ArithResult::CasMismatch;
     }
-    let Some(cur) = parse_u64(shard.value(loc)) else {
-        return ArithResult::NonNumeric;
+    let (value, digits, pad) = match op {
+        Arith::Unsigned { incr, delta } => {
+            let Some(cur) = parse_u64(shard.value(loc)) else {
+                return ArithResult::NonNumeric;
+            };
+            let value = match incr {
+                true => cur.wrapping_add(delta),
+                false => cur.saturating_sub(delta),
+            };
+            (value, Digits::unsigned(value), true)
+        }
+        Arith::Signed { by } => {
+            let Some(cur) = parse_i64_exact(shard.value(loc)) else {
+                return ArithResult::NonNumeric;
+            };
+            let Some(value) = cur.checked_add(by) else {
+                return ArithResult::Overflow;
+            };
+            (value as u64, Digits::signed(value), false)
+        }
     };
-    let value = if incr {
-        cur.wrapping_add(delta)
-    } else {
-        cur.saturating_sub(delta)
-    };
-    let mut digits = itoa_buf(value);
+    let digits = digits.as_bytes();
+    let vlen = h.vlen as usize;
     let cas = shard.shared().next_cas();
-    if digits.len() <= h.vlen as usize {
-        digits.resize(h.vlen as usize, b' ');
-        shard.overwrite_value(loc, &digits);
+    if digits.len() == vlen || (pad && digits.len() < vlen) {
+        shard.overwrite_value_padded(loc, digits, b' ');
         shard.set_cas(loc, cas);
         // A hit may move the item (LRU-like policies): report where it is.
         let loc = shard.hit(hash, loc, now);
@@ -183,13 +219,28 @@ pub fn arith(
         cas,
         bits: h.bits & item::KEY_BINARY,
     };
-    match shard.insert(key, hash, new, &[&digits]) {
+    match shard.insert(key, hash, new, &[digits]) {
         Ok(loc) => ArithResult::Ok { value, cas, loc },
         Err(InsertError::Busy) => ArithResult::Busy,
         Err(_) => ArithResult::NoMemory,
     }
 }
 
-fn itoa_buf(v: u64) -> Vec<u8> {
-    v.to_string().into_bytes()
+/// [`Arith::Signed`] of a missing key: `by` counted from 0, a new item.
+fn create(shard: &mut Shard, key: &[u8], hash: u64, by: i64) -> ArithResult {
+    let digits = Digits::signed(by);
+    let cas = shard.shared().next_cas();
+    let new = NewItem {
+        cas,
+        ..NewItem::default()
+    };
+    match shard.insert(key, hash, new, &[digits.as_bytes()]) {
+        Ok(loc) => ArithResult::Ok {
+            value: by as u64,
+            cas,
+            loc,
+        },
+        Err(InsertError::Busy) => ArithResult::Busy,
+        Err(_) => ArithResult::NoMemory,
+    }
 }

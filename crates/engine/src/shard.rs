@@ -397,13 +397,16 @@ impl Shard {
         self.set_cas(loc, cas);
     }
 
-    /// Overwrites the value in place (same length).
-    pub fn overwrite_value(&mut self, loc: Loc, value: &[u8]) {
+    /// Overwrites the value in place: `value`, then `pad` up to the
+    /// item's value length (which stays).
+    pub fn overwrite_value_padded(&mut self, loc: Loc, value: &[u8], pad: u8) {
         let h = self.header(loc);
-        debug_assert_eq!(h.vlen as usize, value.len());
+        debug_assert!(value.len() <= h.vlen as usize);
         let start = HEADER + h.klen as usize;
-        self.field_mut(loc, start, value.len())
-            .copy_from_slice(value);
+        let field = self.field_mut(loc, start, h.vlen as usize);
+        let (head, tail) = field.split_at_mut(value.len());
+        head.copy_from_slice(value);
+        tail.fill(pad);
     }
 
     /// Looks a key up, dropping it if it has expired. Counts `get_expired`

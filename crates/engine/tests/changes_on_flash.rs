@@ -16,15 +16,21 @@
 
 mod common;
 
-use common::{get, run, NOW};
+use common::{get, read_records as read, run, NOW};
 use std::sync::Arc;
 use tiercache_engine::command::{
-    ArithResult, MetaDeleted, MetaGet, Mode, Store, StoreResult, Wait,
+    Arith, ArithResult, MetaDeleted, MetaGet, Mode, Store, StoreResult, Wait,
 };
 use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::tier::Promote;
-use tiercache_engine::flash::{Fetched, ReadReq};
+use tiercache_engine::flash::Fetched;
 use tiercache_engine::Engine;
+
+/// memcached's `incr key 1`.
+const INCR1: Arith = Arith::Unsigned {
+    incr: true,
+    delta: 1,
+};
 
 fn engine() -> Engine {
     let mut c = common::flash_config(4 << 20, 64 << 10, 256 << 10);
@@ -39,21 +45,7 @@ fn engine() -> Engine {
 /// Sets `k` (value `v`), then other keys until `k` is on flash only.
 fn on_flash(e: &Engine, k: &[u8], v: &[u8], filler: &mut u64) {
     common::set(e, k, v);
-    while !common::on_flash(e, k) {
-        let f = format!("fill{filler}");
-        common::set(e, f.as_bytes(), &[b'f'; 900]);
-        *filler += 1;
-        assert!(*filler < 100_000, "never reached flash");
-    }
-}
-
-/// The key's flash records, read as the server's probe reads them.
-fn read(e: &Engine, k: &[u8]) -> Fetched {
-    let mut fetched = Fetched::default();
-    let mut reads: Vec<ReadReq> = Vec::new();
-    e.probe(k, NOW, &mut fetched, &mut reads);
-    common::read_all(e.flash().unwrap(), &mut fetched, &mut reads);
-    fetched
+    common::push_to_flash(e, k, filler);
 }
 
 /// Retries while the journal or the flusher is behind (`Wait::Busy`).
@@ -95,7 +87,7 @@ fn a_change_given_the_record_acts_on_the_item() {
 
     on_flash(&e, b"ctr", b"41", &mut n);
     let f = read(&e, b"ctr");
-    match busy_retry(|| e.arith(b"ctr", NOW, true, 1, &f, false)) {
+    match busy_retry(|| e.arith(b"ctr", NOW, INCR1, &f, false)) {
         Ok(ArithResult::Ok { value: 42, .. }) => {}
         r => panic!("incr: {r:?}"),
     }
@@ -176,7 +168,7 @@ fn a_change_given_an_old_read_asks_again_or_leaves_a_miss() {
     );
 
     let f = moved(b"ctr", &mut n);
-    let r = busy_retry(|| e.arith(b"ctr", NOW, true, 1, &f, false));
+    let r = busy_retry(|| e.arith(b"ctr", NOW, INCR1, &f, false));
     assert_eq!(r, Ok(ArithResult::NotFound));
     assert_eq!(get(&e, b"ctr", false), None, "no value behind a NOT_FOUND");
 

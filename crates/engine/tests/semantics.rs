@@ -1,6 +1,6 @@
 //! The engine's memcached semantics and its memory bound, driven directly.
 
-use tiercache_engine::command::{ArithResult, Mode, Store, StoreResult};
+use tiercache_engine::command::{Arith, ArithResult, Mode, Store, StoreResult};
 use tiercache_engine::flash::Fetched;
 use tiercache_engine::{Engine, EngineConfig};
 
@@ -40,8 +40,14 @@ fn set(e: &Engine, key: &[u8], data: &[u8]) -> StoreResult {
 }
 
 fn arith(e: &Engine, key: &[u8], incr: bool, delta: u64) -> ArithResult {
-    e.arith(key, NOW, incr, delta, &Fetched::default(), false)
-        .expect("no flash tier to wait for")
+    e.arith(
+        key,
+        NOW,
+        Arith::Unsigned { incr, delta },
+        &Fetched::default(),
+        false,
+    )
+    .expect("no flash tier to wait for")
 }
 
 fn get(e: &Engine, key: &[u8], now: u32) -> Option<Vec<u8>> {

@@ -84,6 +84,84 @@ pub fn parse_i32(s: &[u8]) -> Option<i32> {
     Some(signed as i32)
 }
 
+/// Redis's `string2ll`: a signed 64-bit integer written exactly as Redis
+/// writes one (no sign but `-`, no leading zeros, no spaces, `0` alone),
+/// so that INCR reads what it would print.
+pub fn parse_i64_exact(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    if b == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match b.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, b),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) {
+        return None;
+    }
+    // Accumulated negative for `-`, so that i64::MIN fits.
+    let mut n: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(c - b'0');
+        n = n.checked_mul(10)?;
+        n = if neg {
+            n.checked_sub(d)?
+        } else {
+            n.checked_add(d)?
+        };
+    }
+    Some(n)
+}
+
+/// A number's decimal digits in a buffer of their own (no allocation).
+#[derive(Clone, Copy)]
+pub struct Digits {
+    buf: [u8; 21],
+    start: u8,
+}
+
+impl Digits {
+    /// `v` in decimal.
+    pub fn unsigned(v: u64) -> Digits {
+        Digits::of(false, v)
+    }
+
+    /// `v` in decimal, `-` before a negative one.
+    pub fn signed(v: i64) -> Digits {
+        Digits::of(v < 0, v.unsigned_abs())
+    }
+
+    fn of(neg: bool, mut v: u64) -> Digits {
+        let mut buf = [0u8; 21];
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        if neg {
+            i -= 1;
+            buf[i] = b'-';
+        }
+        Digits {
+            buf,
+            start: i as u8,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start as usize..]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +192,23 @@ mod tests {
         assert_eq!(parse_i32(b"9223372036854775808"), None);
         assert_eq!(parse_i32(b"-2147483648"), Some(i32::MIN));
         assert_eq!(parse_i32(b"x"), None);
+    }
+
+    #[test]
+    fn redis_integers_and_digits() {
+        assert_eq!(parse_i64_exact(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64_exact(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64_exact(b"9223372036854775808"), None);
+        for bad in [&b""[..], b"-", b"-0", b"007", b"+5", b" 5", b"5 ", b"1e3"] {
+            assert_eq!(parse_i64_exact(bad), None, "{:?}", bad);
+        }
+        for v in [0, 7, -7, 10, -100, i64::MAX, i64::MIN] {
+            assert_eq!(Digits::signed(v).as_bytes(), v.to_string().as_bytes());
+        }
+        assert_eq!(
+            Digits::unsigned(u64::MAX).as_bytes(),
+            u64::MAX.to_string().as_bytes()
+        );
+        assert_eq!(Digits::unsigned(0).as_bytes(), b"0");
     }
 }

@@ -11,7 +11,7 @@ mod meta;
 
 use crate::ctx::{Attempt, Ctx, Outcome};
 use crate::stats::{add, bump, WorkerStats};
-use tiercache_engine::command::{ArithResult, MetaDeleted};
+use tiercache_engine::command::{Arith, ArithResult, MetaDeleted};
 use tiercache_engine::command::{ItemView, Mode, Store as StoreCmd, StoreResult, Wait};
 use tiercache_proto::reply;
 use tiercache_proto::request::errors;
@@ -314,10 +314,13 @@ fn arith(
     ctx: &Ctx<'_>,
     at: &Attempt<'_>,
 ) -> Outcome {
-    let r = match ctx
-        .engine()
-        .arith(key, ctx.now, incr, delta, at.fetched, at.may_read)
-    {
+    let r = match ctx.engine().arith(
+        key,
+        ctx.now,
+        Arith::Unsigned { incr, delta },
+        at.fetched,
+        at.may_read,
+    ) {
         Ok(r) => r,
         Err(w) => return Outcome::Wait(w),
     };
@@ -343,7 +346,7 @@ fn arith(
             bump(misses);
             reply(out, noreply, Reply::NotFound);
         }
-        ArithResult::NonNumeric => {
+        ArithResult::NonNumeric | ArithResult::Overflow => {
             reply(out, noreply, ErrorReply::Client(errors::NON_NUMERIC).into())
         }
         ArithResult::CasMismatch => reply(out, noreply, Reply::Exists),

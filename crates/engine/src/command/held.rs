@@ -11,15 +11,19 @@
 //! best fetched before ([`Engine::probe`]); a record that moved can be
 //! probed under the hold ([`Held::probe`]).
 
-use super::{Found, ItemView, MetaDeleted, Store, Wait};
+use super::{Arith, ArithResult, Found, ItemView, MetaDeleted, Store, Wait};
 use crate::flash::{Fetched, ReadReq};
+use crate::ops;
 use crate::ops::StoreResult;
 use crate::shard::hold::ShardGuard;
 use crate::Engine;
 
-/// Shards, locked: (shard number, its guard), in ascending order.
+/// Shards, locked: (shard number, its guard), in ascending order; the
+/// first apart, so that holding one key's shard (a read-modify-write)
+/// allocates nothing.
 pub struct Held<'a> {
-    held: Vec<(usize, ShardGuard<'a>)>,
+    first: Option<(usize, ShardGuard<'a>)>,
+    rest: Vec<(usize, ShardGuard<'a>)>,
     now: u32,
 }
 
@@ -31,7 +35,12 @@ impl Engine {
 
     /// Locks the shard of `key` until the [`Held`] is dropped.
     pub fn hold(&self, key: &[u8], now: u32) -> Held<'_> {
-        self.hold_all([key], now)
+        let i = self.shard_of(key);
+        Held {
+            first: self.lock_nth(i, now).map(|g| (i, g)),
+            rest: Vec::new(),
+            now,
+        }
     }
 
     /// Locks the shards of all `keys`, in ascending order, until the
@@ -40,11 +49,12 @@ impl Engine {
         let mut shards: Vec<usize> = keys.into_iter().map(|k| self.shard_of(k)).collect();
         shards.sort_unstable();
         shards.dedup();
+        let mut held = shards
+            .into_iter()
+            .filter_map(|i| Some((i, self.lock_nth(i, now)?)));
         Held {
-            held: shards
-                .into_iter()
-                .filter_map(|i| Some((i, self.lock_nth(i, now)?)))
-                .collect(),
+            first: held.next(),
+            rest: held.collect(),
             now,
         }
     }
@@ -54,13 +64,17 @@ impl<'a> Held<'a> {
     /// Whether `key` is in a held shard (the others' are refused).
     pub fn owns(&self, engine: &Engine, key: &[u8]) -> bool {
         let s = engine.shard_of(key);
-        self.held.iter().any(|(i, _)| *i == s)
+        self.first.iter().chain(&self.rest).any(|(i, _)| *i == s)
     }
 
     /// The held shard of `key`.
     fn shard(&mut self, engine: &Engine, key: &[u8]) -> Option<&mut ShardGuard<'a>> {
         let s = engine.shard_of(key);
-        self.held.iter_mut().find(|(i, _)| *i == s).map(|(_, g)| g)
+        self.first
+            .iter_mut()
+            .chain(&mut self.rest)
+            .find(|(i, _)| *i == s)
+            .map(|(_, g)| g)
     }
 
     /// Whether [`store`](Self::store) can store an item of this key,
@@ -108,6 +122,28 @@ impl<'a> Held<'a> {
         };
         let a = st.args();
         Engine::store_in(s, &a, st, now, fetched, may_read)
+    }
+
+    /// [`Engine::arith`] in the held shard; a key of another shard is not
+    /// found.
+    pub fn arith(
+        &mut self,
+        engine: &Engine,
+        key: &[u8],
+        op: Arith,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<ArithResult, Wait> {
+        let now = self.now;
+        let Some(s) = self.shard(engine, key) else {
+            return Ok(ArithResult::NotFound);
+        };
+        let hash = Engine::hash(key);
+        let found = s.settle_for_change(key, hash, now, fetched, may_read)?;
+        match ops::arith(s, key, hash, found, op, 0, now) {
+            ArithResult::Busy => Err(Wait::Busy),
+            r => Ok(r),
+        }
     }
 
     /// [`Engine::delete`] in the held shard.

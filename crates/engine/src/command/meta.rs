@@ -8,7 +8,7 @@ use super::{ItemView, Wait};
 use crate::flash::Fetched;
 use crate::index::Loc;
 use crate::item;
-use crate::ops::{self, ArithResult};
+use crate::ops::{self, Arith, ArithResult};
 use crate::shard::{Allowed, InsertError, NewItem, Shard};
 use crate::Engine;
 
@@ -196,8 +196,10 @@ impl Engine {
             key,
             hash,
             found,
-            a.incr,
-            a.delta,
+            Arith::Unsigned {
+                incr: a.incr,
+                delta: a.delta,
+            },
             a.compare_cas,
             now,
         );
@@ -219,7 +221,9 @@ impl Engine {
                     }
                 }
             },
-            ArithResult::NonNumeric => return Ok(Err(ArithFailed::NonNumeric)),
+            ArithResult::NonNumeric | ArithResult::Overflow => {
+                return Ok(Err(ArithFailed::NonNumeric))
+            }
             ArithResult::NoMemory => return Ok(Err(ArithFailed::NoMemory)),
             ArithResult::CasMismatch => return Ok(Err(ArithFailed::CasMismatch)),
         };

@@ -4,7 +4,7 @@
 
 use super::Wait;
 use crate::flash::Fetched;
-use crate::ops::{self, ArithResult, Mode, StoreArgs, StoreResult};
+use crate::ops::{self, Arith, ArithResult, Mode, StoreArgs, StoreResult};
 use crate::shard::Shard;
 use crate::Engine;
 
@@ -142,20 +142,20 @@ impl Engine {
         }
     }
 
-    /// `incr`/`decr`: incr wraps at 2^64, decr stops at 0. `fetched`,
+    /// memcached's `incr`/`decr` or Redis's INCRBY ([`Arith`]), in one
+    /// lock hold, the digits overwritten in place when they fit. `fetched`,
     /// `may_read`: as for [`touch`](Self::touch).
     pub fn arith(
         &self,
         key: &[u8],
         now: u32,
-        incr: bool,
-        delta: u64,
+        op: Arith,
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<ArithResult, Wait> {
         let (hash, mut s) = self.lock_key(key, now);
         let found = s.settle_for_change(key, hash, now, fetched, may_read)?;
-        match ops::arith(&mut s, key, hash, found, incr, delta, 0, now) {
+        match ops::arith(&mut s, key, hash, found, op, 0, now) {
             ArithResult::Busy => Err(Wait::Busy),
             r => Ok(r),
         }

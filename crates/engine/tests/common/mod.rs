@@ -127,6 +127,26 @@ pub fn in_ram(e: &Engine, k: &[u8]) -> bool {
     e.peek_ram(k, NOW, |_| ()).is_some()
 }
 
+/// Sets other keys (`fill0`, `fill1`... of 900 bytes, numbered on from
+/// `filler`) until `k` is on flash only.
+pub fn push_to_flash(e: &Engine, k: &[u8], filler: &mut u64) {
+    while !on_flash(e, k) {
+        let f = format!("fill{filler}");
+        set(e, f.as_bytes(), &[b'f'; 900]);
+        *filler += 1;
+        assert!(*filler < 100_000, "never reached flash");
+    }
+}
+
+/// The key's flash records, read as the server's probe reads them.
+pub fn read_records(e: &Engine, k: &[u8]) -> Fetched {
+    let mut fetched = Fetched::default();
+    let mut reads: Vec<ReadReq> = Vec::new();
+    e.probe(k, NOW, &mut fetched, &mut reads);
+    read_all(e.flash().unwrap(), &mut fetched, &mut reads);
+    fetched
+}
+
 /// A get; `promote` lets the hit count (toward promotion, too) as a server
 /// get does; without it, a peek.
 pub fn get(e: &Engine, k: &[u8], promote: bool) -> Option<Vec<u8>> {

@@ -20,6 +20,7 @@
 //! that does not read, nothing more is read from it nor run. Connections
 //! count against `-c` (maxclients) with the memcached ones.
 
+mod ahead;
 mod flash;
 
 use crate::conn::State;
@@ -79,6 +80,10 @@ pub struct RespConn {
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
+    /// Input stream offset of `rbuf[rpos]` (bytes consumed so far).
+    pos: u64,
+    /// The gets behind a head that waits for flash, read ahead.
+    ahead: ahead::Ahead,
     /// Replies; `out.buf[wpos..]` is not written yet.
     out: Out,
     wpos: usize,
@@ -105,6 +110,9 @@ pub struct RespConn {
     reads: Vec<ReadReq>,
     /// When the head request first ran (its latency includes its waits).
     started: Option<std::time::Instant>,
+    /// When the request before it in this pass ended (its clock read
+    /// serves as the next one's start: one read per pipelined request).
+    prev_end: Option<std::time::Instant>,
     /// What the client list shows: (name, RESP3).
     shown: (Vec<u8>, bool),
 }
@@ -131,6 +139,8 @@ impl RespConn {
             rbuf: Vec::new(),
             rpos: 0,
             rend: 0,
+            pos: 0,
+            ahead: ahead::Ahead::default(),
             out: Out::default(),
             wpos: 0,
             drained: false,
@@ -147,6 +157,7 @@ impl RespConn {
             token_base,
             reads: Vec::new(),
             started: None,
+            prev_end: None,
             shown: (Vec::new(), false),
         }
     }
@@ -212,6 +223,7 @@ impl RespConn {
         self.input_done = false;
         // One list of arguments for the whole batch, borrowed from the input.
         let mut args: Vec<&[u8]> = Vec::new();
+        self.prev_end = None;
         while !self.closing && !self.busy && self.waiting == 0 && self.pending() < max_pending {
             let buf = &rbuf[self.rpos..self.rend];
             if buf.is_empty() {
@@ -224,6 +236,7 @@ impl RespConn {
                     if buf.len() > MAX_REQUEST {
                         tracing::warn!(client = %self.sess.addr, "RESP request over {MAX_REQUEST} bytes: closing the connection");
                         self.closing = true;
+                        self.pos += (self.rend - self.rpos) as u64;
                         self.rpos = self.rend;
                     }
                     break;
@@ -231,6 +244,7 @@ impl RespConn {
                 Parsed::Error(e) => {
                     self.out.err(&format!("ERR {e}"));
                     self.closing = true;
+                    self.pos += (self.rend - self.rpos) as u64;
                     self.rpos = self.rend;
                     ran = true;
                     continue;
@@ -238,6 +252,10 @@ impl RespConn {
                 Parsed::Command { consumed } => (consumed, None),
                 Parsed::Inline { words, consumed } => (consumed, Some(words)),
             };
+            // Records read ahead for it: wait for those still in flight.
+            if self.adopt_ahead() && self.waiting > 0 {
+                break;
+            }
             let done = match &words {
                 None if args.is_empty() => true,
                 None => self.run_head(&args, ctx),
@@ -248,9 +266,13 @@ impl RespConn {
                 }
             };
             if !done {
+                if self.waiting > 0 {
+                    self.read_ahead(&rbuf, self.rpos + consumed, ctx, max_bulk);
+                }
                 break;
             }
             self.rpos += consumed;
+            self.pos += consumed as u64;
             self.closing |= self.sess.close;
             ran |= !args.is_empty() || words.is_some_and(|w| !w.is_empty());
         }

@@ -26,7 +26,10 @@ impl RespConn {
     /// or for the flash tier (it runs again when they are done).
     pub(super) fn run_head(&mut self, args: &[&[u8]], ctx: &Ctx<'_>) -> bool {
         loop {
-            let started = *self.started.get_or_insert_with(std::time::Instant::now);
+            let prev_end = self.prev_end.take();
+            let started = *self
+                .started
+                .get_or_insert_with(|| prev_end.unwrap_or_else(std::time::Instant::now));
             let mark = self.out.buf.len();
             let resp3 = self.out.resp3;
             let fetched = std::mem::take(&mut self.fetched);
@@ -36,12 +39,14 @@ impl RespConn {
                 asynch && self.reruns < MAX_REREADS,
                 asynch,
                 started,
+                ctx.now,
             );
             run.probed = self.reruns > 0;
             dispatch(args, &mut self.out, &mut self.sess, &self.env, &run);
-            let stopped = run.stopped();
+            let (stopped, finished) = (run.stopped(), run.finished());
             self.fetched = fetched;
             let Some(wait) = stopped else {
+                self.prev_end = finished;
                 self.head_done();
                 return true;
             };
@@ -65,7 +70,7 @@ impl RespConn {
         self.fetched = Fetched::default();
         self.reruns = 0;
         self.waiting = 0;
-        self.flight = self.flight.wrapping_add(1);
+        self.flight = self.ahead.new_id();
         self.started = None;
     }
 
@@ -103,18 +108,21 @@ impl RespConn {
         ctx: &Ctx<'_>,
     ) {
         let (_, base, id, slot) = split_token(token);
-        if base != self.token_base || id != self.flight || self.waiting == 0 {
+        if base != self.token_base {
+            return;
+        }
+        let (fetched, waiting) = if id == self.flight {
+            (&mut self.fetched, &mut self.waiting)
+        } else if let Some(f) = self.ahead.by_id(id) {
+            // A get read ahead (see `ahead`).
+            (&mut f.fetched, &mut f.waiting)
+        } else {
+            return;
+        };
+        if *waiting == 0 {
             return;
         }
         let base = self.token_base | u64::from(id) << 16;
-        complete(
-            &mut self.fetched,
-            &mut self.waiting,
-            base,
-            slot,
-            result,
-            queued_us,
-            ctx,
-        );
+        complete(fetched, waiting, base, slot, result, queued_us, ctx);
     }
 }

@@ -356,7 +356,9 @@ pub fn dispatch_in(
     if spec.write {
         add(&sess.stats.cmd_set, 1);
     }
-    let took = started.elapsed();
+    let end = std::time::Instant::now();
+    run.finish(end);
+    let took = end.saturating_duration_since(started);
     sess.stats.latency.record(took);
     if let Some(m) = &env.shared.metrics {
         let reply = &out.buf[mark..];

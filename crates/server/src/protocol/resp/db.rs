@@ -26,7 +26,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tiercache_engine::command::{Found, Held, ItemView, MetaDeleted};
+use tiercache_engine::command::{Arith, ArithResult, Found, Held, ItemView, MetaDeleted};
 use tiercache_engine::command::{Mode, Store, StoreResult, Wait};
 use tiercache_engine::flash::{Fetched, ReadReq};
 use tiercache_engine::Engine;
@@ -139,11 +139,16 @@ pub struct Run<'a> {
     pub stop_on_wait: bool,
     /// When the request first ran (its latency includes its waits).
     pub started: std::time::Instant,
+    /// The engine's clock for this run (unix seconds): the worker's, read
+    /// once per pass of its event loop, as the memcached port's requests
+    /// use it (no clock read per engine call).
+    pub now: u32,
     /// The request's keys were probed and their records read (EXEC runs
     /// only then: its shard is held while it runs, no read may wait).
     pub probed: bool,
     stopped: Cell<Option<Wait>>,
     changed: Cell<bool>,
+    finished: Cell<Option<std::time::Instant>>,
 }
 
 impl<'a> Run<'a> {
@@ -152,15 +157,18 @@ impl<'a> Run<'a> {
         may_read: bool,
         stop_on_wait: bool,
         started: std::time::Instant,
+        now: u32,
     ) -> Run<'a> {
         Run {
             fetched,
             may_read,
             stop_on_wait,
             started,
+            now,
             probed: false,
             stopped: Cell::new(None),
             changed: Cell::new(false),
+            finished: Cell::new(None),
         }
     }
 
@@ -172,6 +180,16 @@ impl<'a> Run<'a> {
     /// Whether the run changed an item (then it is not run again).
     pub fn changed(&self) -> bool {
         self.changed.get()
+    }
+
+    /// When the command's latency was taken (its end), if it was.
+    pub fn finished(&self) -> Option<std::time::Instant> {
+        self.finished.get()
+    }
+
+    /// Records the command's end (see [`finished`](Self::finished)).
+    pub fn finish(&self, at: std::time::Instant) {
+        self.finished.set(Some(at));
     }
 
     /// Stops the run (nothing changed yet): it runs again after `w`.
@@ -214,6 +232,14 @@ pub trait HeldShard {
         fetched: &Fetched,
         may_read: bool,
     ) -> Result<MetaDeleted, Wait>;
+    fn arith(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        op: Arith,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<ArithResult, Wait>;
     fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>);
     /// Whether `store` can store this item in the held shard.
     fn fits(&self, engine: &Engine, key: &[u8], vlen: usize, flags: u32) -> bool;
@@ -258,6 +284,16 @@ impl HeldShard for RefCell<Held<'_>> {
             }),
         }
     }
+    fn arith(
+        &self,
+        engine: &Engine,
+        key: &[u8],
+        op: Arith,
+        fetched: &Fetched,
+        may_read: bool,
+    ) -> Result<ArithResult, Wait> {
+        self.borrow_mut().arith(engine, key, op, fetched, may_read)
+    }
     fn probe(&self, engine: &Engine, key: &[u8], fetched: &mut Fetched, reads: &mut Vec<ReadReq>) {
         self.borrow_mut().probe(engine, key, fetched, reads);
     }
@@ -281,7 +317,7 @@ fn patient<R>(mut f: impl FnMut() -> Result<R, Wait>) -> Result<R, Wait> {
 
 impl Db<'_> {
     fn now(&self) -> u32 {
-        tiercache_engine::clock::unix_now()
+        self.run.now
     }
 
     /// Whether the run stopped (every call fails at once then).
@@ -310,7 +346,8 @@ impl Db<'_> {
             }
             Err(_) if self.held.is_some() => self.held_blocking(key, &mut cmd),
             Err(_) => {
-                let now = self.now();
+                // A wait on this thread may be long: a fresh clock.
+                let now = tiercache_engine::clock::unix_now();
                 patient(|| self.engine.run_blocking(key, now, &mut cmd))
             }
             r => r,
@@ -458,6 +495,25 @@ impl Db<'_> {
         match r {
             Ok(StoreResult::TooLarge) => Err(Failed::TooLarge),
             Ok(StoreResult::NoMemory | StoreResult::Busy) => Err(Failed::NoMemory),
+            Err(_) if self.stopped() => Err(Failed::Stopped),
+            Err(Wait::Busy) if self.held.is_some() => Err(Failed::Busy),
+            Err(_) => Err(Failed::NoMemory),
+            Ok(r) => Ok(r),
+        }
+    }
+
+    /// Redis's INCRBY on the key ([`Arith::Signed`]): one engine call, in
+    /// one lock hold, the digits overwritten in place when their length
+    /// stays. `Ok` of [`ArithResult::Ok`] (the new value), `NonNumeric`
+    /// (not an integer, or a hash), `Overflow`.
+    pub fn incr(&self, key: &[u8], by: i64) -> Result<ArithResult, Failed> {
+        let op = Arith::Signed { by };
+        let r = self.call(key, true, |fetched, may_read| match self.held {
+            Some(h) => h.arith(self.engine, key, op, fetched, may_read),
+            None => self.engine.arith(key, self.now(), op, fetched, may_read),
+        });
+        match r {
+            Ok(ArithResult::NoMemory | ArithResult::Busy) => Err(Failed::NoMemory),
             Err(_) if self.stopped() => Err(Failed::Stopped),
             Err(Wait::Busy) if self.held.is_some() => Err(Failed::Busy),
             Err(_) => Err(Failed::NoMemory),

@@ -18,22 +18,9 @@ impl Out {
     /// `tag`, the decimal `n`, `\r\n` (every bulk and integer reply:
     /// digits by hand, not through `fmt`).
     fn len_line(&mut self, tag: u8, n: i64) {
-        let mut d = [0u8; 20];
-        let mut i = d.len();
-        let mut u = n.unsigned_abs();
-        loop {
-            i -= 1;
-            d[i] = b'0' + (u % 10) as u8;
-            u /= 10;
-            if u == 0 {
-                break;
-            }
-        }
         self.buf.push(tag);
-        if n < 0 {
-            self.buf.push(b'-');
-        }
-        self.buf.extend_from_slice(&d[i..]);
+        self.buf
+            .extend_from_slice(tiercache_proto::number::Digits::signed(n).as_bytes());
         self.buf.extend_from_slice(b"\r\n");
     }
 

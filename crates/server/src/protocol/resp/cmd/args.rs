@@ -10,34 +10,7 @@ pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
 /// Redis's `string2ll`: an optional `-`, no `+`, no spaces, no leading
 /// zeros, within i64.
 pub fn int(b: &[u8]) -> Option<i64> {
-    if b.is_empty() || b.len() > 20 {
-        return None;
-    }
-    if b == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = match b.strip_prefix(b"-") {
-        Some(d) => (true, d),
-        None => (false, b),
-    };
-    if !matches!(digits.first(), Some(b'1'..=b'9')) {
-        return None;
-    }
-    // Accumulated negative for `-`, so that i64::MIN fits.
-    let mut n: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        let d = i64::from(c - b'0');
-        n = n.checked_mul(10)?;
-        n = if neg {
-            n.checked_sub(d)?
-        } else {
-            n.checked_add(d)?
-        };
-    }
-    Some(n)
+    tiercache_proto::number::parse_i64_exact(b)
 }
 
 /// A float as INCRBYFLOAT and the expiry commands accept it: no spaces,

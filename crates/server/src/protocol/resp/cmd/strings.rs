@@ -6,7 +6,7 @@
 use super::args::{self, float, fmt_float, int, is, NOT_INT, OVERFLOW, SYNTAX, WRONGTYPE};
 use super::Call;
 use crate::protocol::resp::db::{exptime_at, now_ms, Change, Failed, Item, Kind};
-use tiercache_engine::command::{Mode, StoreResult};
+use tiercache_engine::command::{ArithResult, Mode, StoreResult};
 
 /// Redis's largest string (`proto-max-bulk-len`), for SETRANGE.
 const MAX_STRING: u64 = 512 * 1024 * 1024;
@@ -410,18 +410,16 @@ pub fn incr(c: &mut Call<'_>) {
             Some(d) => d,
         },
     };
-    let r = rewrite(c, |v| {
-        let cur = match v {
-            None => 0,
-            Some(v) => int(v).ok_or(NOT_INT)?,
-        };
-        let n = cur.checked_add(by).ok_or(OVERFLOW)?;
-        Ok((Some(n.to_string().into_bytes()), n))
-    });
-    match r {
+    match c.db.incr(c.args[1], by) {
         Err(f) => c.out.err(f.text()),
-        Ok(Err(e)) => c.out.err(e),
-        Ok(Ok(n)) => c.out.int(n),
+        Ok(ArithResult::Ok { value, .. }) => c.out.int(value as i64),
+        Ok(ArithResult::Overflow) => c.out.err(OVERFLOW),
+        // Not an integer: a hash is the wrong type (a hash's value never
+        // parses as one); read again to say which.
+        Ok(_) => match c.db.len_kind(c.args[1]) {
+            Some((_, Kind::Hash, _)) => c.out.err(WRONGTYPE),
+            _ => c.out.err(NOT_INT),
+        },
     }
 }
 
