@@ -452,3 +452,72 @@ fn peek(e: &Engine, k: &str) -> Option<Vec<u8>> {
         item.value().to_vec()
     })
 }
+
+/// Reads `a{from}..a{to}` (values of round 0) with the split at
+/// `load_admit` 0; returns (present, capacity reads, fast reads).
+fn read_split(e: &Engine, from: u64, to: u64) -> (u64, u64, u64) {
+    e.flash().unwrap().pin_nhc(Some((false, 0.0)));
+    let before = fstats(e);
+    let mut present = 0;
+    for i in from..to {
+        if let Some(v) = get(e, &format!("a{i}")) {
+            assert_eq!(v, value(i, 0), "a{i}");
+            present += 1;
+        }
+    }
+    let s = fstats(e);
+    e.flash().unwrap().pin_nhc(Some((false, 1.0)));
+    let d = |c: usize| s.classes[c].reads - before.classes[c].reads;
+    (present, d(1), d(0))
+}
+
+#[test]
+fn a_full_copy_table_refuses_more_and_stale_copies_make_room() {
+    // One shard, so that its table (8,192 copies) fills with 10,000 hot
+    // items that all fit on the fast class.
+    const TABLE: u64 = 8192;
+    let d = Devices::new(48);
+    let mut c = config(None, 0);
+    c.shards = 1;
+    let devs: Vec<Arc<dyn BlockDevice>> = vec![d.fast.clone(), d.cap.clone()];
+    let e = Engine::with_devices(c, devs).expect("engine");
+    let f = e.flash().unwrap().clone();
+    let n = 10_000;
+    f.pin_nhc(Some((false, 1.0)));
+    f.pin_copies(false);
+    let there = load_and_hit(&e, n);
+    assert!(there > TABLE + 1_000, "{there} of {n}");
+    // Copies pay for every item: the table takes 8,192 and refuses the
+    // rest (counted), however many rounds of hits come.
+    let made = copy_rounds(&e, n, 0);
+    let s = fstats(&e);
+    assert_eq!(made, TABLE, "copies made");
+    assert!(
+        s.copies_refused >= there - TABLE,
+        "refused {}",
+        s.copies_refused
+    );
+    assert_eq!(s.copies_dropped, 0);
+    // Nothing wrong read: at load_admit 0 the copied items are read from
+    // the capacity class, the refused ones from their fast record.
+    let (present, cap, fast) = read_split(&e, 0, n);
+    assert_eq!(present, there);
+    assert_eq!(cap, TABLE, "capacity reads");
+    assert_eq!(fast, there - TABLE, "fast reads");
+    // The first 2,000 keys deleted: their copies are stale, and the next
+    // refusals prune them, so the items refused before get copies now
+    // (8,000 keys left, fewer than the table holds).
+    for i in 0..2_000 {
+        common::delete(&e, format!("a{i}").as_bytes());
+    }
+    let refused = fstats(&e).copies_refused;
+    let made2 = copy_rounds(&e, n, 0);
+    let (left, cap, fast) = read_split(&e, 2_000, n);
+    assert!(left > 7_000, "{left} keys left");
+    assert_eq!(cap, left, "every item left has a copy now ({fast} fast reads)");
+    assert!(made2 > made, "copies made {made} then {made2}");
+    assert!(fstats(&e).copies_refused > refused);
+    let s = fstats(&e);
+    assert_eq!(s.verify_failures, 0);
+    assert_eq!(s.copies_dropped, 0);
+}

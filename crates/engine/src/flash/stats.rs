@@ -93,6 +93,9 @@ stats_struct! {
         /// record became the entry again, nothing written).
         copies_made: counter => "flash_class_copies_made" in Classes;
         copies_dropped: counter => "flash_class_copies_dropped" in Classes;
+        /// Copies to the capacity class refused because the shard's copy
+        /// table was full of valid copies (it refuses rather than forgets).
+        copies_refused: counter => "flash_class_copies_refused" in Classes;
         /// Hits on items with copies on both classes, by the class that served them.
         dual_fast_reads: counter => "flash_dual_fast_reads" in Classes;
         dual_capacity_reads: counter => "flash_dual_capacity_reads" in Classes;
@@ -168,6 +171,8 @@ pub struct TierStats {
     /// those released by the capacity class's reclaim.
     pub copies_made: AtomicU64,
     pub copies_dropped: AtomicU64,
+    /// Copies refused by a full copy table.
+    pub copies_refused: AtomicU64,
     /// Hits on items with copies on both classes, by the class that served them.
     pub dual_fast_reads: AtomicU64,
     pub dual_capacity_reads: AtomicU64,

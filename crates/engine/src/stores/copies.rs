@@ -199,12 +199,13 @@ impl Copies {
             // capacity class alone, outside the split's control). Pruning
             // walks the table: once per 256 refusals, not per hit.
             self.copies_refused += 1;
-            if self.copies_refused < 256 {
-                return;
+            let pruned = self.copies_refused >= 256;
+            if pruned {
+                self.copies_refused = 0;
+                self.prune(f, ram.index, ram.pool);
             }
-            self.copies_refused = 0;
-            self.prune(f, ram.index, ram.pool);
             if self.copies.len() >= MAX_COPIES {
+                f.stats.copies_refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         }

@@ -53,6 +53,7 @@ impl FlashTier {
             moves_to_copy: l(&st.moves_to_copy),
             promotions: l(&st.promotions),
             copies_made: l(&st.copies_made),
+            copies_refused: l(&st.copies_refused),
             copies_dropped: l(&st.copies_dropped),
             dual_fast_reads: l(&st.dual_fast_reads),
             dual_capacity_reads: l(&st.dual_capacity_reads),
