@@ -514,7 +514,10 @@ fn a_full_copy_table_refuses_more_and_stale_copies_make_room() {
     let made2 = copy_rounds(&e, n, 0);
     let (left, cap, fast) = read_split(&e, 2_000, n);
     assert!(left > 7_000, "{left} keys left");
-    assert_eq!(cap, left, "every item left has a copy now ({fast} fast reads)");
+    assert_eq!(
+        cap, left,
+        "every item left has a copy now ({fast} fast reads)"
+    );
     assert!(made2 > made, "copies made {made} then {made2}");
     assert!(fstats(&e).copies_refused > refused);
     let s = fstats(&e);

@@ -334,6 +334,14 @@ impl Nhc {
         }
     }
 
+    /// What the balance feedback learned: each class's limit (reads per
+    /// second it served while it was the bottleneck; 0 = none yet) and its
+    /// lowest mean read latency over an interval (microseconds; infinite =
+    /// none yet), for traces.
+    pub fn learned(&self) -> ([f64; 2], [f64; 2]) {
+        (self.limit, self.floor)
+    }
+
     /// The last finished iteration of state 2 (its probes' reads and scores
     /// and the move chosen), for traces.
     pub fn last_iteration(&self) -> Option<&Iteration> {

@@ -211,6 +211,10 @@ pub struct NhcStats {
     pub feedback: Option<Objective>,
     /// Copies of fast items on the capacity class pay now.
     pub copies_pay: bool,
+    /// The balance feedback's learned limits (reads/s) and latency floors
+    /// (us) per class, fast then capacity ([`Nhc::learned`](tiercache_policy::nhc::Nhc::learned)).
+    pub limits: [f64; 2],
+    pub floors_us: [f64; 2],
 }
 
 /// What a crash recovery found.

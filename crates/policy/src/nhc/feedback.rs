@@ -20,6 +20,16 @@ pub struct Measurement {
     /// latencies in microseconds (for [`Objective::Balance`]).
     pub class_reads: [u64; 2],
     pub class_latency_us: [f64; 2],
+    /// Of each class's latency sum, the part its reads spent waiting in a
+    /// queue both classes share before a device (the pread pool's one
+    /// queue, `ext_io=pool`; 0 where each read goes to its device at once,
+    /// as with io_uring). The balance leaves it out: a read of either
+    /// class waits as long there, so beyond saturation (open-loop clients
+    /// with thousands of gets queued) it made both classes' latencies
+    /// about equal (95-120 ms each, within the band) whichever device was
+    /// the bottleneck, and the split held where it was (bench/RESULTS.md,
+    /// issue 35: the 4:1 pair).
+    pub class_queued_us: [f64; 2],
 }
 
 impl Measurement {
@@ -88,9 +98,15 @@ impl Measurement {
     /// Mean read latency of each class, when both completed reads.
     pub fn class_latency(&self) -> Option<[f64; 2]> {
         let mean = |c: usize| {
-            (self.class_reads[c] > 0).then(|| self.class_latency_us[c] / self.class_reads[c] as f64)
+            (self.class_reads[c] > 0).then(|| self.class_wait_us(c) / self.class_reads[c] as f64)
         };
         Some([mean(0)?, mean(1)?])
+    }
+
+    /// The sum of class `c`'s read latencies without the wait in a shared
+    /// queue (`class_queued_us`): the time its reads spent at its devices.
+    pub fn class_wait_us(&self, c: usize) -> f64 {
+        (self.class_latency_us[c] - self.class_queued_us[c]).max(0.0)
     }
 
     /// Adds another interval's figures.
@@ -102,6 +118,7 @@ impl Measurement {
         for c in 0..2 {
             self.class_reads[c] += m.class_reads[c];
             self.class_latency_us[c] += m.class_latency_us[c];
+            self.class_queued_us[c] += m.class_queued_us[c];
         }
     }
 }
@@ -144,7 +161,7 @@ impl Nhc {
         // and the split goes down so that they are read from there once
         // made (nothing moves before).
         let m = &self.measured;
-        let queued = m.class_latency_us[0] / 1e6 / m.secs.max(1e-9);
+        let queued = m.class_wait_us(0) / 1e6 / m.secs.max(1e-9);
         if m.class_reads[1] < self.params.min_reads && queued >= self.params.copy_queue {
             self.copies_pay = true;
             return self.point(Probe::Lower);

@@ -32,7 +32,7 @@ impl Nhc {
         let ratio = m.fast_ratio();
         for c in 0..2 {
             if m.class_reads[c] >= self.params.min_reads {
-                let mean = m.class_latency_us[c] / m.class_reads[c] as f64;
+                let mean = m.class_wait_us(c) / m.class_reads[c] as f64;
                 self.floor[c] = self.floor[c].min(mean);
             }
         }

@@ -383,8 +383,24 @@ fn loaded_with(
     objective: Objective,
     burst: f64,
     demand: f64,
+    pair: (f64, f64, f64),
+    n: usize,
+) -> (Nhc, Vec<f64>, f64) {
+    loaded_queue(params, objective, burst, demand, pair, n, (0.0, true))
+}
+
+/// [`loaded_with`], with reads of both classes waiting `shared.0`
+/// microseconds each in a queue they share while the devices limit the
+/// throughput (the pread pool's, beyond saturation), reported to the
+/// scheduler as that queue's part if `shared.1`.
+fn loaded_queue(
+    params: NhcParams,
+    objective: Objective,
+    burst: f64,
+    demand: f64,
     (fast, cap, dual): (f64, f64, f64),
     n: usize,
+    shared: (f64, bool),
 ) -> (Nhc, Vec<f64>, f64) {
     let mut s = Nhc::new(params, objective);
     let mut credit = [0.0f64; 2];
@@ -403,11 +419,16 @@ fn loaded_with(
             .map(|d| room(d) / shares[d])
             .fold(demand, f64::min);
         let mut m = m(t, 0.95);
+        let queue = if t < demand { shared.0 } else { 0.0 };
         for d in 0..2 {
             let used = t * shares[d];
             let rho = (used / room(d)).min(0.98);
             m.class_reads[d] = (used * 0.1) as u64;
-            m.class_latency_us[d] = m.class_reads[d] as f64 * 100.0 / (1.0 - rho);
+            let queued = m.class_reads[d] as f64 * queue;
+            m.class_latency_us[d] = m.class_reads[d] as f64 * 100.0 / (1.0 - rho) + queued;
+            if shared.1 {
+                m.class_queued_us[d] = queued;
+            }
             credit[d] = (credit[d] + (iops[d] - used) * 0.1).clamp(0.0, iops[d]);
         }
         s.interval(&m);
@@ -464,6 +485,40 @@ fn balance_settles_at_the_best_split_with_banked_bursts() {
         let (lo, hi, _) = spread(&tuned[300..]);
         assert!(hi - lo >= 0.1, "burst {burst} without at_limit: {lo}-{hi}");
     }
+}
+
+#[test]
+fn balance_sees_past_a_queue_both_classes_share() {
+    // Beyond saturation every read waits 100 ms in the pread pool's one
+    // queue first (the 4:1 pair on the devices: 95-120 ms for both
+    // classes). Left out of the latencies, the split settles at the best
+    // point and the devices serve the ceiling, as without the queue.
+    let q = |report| {
+        loaded_queue(
+            NhcParams::default(),
+            Objective::Balance,
+            0.0,
+            10_000.0,
+            PAIR,
+            600,
+            (100_000.0, report),
+        )
+    };
+    let (s, tuned, served) = q(true);
+    let (lo, hi, _) = spread(&tuned[300..]);
+    assert!(
+        (lo - 0.926).abs() <= 0.0125 && (hi - 0.926).abs() <= 0.0125,
+        "{lo}-{hi}"
+    );
+    assert!(served >= 0.99 * 7_500.0, "{served}");
+    assert_eq!((s.state(), s.left_tune), (State::Tune, 0));
+    // Counted in (as before issue 35): both classes wait about as long,
+    // the fast one never looks busy against the lowest latency seen, and
+    // the tuning stays at classic caching, serving the fast device's
+    // share only.
+    let (_, tuned, served) = q(false);
+    assert!(tuned.iter().all(|&v| v == 1.0), "{:?}", spread(&tuned));
+    assert!(served < 0.95 * 7_500.0, "{served}");
 }
 
 #[test]

@@ -42,6 +42,25 @@ pub fn write(out: &mut dyn Sink, f: &FlashStats) {
     counter(out, "flash_nhc_tune_exits", n.left_tune);
     counter(out, "flash_nhc_load_admit_moves", n.load_admit_moves);
     counter(out, "flash_nhc_iterations", n.iterations);
+    // The balance's learned limits (reads/s, 0 = none) and latency floors
+    // (us, 0 = none), fast then capacity.
+    for (i, name) in ["fast", "capacity"].into_iter().enumerate() {
+        stat(
+            out,
+            &format!("flash_nhc_limit_{name}"),
+            format!("{:.0}", n.limits[i]),
+        );
+        let floor = if n.floors_us[i].is_finite() {
+            n.floors_us[i]
+        } else {
+            0.0
+        };
+        stat(
+            out,
+            &format!("flash_nhc_floor_us_{name}"),
+            format!("{floor:.0}"),
+        );
+    }
     // The last iteration of state 2: the point it started at, `|`, per
     // probed point in the order measured `POINT@READS/S,...=SCORE` (each interval's reads per second,
     // the discarded ones first), joined by `/`, then `>` and the point

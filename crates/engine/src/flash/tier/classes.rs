@@ -41,7 +41,7 @@ const NHC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The scheduler and the counters of its current interval.
 pub(super) struct NhcCtl {
-    sched: Mutex<(Nhc, Instant, [u64; 8])>,
+    sched: Mutex<(Nhc, Instant, [u64; 10])>,
     /// The scheduler's outputs, read without its lock: the effective
     /// load_admit (f64 bits), data_admit, state (1 or 2).
     load_admit: AtomicU64,
@@ -65,7 +65,7 @@ impl NhcCtl {
             data_admit: AtomicBool::new(s.data_admit()),
             copies_pay: AtomicBool::new(false),
             state: AtomicU32::new(u32::from(s.state().number())),
-            sched: Mutex::new((s, Instant::now(), [0; 8])),
+            sched: Mutex::new((s, Instant::now(), [0; 10])),
             lookups: AtomicU64::new(0),
             fast_resident: AtomicU64::new(0),
             rng: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
@@ -241,17 +241,16 @@ impl FlashTier {
             return;
         }
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        // Reads and the sums of their latencies (submission to
-        // completion), per class. The time at the device alone
-        // (`device_us`, without the wait for a pread thread) was tried on
-        // the 4:1 pair and served no more (bench/RESULTS.md, 2026-11-27).
-        // The scheduler shares hits between the fast and the capacity class.
-        // (reads, latency sum) per class.
-        let mut class: PerClass<(u64, u64)> = Default::default();
+        // Reads, the sums of their latencies (submission to completion)
+        // and of their time at the device (without the wait for a pread
+        // thread with `ext_io=pool`, which reads of both classes share and
+        // the balance leaves out: issue 35), per class.
+        let mut class: PerClass<(u64, u64, u64)> = Default::default();
         for (dev, d) in self.stats.devs.iter().enumerate() {
             let c = &mut class[self.params.class_of_device(dev)];
             c.0 += l(&d.reads);
             c.1 += l(&d.latency_us);
+            c.2 += l(&d.device_us);
         }
         let (fast, capacity) = (class[DeviceClass::Fast], class[DeviceClass::Capacity]);
         let now = [
@@ -263,6 +262,8 @@ impl FlashTier {
             fast.1,
             capacity.0,
             capacity.1,
+            fast.2,
+            capacity.2,
         ];
         let m = Measurement {
             secs: elapsed.as_secs_f64(),
@@ -271,6 +272,11 @@ impl FlashTier {
             fast_resident: (now[3] - prev[3]).min(now[2] - prev[2]),
             class_reads: [now[4] - prev[4], now[6] - prev[6]],
             class_latency_us: [(now[5] - prev[5]) as f64, (now[7] - prev[7]) as f64],
+            // The shared queue's part: latency minus time at the device.
+            class_queued_us: [
+                (now[5] - prev[5]).saturating_sub(now[8] - prev[8]) as f64,
+                (now[7] - prev[7]).saturating_sub(now[9] - prev[9]) as f64,
+            ],
         };
         // The hit ratio is of lookups, the throughput of device reads.
         let lookups = now[2] - prev[2];
@@ -329,6 +335,7 @@ impl FlashTier {
             };
         };
         let g = n.sched.lock();
+        let (limits, floors_us) = g.0.learned();
         NhcStats {
             enabled: true,
             state: n.state.load(Ordering::Relaxed),
@@ -341,6 +348,8 @@ impl FlashTier {
             last_iteration: g.0.last_iteration().copied(),
             feedback: Some(g.0.objective()),
             copies_pay: self.copies_pay(),
+            limits,
+            floors_us,
         }
     }
 }
