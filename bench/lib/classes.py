@@ -106,7 +106,9 @@ def flash_figures(a, b, secs):
             "copies": b.get("flash_class_copies_made", 0), "copies_dropped": b.get("flash_class_copies_dropped", 0),
             "copies_refused": b.get("flash_class_copies_refused", 0),
             "flash_hits": delta(a, b, "flash_hits") / secs, "get_hits": delta(a, b, "get_hits") / secs,
-            "misses": delta(a, b, "get_misses") / secs}
+            "misses": delta(a, b, "get_misses") / secs,
+            "buffer": delta(a, b, "flash_buffer_reads") / secs,
+            "promoted": delta(a, b, "flash_class_promotions") / secs}
 
 
 def measure(srv, load, secs, tag):

@@ -97,7 +97,8 @@ def main(k):
                     f"{n} {x['ops']:,.0f} gets/s" + (f"/{x['offered']:,.0f}" if "offered" in x else "")
                     + f" (fast {x['fast']:,.0f}, cap {x['cap']:,.0f}, hit {x['hit']:.3f}, la {x['la']}, state "
                       f"{x['state']}, copies {x['copies']}, gets/s from RAM {x['get_hits'] - x['flash_hits']:,.0f}, "
-                      f"flash {x['flash_hits']:,.0f}, misses {x['misses']:,.0f}, p50 {x['p50']} p99 {x['p99']} us)" for n, x in r.items()))
+                      f"flash {x['flash_hits']:,.0f} ({x['buffer']:,.0f} from write buffers, "
+                      f"{x['promoted']:,.0f} promoted), misses {x['misses']:,.0f}, p50 {x['p50']} p99 {x['p99']} us)" for n, x in r.items()))
     report(k, res, cmds, fast_mb, loadavg)
 
 

@@ -58,6 +58,9 @@ stats_struct! {
         /// Times a reclaim's move or reinsert of a record waited for a write
         /// buffer (the flusher then wrote a queued one, or waited a moment).
         reclaim_waits: counter => "flash_reclaim_waits" in Flash;
+        /// Flash hits whose record was still in a write buffer (copied from
+        /// RAM, no device read).
+        buffer_reads: counter => "flash_buffer_reads" in Flash;
         admission_refused: counter => "flash_admission_refused" in Flash;
         /// Serving from RAM only (the device failed, or the journal did).
         degraded: gauge [bool] => "flash_degraded" in Flash;
@@ -156,6 +159,8 @@ pub struct TierStats {
     pub segments_expired: AtomicU64,
     pub busy: AtomicU64,
     pub reclaim_waits: AtomicU64,
+    /// Records fetched from a write buffer instead of a device.
+    pub buffer_reads: AtomicU64,
     pub admission_refused: AtomicU64,
     /// Reads submitted and not completed yet (a gauge).
     pub reads_in_flight: AtomicU64,

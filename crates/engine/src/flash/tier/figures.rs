@@ -35,6 +35,7 @@ impl FlashTier {
             write_errors: l(&st.write_errors),
             busy: l(&st.busy),
             reclaim_waits: l(&st.reclaim_waits),
+            buffer_reads: l(&st.buffer_reads),
             admission_refused: l(&st.admission_refused),
             degraded: self.degraded(),
             journal_commits: l(&j.stats.commits),

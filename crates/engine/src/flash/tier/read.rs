@@ -52,7 +52,10 @@ impl FlashTier {
     /// the entry points nowhere any more (its segment was reclaimed).
     pub fn fetch(&self, loc: Loc, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) -> bool {
         match self.locate(loc) {
-            Where::Resident(item, seq) => fetched.insert_resident(loc, item, seq),
+            Where::Resident(item, seq) => {
+                self.stats.buffer_reads.fetch_add(1, Ordering::Relaxed);
+                fetched.insert_resident(loc, item, seq)
+            }
             Where::Device {
                 dev,
                 offset,
@@ -84,7 +87,10 @@ impl FlashTier {
         reads: &mut Vec<ReadReq>,
     ) -> bool {
         match self.locate(copy) {
-            Where::Resident(item, s) if s == copy_seq => fetched.insert_resident(loc, item, seq),
+            Where::Resident(item, s) if s == copy_seq => {
+                self.stats.buffer_reads.fetch_add(1, Ordering::Relaxed);
+                fetched.insert_resident(loc, item, seq)
+            }
             Where::Device {
                 dev,
                 offset,
