@@ -209,6 +209,7 @@ impl Nhc {
         let full = |c: usize| at > 0.0 && self.limit[c] > 0.0 && rates[c] >= at * self.limit[c];
         if fast_waits {
             if full(1) {
+                self.limit[1] *= 1.0 + self.params.limit_growth;
                 return self.load_admit;
             }
             // Load moves off the fast class: more of its hot items with a
@@ -216,6 +217,7 @@ impl Nhc {
             self.copies_pay = true;
             self.point(Probe::Lower)
         } else if cap > fast && busy && full(0) {
+            self.limit[0] *= 1.0 + self.params.limit_growth;
             self.load_admit
         } else if cap > fast || !busy {
             // The capacity class waits longer, or the fast one has

@@ -86,6 +86,10 @@ impl Nhc {
     fn enter_tune(&mut self, ratio: f64) {
         self.state = State::Tune;
         self.copies_pay = false;
+        // Limits are learned afresh in each stay in state 2: one learned
+        // in an earlier stay (another load, a stall) held the split off a
+        // class for good (docs/CLASSES.md, known limits until issue 35).
+        self.limit = [0.0; 2];
         self.at_one = 0;
         self.reference = ratio;
         self.smoothed = ratio;

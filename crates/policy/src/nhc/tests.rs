@@ -522,6 +522,74 @@ fn balance_sees_past_a_queue_both_classes_share() {
 }
 
 #[test]
+fn a_limit_learned_in_a_stall_does_not_hold_the_split() {
+    // PAIR's devices without banks: the interval's reads and each class's
+    // latency at `la` (100 us over one minus its utilisation).
+    let (fast, cap, dual) = PAIR;
+    let at = |la: f64, stall: bool| {
+        let shares = [dual * la, 1.0 - dual * la];
+        let t = (0..2)
+            .map(|d| [fast, cap][d] / shares[d])
+            .fold(10_000.0, f64::min);
+        let mut m = m(t, 0.95);
+        for d in 0..2 {
+            let used = t * shares[d];
+            m.class_reads[d] = (used * 0.1) as u64;
+            let rho = (used / [fast, cap][d]).min(0.98);
+            m.class_latency_us[d] = m.class_reads[d] as f64 * 100.0 / (1.0 - rho);
+        }
+        if stall {
+            // The machine stalls: both classes serve a tenth, and the
+            // capacity class's reads wait longest.
+            m.class_reads = [m.class_reads[0] / 10, m.class_reads[1] / 10];
+            m.class_latency_us = [
+                m.class_reads[0] as f64 * 20_000.0,
+                m.class_reads[1] as f64 * 60_000.0,
+            ];
+        }
+        m
+    };
+    // The machine stalls for two iterations on the way down, at 0.9
+    // (before the capacity class ever waited): its limit is learned
+    // there, at a tenth of its rate.
+    let run = |params: NhcParams| {
+        let mut s = Nhc::new(params, Objective::Balance);
+        let (mut tuned, mut stall) = (Vec::new(), None);
+        for _ in 0..WARM + 750 {
+            if stall.is_none() && s.state() == State::Tune && s.load_admit() <= 0.9 {
+                stall = Some(2 * PER_POINT);
+            }
+            let now = stall.is_some_and(|n| n > 0);
+            s.interval(&at(s.effective_load_admit(), now));
+            stall = stall.map(|n: usize| n.saturating_sub(1));
+            tuned.push(s.load_admit());
+        }
+        (s, tuned)
+    };
+    let (s, tuned) = run(NhcParams::default());
+    let (lo, hi, _) = spread(&tuned[WARM + 400..]);
+    eprintln!(
+        "growth: tuned {lo}-{hi}, limits {:?}, exits {}",
+        s.limit, s.left_tune
+    );
+    assert!(lo >= 0.9 && hi <= 0.951, "tuned {lo}-{hi}");
+    assert!(s.limit[1] > 1_000.0, "capacity limit {}", s.limit[1]);
+    // Without the growth the learned limit holds the split above the best
+    // point for good (no exit: it is not at 1).
+    let fixed = NhcParams {
+        limit_growth: 0.0,
+        ..NhcParams::default()
+    };
+    let (s, tuned) = run(fixed);
+    let (lo, hi, _) = spread(&tuned[WARM + 400..]);
+    eprintln!(
+        "no growth: tuned {lo}-{hi}, limits {:?}, exits {}",
+        s.limit, s.left_tune
+    );
+    assert!(lo > 0.951, "tuned {lo}-{hi}");
+}
+
+#[test]
 fn balance_leaves_light_load_and_a_busy_capacity_class_to_classic() {
     // 3,000 reads/s: neither class waits much, the tuning stays at 1
     // and goes back to state 1 after two iterations there.
