@@ -265,7 +265,6 @@ impl Index {
     }
 
     /// The table a key of `hash` is in.
-    #[cfg(test)]
     pub fn table_of(&self, hash: u64) -> usize {
         self.split(hash).0
     }

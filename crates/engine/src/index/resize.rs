@@ -94,6 +94,15 @@ impl Index {
         self.tables[t].wants_resize()
     }
 
+    /// Whether the table of `hash` is past its grow load
+    /// ([`GROW_PERCENT`]): it would have grown if the budget (or its
+    /// precision) had let it, so a new entry there may soon evict one.
+    pub fn at_budget(&self, hash: u64) -> bool {
+        let t = self.split(hash).0;
+        let table = &self.tables[t];
+        table.items * 100 >= table.slots() * GROW_PERCENT
+    }
+
     /// The next table, from a cursor that goes round the tables, that
     /// wants a resize, and the bucket count it wants; `budget` is how
     /// many tables it may still look at (each call takes from it), so a

@@ -9,6 +9,13 @@ use super::*;
 /// [`Shard::resize_index`] rebuilds: 1 MiB of index, under a millisecond.
 const RESIZE_PASS_BUCKETS: usize = 1 << 14;
 
+/// How far the pool's non-segment charge (the index, the small store's
+/// DRAM, the log tier's write buffers) may go over the index's budget
+/// before the small store defers its admissions to the log tier: the
+/// store's DRAM grows in steps (its filters at its first set write), and
+/// the index gives it back a table at a time.
+const SMALL_SLACK: usize = 1 << 20;
+
 impl Shard {
     pub(super) fn account_index(&mut self) {
         let set_aside = self.flushing.as_ref().map_or(0, |f| f.index_bytes());
@@ -32,6 +39,7 @@ impl Shard {
     /// the key's table may be resized: at most 512 KiB of index is rebuilt
     /// under the lock ([`crate::index::TABLE_PREC`]).
     pub(crate) fn index_insert(&mut self, hash: u64, loc: Loc) {
+        self.give_small_room(hash);
         let may_grow = self.shared.pool.index_bytes() < self.shared.index_cap();
         let flash = self.below.log.tier().cloned();
         let (t, evicted) =
@@ -93,6 +101,56 @@ impl Shard {
             return now + want;
         }
         0
+    }
+
+    /// Whether the small store may take another item, its DRAM counted in
+    /// the index's budget: false while the index and the store are over it
+    /// by more than [`SMALL_SLACK`] (the index gives room as new keys come,
+    /// [`give_small_room`](Self::give_small_room), or cannot: its floor).
+    pub(super) fn small_dram_room(&self) -> bool {
+        self.shared.pool.index_bytes() <= self.shared.index_cap() + SMALL_SLACK
+    }
+
+    /// Before a new key's entry: when the index and the small store's DRAM
+    /// are over the index's budget, the key's table gives room
+    /// ([`shrink_table`](Self::shrink_table)). The store takes items only
+    /// once the index is at its budget, so what the index gives up are
+    /// entries it would have evicted for new keys anyway, the lowest
+    /// ranked first, for objects the store holds in less DRAM. Done here,
+    /// where an insert evicts anyway, not while an item is demoted.
+    fn give_small_room(&mut self, hash: u64) {
+        let over = self
+            .shared
+            .pool
+            .index_bytes()
+            .saturating_sub(self.shared.index_cap());
+        if over > 0 && self.below.small.as_ref().is_some_and(|p| !p.first) && self.small_dram() > 0 {
+            self.shrink_table(self.index.table_of(hash), over);
+        }
+    }
+
+    /// Shrinks table `t` by up to `bytes` of buckets (at most an eighth of
+    /// it at a time, not below its share of the floor), evicting the
+    /// entries that no longer fit, lowest ranked first.
+    fn shrink_table(&mut self, t: usize, bytes: usize) {
+        let now = self.index.table_buckets(t);
+        let floor = self.index_floor.div_ceil(self.index.tables());
+        let give = bytes
+            .div_ceil(Index::bytes_for_buckets(1))
+            .min(now / 8)
+            .min(now.saturating_sub(floor));
+        if give == 0 {
+            return;
+        }
+        self.mark_hold(super::hold::HoldCause::Resize);
+        let flash = self.below.log.tier().cloned();
+        let evicted = self
+            .index
+            .resize_table(t, now - give, ranking(flash.as_deref()));
+        for ev in evicted {
+            self.index_evicted(ev);
+        }
+        self.account_index();
     }
 
     /// An entry the index dropped for room: its item is gone from the

@@ -469,9 +469,11 @@ impl SmallStore {
     /// DRAM by part: per-set filters (Bloom, hit bits, generation), the log
     /// index (with its vectors' spare capacity), the rest.
     pub fn dram_parts(&self) -> (u64, u64, u64) {
-        // The open buffer and the sealed segments waiting for their flush.
+        // The open buffer (once it holds an object) and the sealed segments
+        // waiting for their flush.
+        let open = usize::from(self.buffer_used > 0 || self.buffer.len() > 1);
         let other = self.seg_gen.len() * 8
-            + (1 + self.flush_jobs()) * self.cfg.seg_pages * BLOCK
+            + (open + self.flush_jobs()) * self.cfg.seg_pages * BLOCK
             + self.invals.capacity() * std::mem::size_of::<(u64, Inval)>()
             + self
                 .invals

@@ -22,6 +22,9 @@ pub(crate) struct SmallPart {
     pub(crate) store: SmallStore,
     /// Key and value bytes of the largest item admitted.
     pub(crate) max: usize,
+    /// Small items take the store whether the log tier's index has room or
+    /// not (`ext_small_first`).
+    pub(crate) first: bool,
     /// The store's DRAM as last counted in the pool.
     reported: usize,
     /// Set rewrites for changes already charged to the write budget.
@@ -78,13 +81,14 @@ pub(crate) enum Admitted {
 
 impl SmallPart {
     /// The shard's region, its DRAM counted in `pool`.
-    pub(crate) fn new(store: SmallStore, max: usize, pool: &SegmentPool) -> SmallPart {
+    pub(crate) fn new(store: SmallStore, max: usize, first: bool, pool: &SegmentPool) -> SmallPart {
         let reported = store.dram_bytes() as usize;
         pool.add_index_bytes(reported as isize);
         let charged = store.stats.invalidations;
         SmallPart {
             store,
             max,
+            first,
             reported,
             charged,
         }
