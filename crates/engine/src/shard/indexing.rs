@@ -119,12 +119,22 @@ impl Shard {
     /// ranked first, for objects the store holds in less DRAM. Done here,
     /// where an insert evicts anyway, not while an item is demoted.
     fn give_small_room(&mut self, hash: u64) {
+        let Some(grown) = self
+            .below
+            .small
+            .as_ref()
+            .filter(|p| !p.first)
+            .map(|p| p.lasting())
+        else {
+            return;
+        };
         let over = self
             .shared
             .pool
             .index_bytes()
-            .saturating_sub(self.shared.index_cap());
-        if over > 0 && self.below.small.as_ref().is_some_and(|p| !p.first) && self.small_dram() > 0 {
+            .saturating_sub(self.shared.index_cap())
+            .min(grown);
+        if over > 0 {
             self.shrink_table(self.index.table_of(hash), over);
         }
     }

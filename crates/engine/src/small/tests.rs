@@ -442,7 +442,7 @@ fn a_store_holds_its_filters_and_log_index_only_once_used() {
             "{c:?}"
         );
         assert!(
-            log_bytes as usize >= crate::small::log::LogIndex::start_bytes(c.log_pages() * 2, c.sets),
+            log_bytes as usize >= crate::small::log::LogIndex::start_bytes(c.log_buckets(), c.sets),
             "{c:?}"
         );
         assert!(s.dram_bytes() as usize >= c.start_dram_bytes(), "{c:?}");
