@@ -67,7 +67,10 @@ fn small_items_go_to_the_log_tier_while_its_index_has_room_then_to_the_store() {
     let s = e.small_stats().unwrap();
     assert!(st.shard.flash_items > 0, "nothing left RAM");
     assert!(s.stats.index_room > 0, "{:?}", s.stats);
-    assert_eq!(s.stats.objects_admitted, 0, "the store took items while the index had room");
+    assert_eq!(
+        s.stats.objects_admitted, 0,
+        "the store took items while the index had room"
+    );
     assert_eq!(s.dram_filter_bytes, 0);
     assert_eq!(st.shard.index_evictions, 0);
 
