@@ -16,6 +16,10 @@ const RESIZE_PASS_BUCKETS: usize = 1 << 14;
 /// the index gives it back a table at a time.
 const SMALL_SLACK: usize = 1 << 20;
 
+/// The least the index gives the small store's DRAM at a time
+/// ([`Shard::give_small_room`]).
+const SHRINK_STEP: usize = 64 << 10;
+
 impl Shard {
     pub(super) fn account_index(&mut self) {
         let set_aside = self.flushing.as_ref().map_or(0, |f| f.index_bytes());
@@ -142,7 +146,11 @@ impl Shard {
             .saturating_sub(passing)
             .saturating_sub(self.shared.index_cap())
             .min(lasting);
-        if over > 0 {
+        // Room is given 64 KiB at a time: each shrink rebuilds a full table,
+        // whose entries then pack to about 97% of its slots (two buckets a
+        // key), and a rebuild for every few kilobytes of the store's log
+        // index kept the tables there instead of refilling to 99.9%.
+        if over >= SHRINK_STEP {
             self.shrink_table(self.index.table_of(hash), over);
         }
     }
