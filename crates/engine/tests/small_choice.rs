@@ -42,12 +42,9 @@ fn engine(small_max: usize) -> Engine {
 fn held(e: &Engine, n: u64) -> u64 {
     let mut hits = 0;
     for i in 0..n {
-        match common::get(e, &key(i), false) {
-            Some(v) => {
-                assert_eq!(v, val(i), "key {i}");
-                hits += 1;
-            }
-            None => {}
+        if let Some(v) = common::get(e, &key(i), false) {
+            assert_eq!(v, val(i), "key {i}");
+            hits += 1;
         }
     }
     hits
