@@ -304,12 +304,21 @@ impl Engine {
         }
         // The index and the write buffers come out of -m: what is left must
         // hold a working RAM tier.
-        let small_bytes: usize = list.iter_mut().map(|s| s.get_mut().small_dram()).sum();
+        // The store's filters and log index are allocated with its first
+        // objects (issue 32): what they will take is counted now, as the
+        // minimum `-m` (sizing::memory_fits) counts it.
+        let small_now: usize = list.iter_mut().map(|s| s.get_mut().small_dram()).sum();
+        let small_bytes = small_now.max(sizing::small_start_dram(&config, device_bytes));
         let index_mb = (shared.pool.index_bytes()
             - flash.as_ref().map_or(0, |f| f.buffer_bytes())
-            - small_bytes)
+            - small_now)
             >> 20;
-        if shared.pool.max_segments() < min_segments(config.shards, flash.is_some()) {
+        let room = shared
+            .pool
+            .limit()
+            .saturating_sub(shared.pool.index_bytes() + small_bytes - small_now)
+            / seg;
+        if room < min_segments(config.shards, flash.is_some()) {
             let hint = config.flash.as_ref().is_some_and(|f| f.avg_item_size > 0);
             return Err(too_small(
                 &asked,
@@ -333,7 +342,7 @@ impl Engine {
                     } else {
                         ""
                     },
-                    shared.pool.max_segments(),
+                    room,
                     seg >> 10,
                 ),
             ));

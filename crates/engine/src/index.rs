@@ -75,6 +75,10 @@ pub const GROW_PERCENT: usize = 95;
 /// [`SHRINK_PERCENT`].
 pub const TARGET_PERCENT: usize = 89;
 pub const SHRINK_PERCENT: usize = 70;
+/// Per mille of a table's slots in use at which it is full for the small
+/// store's choice ([`Index::at_budget`]): the log tier alone runs its index
+/// at 99.9% once at its budget, evicting as it inserts.
+pub const FULL_PERMILLE: usize = 990;
 
 const HIT: u64 = 1 << 36;
 const ALT: u64 = 1 << 37;
@@ -265,7 +269,6 @@ impl Index {
     }
 
     /// The table a key of `hash` is in.
-    #[cfg(test)]
     pub fn table_of(&self, hash: u64) -> usize {
         self.split(hash).0
     }

@@ -67,6 +67,13 @@ stats_struct! {
         /// Admissions refused because a segment flush had to wait (see
         /// [`SmallStore::set_flush_duty`]).
         deferred: counter => "small_deferred";
+        /// Small items sent to the log-structured tier because its index
+        /// had room for them (the default choice: docs/SMALL.md).
+        index_room: counter => "small_index_room";
+        /// Small items sent to the log-structured tier because the store's
+        /// DRAM had no room in the index's budget (the index could not give
+        /// it more).
+        deferred_dram: counter => "small_deferred_dram";
         log_segments_written: counter => "small_log_segments_written";
         /// Changes (and stops) that had to finish a segment flush under way
         /// first: it rewrote their key's set, or was writing the key.

@@ -83,6 +83,7 @@ fn build(
         small_flush_duty: 0,
         // Replays are deterministic: flushes run on the replaying thread.
         small_background: false,
+        small_first: true,
         small_threshold: opts.small_threshold,
         small_log_percent: opts.small_log_percent,
         snapshot: None,

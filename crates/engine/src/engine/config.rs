@@ -58,6 +58,12 @@ pub struct FlashConfig {
     /// I/O off the shard's lock (`ext_small_background`, the default);
     /// false: on the inserting thread (the simulator, tests).
     pub small_background: bool,
+    /// Small items take the store whether or not the log tier's index has
+    /// room for them (`ext_small_first=1`; tests of the store, the
+    /// simulator's store runs). The default, false: a small item goes to
+    /// the store only once its index table is at its DRAM budget
+    /// (docs/SMALL.md, "How an item's tier is chosen").
+    pub small_first: bool,
     /// Log objects of one set needed to move them into it when the oldest
     /// leaves the store's log (`ext_small_threshold`, 1..=8, default 2; 0 =
     /// the store's default, 2). Higher: fewer set writes, more objects
@@ -91,6 +97,7 @@ impl Default for FlashConfig {
             small_percent: 50,
             small_flush_duty: 3,
             small_background: true,
+            small_first: false,
             small_threshold: 2,
             small_log_percent: 10,
             untrusted_marks: Vec::new(),

@@ -158,7 +158,7 @@ pub(super) fn attach_small(
         }
         let mut store = store;
         store.set_flush_duty(flush_duty);
-        s.get_mut().attach_small(store, max);
+        s.get_mut().attach_small(store, max, fc.small_first);
     }
     tracing::info!(
         parts = n,

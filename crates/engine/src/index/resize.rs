@@ -94,6 +94,18 @@ impl Index {
         self.tables[t].wants_resize()
     }
 
+    /// Whether the table of `hash` is full: past its grow load, so held
+    /// back by the budget (or its precision), and at [`FULL_PERMILLE`] of
+    /// its slots, where a new entry evicts one. Between the grow load and
+    /// this the index still has room: a table the small store kept at its
+    /// grow load (95%) left 5% of the index's slots idle, and the store on
+    /// held fewer keys than the log tier alone (issue 32).
+    pub fn at_budget(&self, hash: u64) -> bool {
+        let t = self.split(hash).0;
+        let table = &self.tables[t];
+        table.items * 1000 >= table.slots() * FULL_PERMILLE
+    }
+
     /// The next table, from a cursor that goes round the tables, that
     /// wants a resize, and the bucket count it wants; `budget` is how
     /// many tables it may still look at (each call takes from it), so a

@@ -9,8 +9,8 @@ use crate::stores::small::{Admitted, SmallPart};
 
 impl Shard {
     /// Gives the shard its region of the small-object store.
-    pub(crate) fn attach_small(&mut self, store: SmallStore, max: usize) {
-        self.below.small = Some(SmallPart::new(store, max, &self.shared.pool));
+    pub(crate) fn attach_small(&mut self, store: SmallStore, max: usize, first: bool) {
+        self.below.small = Some(SmallPart::new(store, max, first, &self.shared.pool));
     }
 
     /// The flash tier (whose wakers retry parked changes).
@@ -49,7 +49,24 @@ impl Shard {
     /// An item leaving RAM that [`route`](crate::store::route) sent to the
     /// store: Some(admitted) when the store took it or refused it, None
     /// when the log is to take it ([`Admitted::Elsewhere`]).
+    ///
+    /// The choice (docs/SMALL.md, "How an item's tier is chosen"): the
+    /// store takes the item only when the key's index table is at its
+    /// budget ([`Index::at_budget`]: the index would otherwise evict an
+    /// entry whose item is still on flash for the next new key), and only
+    /// while the store's DRAM fits the index's budget beside the index
+    /// ([`small_dram_room`](Self::small_dram_room)). Otherwise the log
+    /// tier takes it, as without the store.
     pub(super) fn demote_small(&mut self, hash: u64, loc: Loc, h: &Header) -> Option<bool> {
+        let first = self.below.small.as_ref()?.first;
+        if !first && !self.index.at_budget(hash) {
+            self.below.small.as_mut()?.store.stats.index_room += 1;
+            return None;
+        }
+        if !first && !self.small_dram_room() {
+            self.below.small.as_mut()?.store.stats.deferred_dram += 1;
+            return None;
+        }
         let p = self.below.small.as_mut()?;
         let bytes = &self.segs[loc.seg as usize]
             .as_ref()

@@ -25,6 +25,14 @@ const QUEUED_SEGMENTS: usize = 2;
 /// [`QUEUED_SEGMENTS`] in the log's first pass ([`SmallStore::queue_full`]).
 const FIRST_PASS_QUEUED: usize = 16;
 
+/// Log pages per bucket of the log's index. Issue 32: with two buckets a
+/// page (about 15 objects of 100 bytes each), the index took 11.4 B per log
+/// object (the buckets' headers, allocations and spare capacity beside the
+/// 6-byte entries), more than the log tier's index entry (7.1 B); a bucket
+/// of about 60 entries spreads its header over more. A rewrite of a set
+/// scans its bucket.
+pub const LOG_PAGES_PER_BUCKET: usize = 2;
+
 /// RRIP value of an object entering a set (of 0..=7; 7 is evicted first).
 pub const RRIP_INSERT: u8 = 6;
 pub(super) const RRIP_MAX: u8 = format::RRIP_MASK;
@@ -62,13 +70,19 @@ impl SmallConfig {
         self.log_segments * self.seg_pages
     }
 
+    /// Buckets of the log's index: one per [`LOG_PAGES_PER_BUCKET`] log
+    /// pages.
+    pub fn log_buckets(&self) -> usize {
+        self.log_pages().div_ceil(LOG_PAGES_PER_BUCKET)
+    }
+
     /// DRAM a fresh store of this shape holds (`SmallStore::dram_bytes`
     /// before any object): the per-set filters, the log index's empty
     /// buckets, the log segments' generations and the segment buffer. The
     /// log index grows with the objects in the log from there.
     pub fn start_dram_bytes(&self) -> usize {
         crate::small::filter::SetFilters::bytes_for(self.sets, self.filter_bits)
-            + crate::small::log::LogIndex::start_bytes(self.log_pages() * 2, self.sets)
+            + crate::small::log::LogIndex::start_bytes(self.log_buckets(), self.sets)
             + self.log_segments * 8
             + self.seg_pages * BLOCK
     }
@@ -335,7 +349,7 @@ impl SmallStore {
 
     fn clear_dram(&mut self) {
         self.filters = SetFilters::new(self.cfg.sets, self.cfg.filter_bits);
-        self.log = LogIndex::new(self.cfg.log_pages() * 2, self.cfg.sets);
+        self.log = LogIndex::new(self.cfg.log_buckets(), self.cfg.sets);
         self.seg_gen.iter_mut().for_each(|g| *g = 0);
         self.buffer = vec![Vec::new()];
         self.buffered = Hashes::default();
@@ -356,7 +370,7 @@ impl SmallStore {
             dev,
             base,
             filters: SetFilters::new(cfg.sets, cfg.filter_bits),
-            log: LogIndex::new(cfg.log_pages() * 2, cfg.sets),
+            log: LogIndex::new(cfg.log_buckets(), cfg.sets),
             seg_gen: vec![0; cfg.log_segments],
             head: 0,
             buffer: vec![Vec::new()],
@@ -469,9 +483,11 @@ impl SmallStore {
     /// DRAM by part: per-set filters (Bloom, hit bits, generation), the log
     /// index (with its vectors' spare capacity), the rest.
     pub fn dram_parts(&self) -> (u64, u64, u64) {
-        // The open buffer and the sealed segments waiting for their flush.
+        // The open buffer (once it holds an object) and the sealed segments
+        // waiting for their flush.
+        let open = usize::from(self.buffer_used > 0 || self.buffer.len() > 1);
         let other = self.seg_gen.len() * 8
-            + (1 + self.flush_jobs()) * self.cfg.seg_pages * BLOCK
+            + (open + self.flush_jobs()) * self.cfg.seg_pages * BLOCK
             + self.invals.capacity() * std::mem::size_of::<(u64, Inval)>()
             + self
                 .invals

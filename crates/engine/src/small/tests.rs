@@ -421,12 +421,31 @@ fn a_flush_that_must_wait_refuses_admissions_until_its_turn() {
 }
 
 #[test]
-fn a_fresh_store_holds_the_dram_its_config_states() {
-    // What the memory minimum (engine/sizing.rs) counts for the store.
+fn a_store_holds_its_filters_and_log_index_only_once_used() {
+    // Issue 32: a fresh store holds its segments' generations only (the
+    // default choice may never use it); its filters and the log index's
+    // buckets, which the memory minimum (engine/sizing.rs) counts, come
+    // with its first objects.
     for (bytes, log) in [(16u64 << 20, 10), (8 << 20, 5), (1 << 20, 30)] {
         let c = SmallConfig::for_region(bytes, log);
-        let (_dev, s) = mem(c);
-        assert_eq!(s.dram_bytes() as usize, c.start_dram_bytes(), "{c:?}");
+        let (_dev, mut s) = mem(c);
+        assert_eq!(s.dram_bytes() as usize, c.log_segments * 8, "{c:?}");
+        let mut i = 0;
+        while s.stats.sets_written == 0 {
+            s.insert(obj(&format!("k{i}"), &val(i, 0))).unwrap();
+            i += 1;
+        }
+        let (filters, log_bytes, _) = s.dram_parts();
+        assert_eq!(
+            filters as usize,
+            crate::small::filter::SetFilters::bytes_for(c.sets, c.filter_bits),
+            "{c:?}"
+        );
+        assert!(
+            log_bytes as usize >= crate::small::log::LogIndex::start_bytes(c.log_buckets(), c.sets),
+            "{c:?}"
+        );
+        assert!(s.dram_bytes() as usize >= c.start_dram_bytes(), "{c:?}");
     }
 }
 

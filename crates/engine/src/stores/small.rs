@@ -22,8 +22,13 @@ pub(crate) struct SmallPart {
     pub(crate) store: SmallStore,
     /// Key and value bytes of the largest item admitted.
     pub(crate) max: usize,
+    /// Small items take the store whether the log tier's index has room or
+    /// not (`ext_small_first`).
+    pub(crate) first: bool,
     /// The store's DRAM as last counted in the pool.
     reported: usize,
+    /// Of it, the filters and the log index ([`lasting`](Self::lasting)).
+    lasting: usize,
     /// Set rewrites for changes already charged to the write budget.
     charged: u64,
 }
@@ -78,14 +83,17 @@ pub(crate) enum Admitted {
 
 impl SmallPart {
     /// The shard's region, its DRAM counted in `pool`.
-    pub(crate) fn new(store: SmallStore, max: usize, pool: &SegmentPool) -> SmallPart {
-        let reported = store.dram_bytes() as usize;
+    pub(crate) fn new(store: SmallStore, max: usize, first: bool, pool: &SegmentPool) -> SmallPart {
+        let (filters, log, other) = store.dram_parts();
+        let reported = (filters + log + other) as usize;
         pool.add_index_bytes(reported as isize);
         let charged = store.stats.invalidations;
         SmallPart {
             store,
             max,
+            first,
             reported,
+            lasting: (filters + log) as usize,
             charged,
         }
     }
@@ -121,12 +129,23 @@ impl SmallPart {
         self.reported
     }
 
+    /// Of [`dram`](Self::dram), what lasts as long as the store holds its
+    /// objects: its filters and its log index, as last counted. The index
+    /// gives room for these, not for the segment buffers, which come and
+    /// go with the flushes (an index entry given up for a passing buffer
+    /// would be lost for good).
+    pub(crate) fn lasting(&self) -> usize {
+        self.lasting
+    }
+
     /// Counts the store's DRAM in the pool again (its log index grows and
     /// shrinks).
     pub(crate) fn report_bytes(&mut self, pool: &SegmentPool) {
-        let now = self.store.dram_bytes() as usize;
+        let (filters, log, other) = self.store.dram_parts();
+        let now = (filters + log + other) as usize;
         pool.add_index_bytes(now as isize - self.reported as isize);
         self.reported = now;
+        self.lasting = (filters + log) as usize;
     }
 
     /// An item leaving RAM that [`route`](crate::store::route) sent here

@@ -42,6 +42,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             small_percent: 50,
             small_flush_duty: 0,
             small_background: false,
+            small_first: true,
             small_threshold: 0,
             small_log_percent: 0,
             snapshot: None,

@@ -48,6 +48,7 @@ pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
             "ext_small_share",
             "ext_small_flush_duty",
             "ext_small_background",
+            "ext_small_first",
             "ext_small_threshold",
             "ext_small_log",
         ],
@@ -276,6 +277,7 @@ impl Config {
             "ext_nhc_feedback" => self.flash.nhc_feedback = v.to_string(),
             "ext_nhc_copies" => self.flash.nhc_copies = v.to_string(),
             "ext_small_background" => self.flash.engine.small_background = flag(k, v)?,
+            "ext_small_first" => self.flash.engine.small_first = flag(k, v)?,
             "ext_crash_safe" => self.flash.tier.crash_journal = flag(k, v)?,
             // memcached options with no counterpart here: accepted, so that
             // memcached command lines run, and named in the log with why.
