@@ -154,8 +154,8 @@ SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "f
            "flash_nhc_load_admit_moves", "flash_dual_fast_reads", "flash_dual_capacity_reads",
            "flash_nhc_iterations", "flash_nhc_last_iteration", "flash_fast_read_latency_us_sum",
            "flash_capacity_read_latency_us_sum", "flash_fast_device_us_sum", "flash_capacity_device_us_sum",
-           "flash_nhc_limit_fast", "flash_nhc_limit_capacity", "flash_nhc_floor_us_fast",
-           "flash_nhc_floor_us_capacity", "flash_nhc_copies_pay", "flash_class_copies_made")
+           "flash_nhc_limit_fast", "flash_nhc_limit_capacity", "flash_nhc_fast_floor_us",
+           "flash_nhc_capacity_floor_us", "flash_nhc_copies_pay", "flash_class_copies_made")
 
 
 class Sampler(threading.Thread):
@@ -224,8 +224,8 @@ def timeline(samples):
                     "capacity_dev_us": lat("capacity", "device_us_sum"),
                     # the balance's learned limits and floors, copies (servers that show them)
                     "limit_fast": b.get("flash_nhc_limit_fast", ""), "limit_cap": b.get("flash_nhc_limit_capacity", ""),
-                    "floor_fast_us": b.get("flash_nhc_floor_us_fast", ""),
-                    "floor_cap_us": b.get("flash_nhc_floor_us_capacity", ""),
+                    "floor_fast_us": b.get("flash_nhc_fast_floor_us", ""),
+                    "floor_cap_us": b.get("flash_nhc_capacity_floor_us", ""),
                     "copies_pay": b.get("flash_nhc_copies_pay", ""), "copies": b.get("flash_class_copies_made", "")})
     return out
 

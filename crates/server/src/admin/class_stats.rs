@@ -57,7 +57,7 @@ pub fn write(out: &mut dyn Sink, f: &FlashStats) {
         };
         stat(
             out,
-            &format!("flash_nhc_floor_us_{name}"),
+            &format!("flash_nhc_{name}_floor_us"),
             format!("{floor:.0}"),
         );
     }
