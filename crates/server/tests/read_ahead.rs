@@ -6,7 +6,8 @@
 //! wait for its turn. Two live flights with one id: the read of the later
 //! one was credited to the earlier one, and the connection waited for it
 //! forever (a client setting 100 new keys per `mg` of a hot key stalled
-//! after about 380,000 sets).
+//! after about 380,000 sets). The RESP port's flights had the same fault:
+//! there every head request answered takes an id.
 
 mod common;
 
@@ -75,6 +76,61 @@ fn a_get_read_ahead_256_requests_after_another_gets_its_own_record() {
         "the three keys were not read from flash"
     );
     drop(c);
+    h.shutdown();
+    h.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The RESP port's flights: a GET read ahead behind 256 requests answered
+/// one after another (each takes an id as it comes to the head), whose
+/// record takes two reads (a value longer than the first 4 KiB read), so
+/// its second read is still in flight when a STRLEN comes to the head with
+/// the GET's id and waits for its own read: both completions went to the
+/// head, the GET waited forever for its second read.
+#[test]
+fn a_resp_get_read_ahead_256_heads_after_another_gets_its_own_record() {
+    use common::resp::{cmd, pipeline, redis};
+    let dir = tempdir("read-ahead-ids-resp");
+    let h = common::resp::server_with(|c| {
+        c.cache.memory_mb = 16;
+        c.flash.paths = vec![format!("{}:64M", dir.join("flash").display())];
+        c.flash.tier.write_buffers = 2;
+        c.flash.tier.low_ttl = 0;
+    });
+    let mut s = redis(&h);
+    let small = "s".repeat(1000);
+    let big = "b".repeat(20_000);
+    let keys = [("f0", &small), ("f1", &big), ("f2", &small)];
+    let sets: Vec<_> = keys.iter().map(|(k, v)| cmd(&["SET", k, v])).collect();
+    assert!(pipeline(&mut s, &sets).iter().all(|r| r == b"+OK"));
+    let filler = "x".repeat(4000);
+    for from in (0..6_000).step_by(500) {
+        let cmds: Vec<_> = (from..from + 500)
+            .map(|i| cmd(&["SET", &format!("fill{i}"), &filler]))
+            .collect();
+        assert!(pipeline(&mut s, &cmds).iter().all(|r| r == b"+OK"));
+    }
+    let mut c = Client::new(&h);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stat(&mut c, "flash_segments_written") < 2 {
+        assert!(Instant::now() < deadline, "nothing written to flash");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read_before = stat(&mut c, "extstore_objects_read");
+    let mut req = vec![cmd(&["GET", "f0"])];
+    req.extend((0..255).map(|i| cmd(&["SET", &format!("new{i}"), "n"])));
+    req.push(cmd(&["STRLEN", "f2"]));
+    req.push(cmd(&["GET", "f1"]));
+    let got = pipeline(&mut s, &req);
+    assert_eq!(got[0], small.as_bytes());
+    assert!(got[1..256].iter().all(|r| r == b"+OK"));
+    assert_eq!(got[256], b":1000");
+    assert_eq!(got[257], big.as_bytes());
+    assert!(
+        stat(&mut c, "extstore_objects_read") >= read_before + 3,
+        "the three keys were not read from flash"
+    );
+    drop((c, s));
     h.shutdown();
     h.wait();
     std::fs::remove_dir_all(&dir).unwrap();
