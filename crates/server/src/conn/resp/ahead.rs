@@ -40,12 +40,21 @@ pub struct Ahead {
 }
 
 impl Ahead {
-    /// A read-token id for the head or a flight: at most MAX_AHEAD + 1
-    /// flights are alive, all made since the oldest of them, so an id
-    /// comes back only long after its flight is gone.
-    pub fn new_id(&mut self) -> u8 {
-        self.next_id = self.next_id.wrapping_add(1);
-        self.next_id
+    /// A read-token id for the head or a flight, neither `head` (the head
+    /// request's) nor any flight's: completions find their flight by it.
+    /// The counter alone does not ensure that: every head request answered
+    /// takes an id, so a get read ahead behind 256 pipelined SETs would
+    /// share its id with the head, and its read, credited to the head, was
+    /// lost (the memcached port's stall, `Flights::make`). At most
+    /// MAX_AHEAD + 1 ids are in use, far fewer than 256.
+    pub fn new_id(&mut self, head: u8) -> u8 {
+        loop {
+            self.next_id = self.next_id.wrapping_add(1);
+            let id = self.next_id;
+            if id != head && !self.flights.iter().any(|f| f.id == id) {
+                return id;
+            }
+        }
     }
 
     /// The flight of the request at stream offset `at`, if it was read
@@ -126,7 +135,7 @@ impl RespConn {
                     engine.probe(k, ctx.now, &mut fetched, &mut self.reads)
                 });
                 if !self.reads.is_empty() {
-                    let id = self.ahead.new_id();
+                    let id = self.ahead.new_id(self.flight);
                     let base = self.token_base | u64::from(id) << 16;
                     let waiting = self.reads.len();
                     let mut r = reader.borrow_mut();
@@ -156,7 +165,7 @@ mod tests {
     fn a_flight_is_taken_once_by_its_request_and_earlier_ones_go() {
         let mut a = Ahead::default();
         for at in [10, 20, 30] {
-            let id = a.new_id();
+            let id = a.new_id(0);
             a.flights.push_back(Flight {
                 at,
                 id,
@@ -173,5 +182,25 @@ mod tests {
         assert_eq!(a.flights.len(), 1, "10 dropped, 30 left");
         assert!(reads_ahead(&[b"mget", b"a"]) && reads_ahead(&[b"GET", b"a"]));
         assert!(!reads_ahead(&[b"SET", b"a", b"b"]) && !reads_ahead(&[]));
+    }
+
+    #[test]
+    fn ids_stay_unique_while_a_flight_waits_past_256_heads() {
+        let mut a = Ahead::default();
+        let mut head = a.new_id(0);
+        let id = a.new_id(head);
+        a.flights.push_back(Flight {
+            at: 10,
+            id,
+            waiting: 1,
+            ..Flight::default()
+        });
+        // Heads answered one after another (pipelined SETs) take an id each.
+        for _ in 0..1000 {
+            head = a.new_id(head);
+            assert_ne!(head, id, "the head took the id of a flight read ahead");
+        }
+        let later = a.new_id(head);
+        assert!(later != head && later != id);
     }
 }

@@ -70,7 +70,7 @@ impl RespConn {
         self.fetched = Fetched::default();
         self.reruns = 0;
         self.waiting = 0;
-        self.flight = self.ahead.new_id();
+        self.flight = self.ahead.new_id(self.flight);
         self.started = None;
     }
 
