@@ -673,12 +673,8 @@ fn random_changes_across_kill_9_never_come_back_stale() {
 /// two flash tiers. About as long as the test above, with 5 cycles.
 #[test]
 fn random_changes_across_kill_9_never_come_back_stale_with_the_small_store() {
-    crash_cycles(
-        "small",
-        &["flash:128M"],
-        &["-o", "ext_small_max=1024,ext_small_first=1"],
-        5,
-    );
+    let small = "ext_small_max=1024,ext_small_first=1";
+    crash_cycles("small", &["flash:128M"], &["-o", small], 5);
 }
 
 /// The same over two device classes: a fast device of about 22 segments of
