@@ -183,6 +183,8 @@ pub struct Index {
     bytes: usize,
     /// The next table [`Index::next_due`] looks at.
     cursor: usize,
+    /// Old buckets of finished rebuilds ([`Index::take_freed`]).
+    freed: Vec<Vec<Bucket>>,
 }
 
 impl Index {
@@ -212,6 +214,7 @@ impl Index {
             tprec: prec.min(TABLE_PREC),
             bytes: 0,
             cursor: 0,
+            freed: Vec::new(),
             tables,
         };
         idx.bytes = idx.tables.iter().map(Table::memory_bytes).sum();
@@ -288,7 +291,7 @@ impl Index {
             return None;
         }
         let mut found = None;
-        table.visit(table.place_of(k), |_, _, e| {
+        table.visit(k, |_, _, e| {
             let loc = Loc::unpack(e & LOC_MASK);
             if is_key(loc) {
                 found = Some(loc);
@@ -392,16 +395,18 @@ impl Index {
     pub fn retain(&mut self, mut keep: impl FnMut(Loc) -> bool) -> usize {
         let mut dropped = 0;
         for t in &mut self.tables {
-            for bk in t.buckets.iter_mut() {
+            let mut gone = 0;
+            for bk in t.all_buckets_mut() {
                 for i in 0..SLOTS {
                     let e = bk.get(i);
                     if e != 0 && !keep(Loc::unpack(e & LOC_MASK)) {
                         bk.set(i, 0);
-                        t.items -= 1;
-                        dropped += 1;
+                        gone += 1;
                     }
                 }
             }
+            t.items -= gone;
+            dropped += gone;
         }
         dropped
     }

@@ -266,8 +266,10 @@ impl Engine {
         let mut items = 0;
         let mut guards: Vec<_> = self.shards.list.iter().map(|s| s.lock()).collect();
         for g in &mut guards {
-            // A flush's set-aside segments are not saved as items.
+            // A flush's set-aside segments are not saved as items; the
+            // index is saved with one array of buckets a table.
             g.finish_flush();
+            g.finish_index_resizes();
             g.save(&mut w)?;
             items += g.stats.curr_items;
         }

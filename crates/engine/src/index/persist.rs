@@ -14,6 +14,13 @@ impl Index {
         &self,
         w: &mut crate::persist::SnapWriter<W>,
     ) -> std::io::Result<()> {
+        if self.tables.iter().any(|t| t.moving.is_some()) {
+            // The layout has one array of buckets a table: the shard
+            // finishes its rebuilds before it saves (`Shard::save`).
+            return Err(std::io::Error::other(
+                "index rebuild under way at the snapshot",
+            ));
+        }
         w.u32(self.prec)?;
         w.u32(self.tables.len() as u32)?;
         w.u64(self.len() as u64)?;

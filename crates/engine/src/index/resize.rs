@@ -8,7 +8,7 @@
 //! its position, and with it its bucket in a table of any other size, is
 //! known without its key.
 
-use super::table::Table;
+use super::table::{Moving, Table};
 use super::*;
 
 /// What every key that shares an index entry's place has in common: its
@@ -107,15 +107,20 @@ impl Index {
     }
 
     /// The next table, from a cursor that goes round the tables, that
-    /// wants a resize, and the bucket count it wants; `budget` is how
-    /// many tables it may still look at (each call takes from it), so a
-    /// pass that finds nothing ends.
+    /// wants a resize, and the bucket count it wants (a table whose
+    /// rebuild is under way: its new count); `budget` is how many tables
+    /// it may still look at (each call takes from it), so a pass that
+    /// finds nothing ends.
     pub fn next_due(&mut self, budget: &mut usize) -> Option<(usize, usize)> {
         while *budget > 0 {
             *budget -= 1;
             let t = self.cursor;
             self.cursor = (self.cursor + 1) % self.tables.len();
-            if let Some(want) = self.tables[t].wants_resize() {
+            let table = &self.tables[t];
+            if table.moving.is_some() {
+                return Some((t, table.buckets.len()));
+            }
+            if let Some(want) = table.wants_resize() {
                 return Some((t, want));
             }
         }
@@ -123,19 +128,67 @@ impl Index {
     }
 
     /// Rebuilds table `t` with `buckets` buckets (within what its precision
-    /// allows), keeping hit bits; no key is read, and no other table is
-    /// touched. Entries that find no room (rare below the grow load) are
-    /// evicted as by an insert and returned.
+    /// allows) at once, keeping hit bits; no key is read, and no other table
+    /// is touched. Entries that find no room (rare below the grow load) are
+    /// evicted as by an insert and returned. A rebuild under way is
+    /// finished first.
     pub fn resize_table(
         &mut self,
         t: usize,
         buckets: usize,
+        mut rank: impl FnMut(Loc, bool) -> u64,
+    ) -> Vec<Evicted> {
+        let mut out = self.resize_step(t, usize::MAX, &mut rank);
+        self.start_resize(t, buckets);
+        out.extend(self.resize_step(t, usize::MAX, &mut rank));
+        out
+    }
+
+    /// Starts rebuilding table `t` with `buckets` buckets (within what its
+    /// precision allows): its entries stay where they are, found by every
+    /// lookup, until [`resize_step`](Self::resize_step) moves them. The
+    /// new buckets are a zeroed allocation, whose pages the steps fault
+    /// in. Nothing happens while a rebuild of `t` is under way.
+    pub fn start_resize(&mut self, t: usize, buckets: usize) {
+        let table = &mut self.tables[t];
+        if table.moving.is_some() {
+            return;
+        }
+        let before = table.memory_bytes();
+        let n = clamp_buckets(table.prec, buckets);
+        let old = std::mem::replace(&mut table.buckets, vec![EMPTY; n]);
+        table.moving = Some(Moving { old, done: 0 });
+        self.bytes = self.bytes + self.tables[t].memory_bytes() - before;
+    }
+
+    /// Whether a rebuild of table `t` is under way.
+    pub fn resizing(&self, t: usize) -> bool {
+        self.tables[t].moving.is_some()
+    }
+
+    /// Moves the entries of up to `max` more old buckets of table `t`'s
+    /// rebuild (none when there is none); returns the entries that found no
+    /// room, evicted as by an insert. The last step hands the old buckets
+    /// to [`take_freed`](Self::take_freed), to be freed outside the lock.
+    pub fn resize_step(
+        &mut self,
+        t: usize,
+        max: usize,
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> Vec<Evicted> {
         let before = self.tables[t].memory_bytes();
-        let out = self.tables[t].resize(buckets, rank);
+        let (out, freed) = self.tables[t].step(max, rank);
+        if let Some(old) = freed {
+            self.freed.push(old);
+        }
         self.bytes = self.bytes + self.tables[t].memory_bytes() - before;
         out.into_iter().map(|ev| self.in_index(t, ev)).collect()
+    }
+
+    /// The old buckets of rebuilds that ended, to be freed where no lock
+    /// is held (a 512 KiB free is an munmap).
+    pub fn take_freed(&mut self) -> Option<Box<dyn Send>> {
+        (!self.freed.is_empty()).then(|| Box::new(std::mem::take(&mut self.freed)) as Box<dyn Send>)
     }
 
     /// Resizes every table to its share of `buckets` (tests, and the
@@ -154,7 +207,11 @@ impl Index {
 }
 
 impl Table {
+    /// None while a rebuild is under way: it finishes first.
     fn wants_resize(&self) -> Option<usize> {
+        if self.moving.is_some() {
+            return None;
+        }
         let n = self.buckets.len();
         let want = clamp_buckets(self.prec, Index::buckets_for(self.items));
         let full = self.items * 100 > self.slots() * GROW_PERCENT;
@@ -162,20 +219,31 @@ impl Table {
         ((full && want > n) || (empty && want < n)).then_some(want)
     }
 
-    /// Rebuilds the table with `buckets` buckets; see [`Index::resize_table`].
-    fn resize(&mut self, buckets: usize, mut rank: impl FnMut(Loc, bool) -> u64) -> Vec<Evicted> {
-        let n = clamp_buckets(self.prec, buckets);
-        let old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
-        let old_n = old.len();
+    /// Moves the entries of up to `max` old buckets of the rebuild under
+    /// way into the new buckets ([`Index::resize_step`]); returns what
+    /// found no room, and the old buckets once all are moved.
+    #[allow(clippy::type_complexity)]
+    fn step(
+        &mut self,
+        max: usize,
+        mut rank: impl FnMut(Loc, bool) -> u64,
+    ) -> (Vec<Evicted>, Option<Vec<Bucket>>) {
         let mut out = Vec::new();
-        for (b, bk) in old.iter().enumerate() {
+        // Taken out while entries are placed in the new buckets.
+        let Some(mut m) = self.moving.take() else {
+            return (out, None);
+        };
+        let (n, old_n) = (self.buckets.len(), m.old.len());
+        let end = m.done.saturating_add(max).min(old_n);
+        for b in m.done..end {
+            let bk = std::mem::replace(&mut m.old[b], EMPTY);
             for i in 0..SLOTS {
                 let e = bk.get(i);
                 if e == 0 {
                     continue;
                 }
                 let class = {
-                    // `class_at` in the old table.
+                    // `class_at` in the old buckets.
                     let tag = e >> TAG_SHIFT;
                     let b1 = if e & ALT != 0 {
                         alt_bucket(b, tag, old_n)
@@ -195,6 +263,12 @@ impl Table {
                 }
             }
         }
-        out
+        m.done = end;
+        if end < old_n {
+            self.moving = Some(m);
+            (out, None)
+        } else {
+            (out, Some(m.old))
+        }
     }
 }

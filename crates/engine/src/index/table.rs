@@ -1,7 +1,10 @@
 //! One table of the index: a bucketized cuckoo table of `2^P'` positions
-//! (`P'` at most [`TABLE_PREC`]), resized on its own (`resize.rs`), so
-//! that a resize moves at most one table's entries under the shard's
-//! lock.
+//! (`P'` at most [`TABLE_PREC`]), resized on its own (`resize.rs`) and a
+//! few buckets at a time: while a rebuild is under way the table has its
+//! new buckets and the old ones not yet moved ([`Moving`]), a lookup reads
+//! the key's buckets in both, and each step moves the next old buckets'
+//! entries over, as Redis rehashes its dictionaries incrementally. So no
+//! lock hold moves a whole table's entries.
 
 use super::*;
 
@@ -27,8 +30,19 @@ pub(super) struct Table {
     pub buckets: Vec<Bucket>,
     /// Position bits of this table (`P'`).
     pub prec: u32,
+    /// Entries in `buckets` and in the old buckets of a rebuild.
     pub items: usize,
     rng: u64,
+    /// The rebuild under way, if any.
+    pub moving: Option<Moving>,
+}
+
+/// A rebuild under way: the buckets it moves from, of which the first
+/// `done` are moved (and empty). A position `(b, i)` with `b` at or past
+/// the new buckets' count is slot `i` of old bucket `b - count`.
+pub(super) struct Moving {
+    pub old: Vec<Bucket>,
+    pub done: usize,
 }
 
 impl Table {
@@ -56,6 +70,7 @@ impl Table {
             prec,
             items,
             rng: 0x2545_F491_4F6C_DD1D,
+            moving: None,
         }
     }
 
@@ -64,40 +79,50 @@ impl Table {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+        let old = self.moving.as_ref().map_or(0, |m| m.old.capacity());
+        (self.buckets.capacity() + old) * std::mem::size_of::<Bucket>()
     }
 
     #[inline]
     pub fn place_of(&self, k: Key) -> Place {
-        let n = self.buckets.len();
-        let b1 = resize::home(k.pos, n, self.prec);
-        let rest = k.pos - resize::first_position(b1, n, self.prec);
-        Place {
-            b1,
-            b2: alt_bucket(b1, k.tag, n),
-            key: (k.tag << (TAG_SHIFT - REST_SHIFT)) | rest,
+        place_among(k, self.buckets.len(), self.prec)
+    }
+
+    /// The bucket at position `b` (new, or old past the new ones).
+    #[inline]
+    fn bucket(&self, b: usize) -> &Bucket {
+        match b.checked_sub(self.buckets.len()) {
+            None => &self.buckets[b],
+            Some(o) => &self.moving.as_ref().expect("an old bucket").old[o],
         }
     }
 
-    /// Calls `f(bucket, slot, entry)` on the entries of `p`'s class, in
-    /// lookup order, until it returns true.
     #[inline]
-    pub fn visit(&self, p: Place, mut f: impl FnMut(usize, usize, u64) -> bool) -> bool {
-        let home = p.key << 1;
-        let away = home | 1;
-        for (b, want) in [(p.b1, home), (p.b2, away)] {
-            let bk = &self.buckets[b];
-            for i in 0..SLOTS {
-                let e = bk.get(i);
-                if e >> KEY_SHIFT == want && f(b, i, e) {
-                    return true;
-                }
-            }
-            if p.b2 == p.b1 {
-                break;
+    fn bucket_mut(&mut self, b: usize) -> &mut Bucket {
+        match b.checked_sub(self.buckets.len()) {
+            None => &mut self.buckets[b],
+            Some(o) => &mut self.moving.as_mut().expect("an old bucket").old[o],
+        }
+    }
+
+    /// Calls `f(bucket, slot, entry)` on the entries of `k`'s class, in
+    /// lookup order (its buckets in the new table, then in the old one
+    /// while a rebuild is under way), until it returns true.
+    #[inline]
+    pub fn visit(&self, k: Key, mut f: impl FnMut(usize, usize, u64) -> bool) -> bool {
+        let n = self.buckets.len();
+        if visit_place(&self.buckets, self.place_of(k), 0, &mut f) {
+            return true;
+        }
+        match &self.moving {
+            None => false,
+            Some(m) => {
+                // Moved buckets are empty, so finding nothing there costs
+                // only the read.
+                let p = place_among(k, m.old.len(), self.prec);
+                visit_place(&m.old[..], p, n, &mut f)
             }
         }
-        false
     }
 
     /// (bucket, slot) of the entry for `loc`.
@@ -107,7 +132,7 @@ impl Table {
         }
         let want = loc.pack();
         let mut found = None;
-        self.visit(self.place_of(k), |b, i, e| {
+        self.visit(k, |b, i, e| {
             if e & LOC_MASK == want {
                 found = Some((b, i));
                 true
@@ -291,9 +316,12 @@ impl Table {
     }
 
     /// The class of entry `e` found in bucket `b` (its position in this
-    /// table).
+    /// table; an old bucket's when `b` is past the new ones).
     pub fn class_at(&self, b: usize, e: u64) -> Class {
-        let n = self.buckets.len();
+        let (b, n) = match (b.checked_sub(self.buckets.len()), &self.moving) {
+            (Some(o), Some(m)) => (o, m.old.len()),
+            _ => (b, self.buckets.len()),
+        };
         let tag = e >> TAG_SHIFT;
         let b1 = if e & ALT != 0 {
             alt_bucket(b, tag, n)
@@ -318,17 +346,64 @@ impl Table {
     /// Rewrites the entry at (`b`, `i`) with `f`.
     #[inline]
     pub fn update(&mut self, (b, i): (usize, usize), f: impl FnOnce(u64) -> u64) {
-        let e = self.buckets[b].get(i);
-        self.buckets[b].set(i, f(e));
+        let bk = self.bucket_mut(b);
+        let e = bk.get(i);
+        bk.set(i, f(e));
     }
 
     pub fn get(&self, (b, i): (usize, usize)) -> u64 {
-        self.buckets[b].get(i)
+        self.bucket(b).get(i)
+    }
+
+    /// Every bucket that may hold entries: the new ones, and the old ones
+    /// of a rebuild under way.
+    pub fn all_buckets_mut(&mut self) -> impl Iterator<Item = &mut Bucket> {
+        let old = self.moving.as_mut().map_or(&mut [][..], |m| &mut m.old[..]);
+        self.buckets.iter_mut().chain(old.iter_mut())
     }
 
     #[cfg(test)]
     pub fn clear(&mut self) {
         self.buckets.fill(EMPTY);
+        self.moving = None;
         self.items = 0;
     }
+}
+
+/// Where a key's entries can be in a table of `n` buckets.
+#[inline]
+fn place_among(k: Key, n: usize, prec: u32) -> Place {
+    let b1 = resize::home(k.pos, n, prec);
+    let rest = k.pos - resize::first_position(b1, n, prec);
+    Place {
+        b1,
+        b2: alt_bucket(b1, k.tag, n),
+        key: (k.tag << (TAG_SHIFT - REST_SHIFT)) | rest,
+    }
+}
+
+/// [`Table::visit`] over one array of buckets, whose positions are
+/// reported `base` on.
+#[inline]
+fn visit_place(
+    buckets: &[Bucket],
+    p: Place,
+    base: usize,
+    f: &mut impl FnMut(usize, usize, u64) -> bool,
+) -> bool {
+    let home = p.key << 1;
+    let away = home | 1;
+    for (b, want) in [(p.b1, home), (p.b2, away)] {
+        let bk = &buckets[b];
+        for i in 0..SLOTS {
+            let e = bk.get(i);
+            if e >> KEY_SHIFT == want && f(base + b, i, e) {
+                return true;
+            }
+        }
+        if p.b2 == p.b1 {
+            break;
+        }
+    }
+    false
 }

@@ -283,6 +283,10 @@ enum Op {
     Relocate(u16),
     SetHit(u16),
     Resize(u16),
+    /// A rebuild of every table started (those not under one already).
+    StartResize(u16),
+    /// A step of every rebuild under way.
+    Step(u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -292,6 +296,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u16>().prop_map(Op::Relocate),
         1 => any::<u16>().prop_map(Op::SetHit),
         1 => any::<u16>().prop_map(Op::Resize),
+        1 => any::<u16>().prop_map(Op::StartResize),
+        2 => any::<u8>().prop_map(Op::Step),
     ]
 }
 
@@ -357,6 +363,18 @@ proptest! {
                         forget(&mut model, ev);
                     }
                 }
+                Op::StartResize(b) => {
+                    for t in 0..idx.tables() {
+                        idx.start_resize(t, usize::from(b % 64) + 1);
+                    }
+                }
+                Op::Step(n) => {
+                    for t in 0..idx.tables() {
+                        for ev in idx.resize_step(t, usize::from(n % 8) + 1, alike) {
+                            forget(&mut model, ev);
+                        }
+                    }
+                }
             }
             prop_assert_eq!(idx.len(), model.len());
         }
@@ -367,12 +385,12 @@ proptest! {
     }
 }
 
-/// How long a resize holds the shard's lock: each insert may resize its
-/// key's table (at most `2^TABLE_PREC` buckets, 512 KiB), as
-/// `Shard::index_insert` does; a shrink pass rebuilds at most
-/// `RESIZE_PASS_BUCKETS` (the shard's). Fills indexes of 100k, 1M and 4M
+/// How long a resize holds the shard's lock: a table's rebuild runs in
+/// steps, 256 old buckets at each insert into it (as
+/// `Shard::index_insert` does) and up to 2,048 per pass of
+/// `Shard::resize_index` (steps of 512). Fills indexes of 100k, 1M and 4M
 /// entries one insert at a time, then removes 80% of them, timing every
-/// resize, and prints their count, median, 99th percentile, longest and
+/// step, and prints their count, median, 99th percentile, longest and
 /// total (the longest is mostly the scheduler on a shared machine). Run it with
 /// `cargo test --release -p tiercache-engine --lib resize_hold -- --ignored --nocapture`
 /// (bench/RESULTS.md has the figures).
@@ -396,11 +414,17 @@ fn resize_hold() {
         for i in 0..entries as u64 {
             assert!(idx.insert(hash_of(i), loc_of(i), true, alike).is_none());
             let t = idx.table_of(hash_of(i));
-            if let Some(want) = idx.wants_resize(t) {
-                let at = Instant::now();
-                assert!(idx.resize_table(t, want, alike).is_empty());
-                grow.push(at.elapsed().as_secs_f64() * 1e3);
+            let at = Instant::now();
+            if idx.resizing(t) {
+                assert!(idx.resize_step(t, 256, alike).is_empty());
+            } else if let Some(want) = idx.wants_resize(t) {
+                idx.start_resize(t, want);
+                assert!(idx.resize_step(t, 256, alike).is_empty());
+            } else {
+                continue;
             }
+            drop(idx.take_freed());
+            grow.push(at.elapsed().as_secs_f64() * 1e3);
         }
         let grown = idx.buckets();
         for i in (0..entries as u64).filter(|i| i % 5 != 0) {
@@ -409,16 +433,18 @@ fn resize_hold() {
         let mut shrink = Vec::new();
         loop {
             // One pass as `Shard::resize_index` makes it.
-            let (mut look, mut rebuilt) = (idx.tables(), 0);
+            let (mut look, mut moved) = (idx.tables(), 0);
             let at = Instant::now();
-            while rebuilt < 1 << 14 {
+            while moved < 1 << 11 {
                 let Some((t, want)) = idx.next_due(&mut look) else {
                     break;
                 };
-                rebuilt += idx.table_buckets(t) + want;
-                assert!(idx.resize_table(t, want, alike).is_empty());
+                idx.start_resize(t, want);
+                assert!(idx.resize_step(t, 512, alike).is_empty());
+                moved += 512;
             }
-            if rebuilt == 0 {
+            drop(idx.take_freed());
+            if moved == 0 {
                 break;
             }
             shrink.push(at.elapsed().as_secs_f64() * 1e3);
@@ -540,4 +566,119 @@ fn an_unallocated_index_finds_nothing_grows_on_insert_and_saves_as_empty() {
         "bytes follow the tables given buckets"
     );
     assert!(idx.memory_bytes() > 0 && idx.buckets() < idx.tables() * 64 + 1);
+}
+
+/// A table rebuilt a few buckets at a time, as the shard does it under
+/// writes: between steps every key is found where it is (in the new
+/// buckets or the old ones not yet moved), inserts, removes, relocations
+/// and hit bits work on both, and the memory counts both until the old
+/// buckets are handed back. Growing and shrinking, no entry is lost.
+#[test]
+fn a_rebuild_in_steps_keeps_every_entry_findable() {
+    let mut idx = Index::new(TABLE_PREC, 1 << 9);
+    let mut live: HashMap<u64, Loc> = HashMap::new();
+    for i in 0..3_000u64 {
+        assert!(idx.insert(hash_of(i), loc_of(i), true, alike).is_none());
+        live.insert(i, loc_of(i));
+    }
+    let mut fresh = 3_000u64;
+    for (target, step) in [(1usize << 10, 7usize), (600, 13), (1 << 12, 64)] {
+        let before = idx.memory_bytes();
+        idx.start_resize(0, target);
+        assert!(idx.resizing(0));
+        assert_eq!(
+            idx.wants_resize(0),
+            None,
+            "no second rebuild while one runs"
+        );
+        assert_eq!(
+            idx.memory_bytes(),
+            before + Index::bytes_for_buckets(target),
+            "old and new buckets counted"
+        );
+        let mut next = 1_000_000u64;
+        let mut steps = 0;
+        while idx.resizing(0) {
+            assert!(idx.resize_step(0, step, alike).is_empty());
+            steps += 1;
+            // Changes between steps land wherever the entry is.
+            for i in (steps as u64 * 31..).step_by(97).take(8) {
+                let Some(&loc) = live.get(&(i % 3_000)) else {
+                    continue;
+                };
+                let h = hash_of(i % 3_000);
+                assert!(idx.set_hit(h, loc));
+                assert_eq!(idx.hit(h, loc), Some(true));
+                next += 1;
+                assert!(idx.relocate(h, loc, loc_of(next)));
+                live.insert(i % 3_000, loc_of(next));
+            }
+            let gone = steps as u64 * 17 % 3_000;
+            if let Some(loc) = live.remove(&gone) {
+                assert!(idx.remove(hash_of(gone), loc));
+            }
+            fresh += 1;
+            let back = fresh;
+            assert!(idx
+                .insert(hash_of(back), loc_of(back), true, alike)
+                .is_none());
+            live.insert(back, loc_of(back));
+            for (&k, &loc) in &live {
+                assert_eq!(idx.find(hash_of(k), |l| l == loc), Some(loc), "key {k}");
+            }
+            assert_eq!(idx.len(), live.len());
+        }
+        assert!(steps > 1, "the rebuild took several steps");
+        assert_eq!(idx.table_buckets(0), target);
+        assert!(
+            idx.take_freed().is_some(),
+            "the old buckets are handed back"
+        );
+        assert!(idx.take_freed().is_none());
+        assert_eq!(idx.memory_bytes(), Index::bytes_for_buckets(target));
+    }
+}
+
+/// A snapshot is refused while a rebuild runs (its layout has one array
+/// of buckets a table: the shard finishes rebuilds first), and the index
+/// saved after the rebuild loads back whole.
+#[test]
+fn a_snapshot_waits_for_rebuilds() {
+    use crate::persist::{SnapReader, SnapWriter};
+    let mut idx = Index::new(TABLE_PREC + 1, 1 << 10);
+    for i in 0..4_000u64 {
+        assert!(idx.insert(hash_of(i), loc_of(i), true, alike).is_none());
+    }
+    idx.start_resize(1, 1 << 11);
+    assert!(idx.save(&mut SnapWriter::new(Vec::new())).is_err());
+    assert!(idx.resize_step(1, usize::MAX, alike).is_empty());
+    let mut w = SnapWriter::new(Vec::new());
+    idx.save(&mut w).expect("saved");
+    let buf = w.finish().expect("written");
+    let back = Index::load(&mut SnapReader::new(&buf[..])).expect("loaded");
+    assert_eq!(back.len(), 4_000);
+    assert_eq!(back.table_buckets(1), 1 << 11);
+    for i in 0..4_000u64 {
+        assert!(back.contains(hash_of(i), loc_of(i)));
+    }
+}
+
+/// `retain` drops entries in the old buckets of a rebuild too.
+#[test]
+fn retain_reaches_a_rebuild_under_way() {
+    let mut idx = Index::new(TABLE_PREC, 1 << 9);
+    for i in 0..3_000u64 {
+        assert!(idx.insert(hash_of(i), loc_of(i), true, alike).is_none());
+    }
+    idx.start_resize(0, 1 << 10);
+    assert!(idx.resize_step(0, 100, alike).is_empty());
+    let odd = |l: Loc| (l.off / 8) % 2 == 1;
+    assert_eq!(idx.retain(odd), 1_500);
+    assert_eq!(idx.len(), 1_500);
+    while idx.resizing(0) {
+        assert!(idx.resize_step(0, 100, alike).is_empty());
+    }
+    for i in 0..3_000u64 {
+        assert_eq!(idx.contains(hash_of(i), loc_of(i)), i % 2 == 1, "key {i}");
+    }
 }

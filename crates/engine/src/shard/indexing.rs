@@ -5,9 +5,15 @@
 
 use super::*;
 
-/// The most buckets (old and new) one pass of
-/// [`Shard::resize_index`] rebuilds: 1 MiB of index, under a millisecond.
-const RESIZE_PASS_BUCKETS: usize = 1 << 14;
+/// The most old buckets one pass of [`Shard::resize_index`] moves
+/// (128 KiB of index; the pass is one lock hold).
+const RESIZE_PASS_BUCKETS: usize = 1 << 11;
+
+/// Old buckets an insert into a table under rebuild moves (16 KiB of
+/// index, a few microseconds): a full table's rebuild is spread over 32
+/// inserts into it, where rebuilding it at once held the lock for 250 us
+/// to over a millisecond (issue 31).
+const INSERT_STEP_BUCKETS: usize = 1 << 8;
 
 /// How far the pool's non-segment charge (the index, the small store's
 /// DRAM, the log tier's write buffers) may go over the index's budget
@@ -52,36 +58,75 @@ impl Shard {
         if let Some(ev) = evicted {
             self.index_evicted(ev);
         }
-        if let Some(want) = self.index.wants_resize(t) {
+        if self.index.resizing(t) {
+            self.resize_step(t, INSERT_STEP_BUCKETS);
+        } else if let Some(want) = self.index.wants_resize(t) {
             let _ = self.resize_table(t, want);
+        }
+        self.account_index();
+    }
+
+    /// Moves up to `max` more old buckets of table `t`'s rebuild under
+    /// way; returns how many were asked for.
+    fn resize_step(&mut self, t: usize, max: usize) -> usize {
+        self.mark_hold(super::hold::HoldCause::Resize);
+        let flash = self.below.log.tier().cloned();
+        let evicted = self.index.resize_step(t, max, ranking(flash.as_deref()));
+        for ev in evicted {
+            self.index_evicted(ev);
+        }
+        if let Some(old) = self.index.take_freed() {
+            self.shared.pool.free_later(old);
+        }
+        max
+    }
+
+    /// Finishes every rebuild under way (before a snapshot, whose layout
+    /// has one array of buckets a table).
+    pub(crate) fn finish_index_resizes(&mut self) {
+        for t in 0..self.index.tables() {
+            if self.index.resizing(t) {
+                self.resize_step(t, usize::MAX);
+            }
         }
         self.account_index();
     }
 
     /// Resizes the tables that ask to (after deletes, expiry or a flush),
     /// going round them a little at a time: at most
-    /// [`RESIZE_PASS_BUCKETS`] buckets rebuilt per call, so that a shrink
-    /// of a large index never holds the shard's lock for long.
-    pub(super) fn resize_index(&mut self) {
+    /// [`RESIZE_PASS_BUCKETS`] old buckets moved per call, so that a shrink
+    /// of a large index never holds the shard's lock for long. Returns
+    /// whether it had anything to do.
+    pub(super) fn resize_index(&mut self) -> bool {
         let mut look = self.index.tables();
-        let mut rebuilt = 0;
+        let (mut rebuilt, mut did) = (0, false);
         while rebuilt < RESIZE_PASS_BUCKETS {
             let Some((t, want)) = self.index.next_due(&mut look) else {
                 break;
             };
             // A table its floor or the budget keeps as it is costs nothing.
-            rebuilt += self.resize_table(t, want).max(1);
+            let moved = self.resize_table(t, want);
+            did |= moved > 0;
+            rebuilt += moved.max(1);
         }
         self.account_index();
+        did
     }
 
     /// Resizes table `t` towards `want` buckets (grown to its target load
     /// past its grow load, shrunk when emptier than its shrink load),
     /// within the index budget (`Shared::index_cap`) and not below its
     /// share of the floor. The memory budget follows: a bigger index
-    /// leaves room for fewer RAM segments. Returns the buckets rebuilt (old
-    /// and new; 0 when it stays as it is).
+    /// leaves room for fewer RAM segments. The rebuild starts here and
+    /// goes on a step at each insert into the table
+    /// ([`index_insert`](Self::index_insert)) and each pass; a call for a
+    /// table under rebuild makes a step. Returns the old buckets it asked
+    /// to move (0 when the table stays as it is).
     fn resize_table(&mut self, t: usize, mut want: usize) -> usize {
+        let step = INSERT_STEP_BUCKETS.max(RESIZE_PASS_BUCKETS / 4);
+        if self.index.resizing(t) {
+            return self.resize_step(t, step);
+        }
         let now = self.index.table_buckets(t);
         let floor = self.index_floor.div_ceil(self.index.tables());
         want = want.max(floor.min(now));
@@ -96,13 +141,8 @@ impl Shard {
         if want != now {
             // Also when an insert asks (a set, an evacuation's reinsert):
             // the hold is then counted as a resize, its weightiest work.
-            self.mark_hold(super::hold::HoldCause::Resize);
-            let flash = self.below.log.tier().cloned();
-            let evicted = self.index.resize_table(t, want, ranking(flash.as_deref()));
-            for ev in evicted {
-                self.index_evicted(ev);
-            }
-            return now + want;
+            self.index.start_resize(t, want);
+            return self.resize_step(t, step);
         }
         0
     }
@@ -175,6 +215,9 @@ impl Shard {
             .resize_table(t, now - give, ranking(flash.as_deref()));
         for ev in evicted {
             self.index_evicted(ev);
+        }
+        if let Some(old) = self.index.take_freed() {
+            self.shared.pool.free_later(old);
         }
         self.account_index();
     }

@@ -17,7 +17,13 @@ pub(super) struct Sweep {
     off: usize,
     /// The soonest exptime among the live items walked in this segment.
     walk_min: u32,
+    /// Slices of index resizing done before the walk.
+    resize_passes: usize,
 }
+
+/// The most slices of index resizing ([`Shard::resize_index`]) one sweep
+/// runs before its walk: 512 Ki old buckets (32 MiB of index) a second.
+const RESIZE_PASSES: usize = 256;
 
 impl Shard {
     /// Unlinks expired items and frees segments that hold nothing live, in
@@ -44,7 +50,6 @@ impl Shard {
         let mut reclaimed = 0;
         if self.sweep.is_none() {
             self.below.log.prune_tombs();
-            self.resize_index();
             self.below.upkeep(&self.index, &self.shared.pool);
             let left = self.flushed.sweep();
             self.stats.reclaimed += left.items;
@@ -56,8 +61,22 @@ impl Shard {
                 at: 0,
                 off: 0,
                 walk_min: NEVER,
+                resize_passes: 0,
             });
             return (reclaimed, false);
+        }
+        // Index tables that grow or shrink, a bounded slice at a time
+        // (their rebuilds also go on at each insert into them).
+        if let Some(cur) = self
+            .sweep
+            .as_mut()
+            .filter(|c| c.resize_passes < RESIZE_PASSES)
+        {
+            cur.resize_passes += 1;
+            if self.resize_index() {
+                return (reclaimed, false);
+            }
+            self.sweep.as_mut().expect("a sweep").resize_passes = RESIZE_PASSES;
         }
         let mut cur = self.sweep.take().expect("a sweep");
         let mut looked = 0;
