@@ -42,6 +42,7 @@
 //! (flash before RAM, unhit before hit, oldest segment first) and is told
 //! what was evicted.
 
+mod buckets;
 mod persist;
 mod resize;
 mod table;
@@ -184,7 +185,7 @@ pub struct Index {
     /// The next table [`Index::next_due`] looks at.
     cursor: usize,
     /// Old buckets of finished rebuilds ([`Index::take_freed`]).
-    freed: Vec<Vec<Bucket>>,
+    freed: Vec<buckets::Buckets>,
 }
 
 impl Index {

@@ -27,7 +27,7 @@ impl Index {
         let mut buf = Vec::with_capacity(RUN * 64);
         // A table with no buckets yet is saved as an empty one of its
         // fewest buckets (the format predates such tables).
-        let none = vec![EMPTY; resize::min_buckets(self.tprec)];
+        let none = super::buckets::Buckets::zeroed(resize::min_buckets(self.tprec));
         for t in &self.tables {
             let buckets = if t.allocated() { &t.buckets } else { &none };
             w.u64(buckets.len() as u64)?;
@@ -100,8 +100,8 @@ fn save_runs<W: std::io::Write>(
 fn load_runs<R: std::io::Read>(
     r: &mut crate::persist::SnapReader<R>,
     n: usize,
-) -> std::io::Result<Vec<Bucket>> {
-    let mut buckets = vec![EMPTY; n];
+) -> std::io::Result<super::buckets::Buckets> {
+    let mut buckets = super::buckets::Buckets::zeroed(n);
     let mut i = 0;
     while i < n {
         let skip = r.u32()? as usize;

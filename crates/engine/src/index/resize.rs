@@ -8,6 +8,7 @@
 //! its position, and with it its bucket in a table of any other size, is
 //! known without its key.
 
+use super::buckets::Buckets;
 use super::table::{Moving, Table};
 use super::*;
 
@@ -56,6 +57,14 @@ pub(super) fn home(pos: u64, n: usize, prec: u32) -> usize {
 pub(super) fn first_position(b: usize, n: usize, prec: u32) -> u64 {
     ((b as u64) << prec).div_ceil(n as u64)
 }
+
+/// Buckets in a 4 KiB page (bucket arrays are page aligned,
+/// `index/buckets.rs`).
+const PAGE_BUCKETS: usize = 4096 / std::mem::size_of::<Bucket>();
+/// What faulting in a page of new buckets counts for in a rebuild step's
+/// budget of old buckets (a fault costs about as much as moving eight
+/// buckets' entries).
+const FAULT_COST: usize = 8;
 
 /// The fewest buckets an index of precision `prec` can have (over its
 /// tables).
@@ -156,8 +165,12 @@ impl Index {
         }
         let before = table.memory_bytes();
         let n = clamp_buckets(table.prec, buckets);
-        let old = std::mem::replace(&mut table.buckets, vec![EMPTY; n]);
-        table.moving = Some(Moving { old, done: 0 });
+        let old = std::mem::replace(&mut table.buckets, Buckets::zeroed(n));
+        table.moving = Some(Moving {
+            old,
+            done: 0,
+            faulted: 0,
+        });
         self.bytes = self.bytes + self.tables[t].memory_bytes() - before;
     }
 
@@ -222,18 +235,37 @@ impl Table {
     /// Moves the entries of up to `max` old buckets of the rebuild under
     /// way into the new buckets ([`Index::resize_step`]); returns what
     /// found no room, and the old buckets once all are moved.
+    ///
+    /// The new buckets' pages are faulted in first, [`FAULT_COST`] of
+    /// `max` a page (at least one page a step): an entry that sits in its
+    /// second bucket has its new home anywhere in the table, so moving
+    /// entries into a table of unmapped pages faulted up to a page per
+    /// such entry, most of the table's 128 pages in the first steps
+    /// (measured: steps of 128 buckets up to 250-325 us on the CPU instead
+    /// of a median of 27 us).
     #[allow(clippy::type_complexity)]
     fn step(
         &mut self,
         max: usize,
         mut rank: impl FnMut(Loc, bool) -> u64,
-    ) -> (Vec<Evicted>, Option<Vec<Bucket>>) {
+    ) -> (Vec<Evicted>, Option<Buckets>) {
         let mut out = Vec::new();
         // Taken out while entries are placed in the new buckets.
         let Some(mut m) = self.moving.take() else {
             return (out, None);
         };
         let (n, old_n) = (self.buckets.len(), m.old.len());
+        let mut max = max;
+        while m.faulted < n {
+            // Byte 63 of a bucket is always zero: the write maps the page.
+            self.buckets[m.faulted].0[63] = std::hint::black_box(0);
+            m.faulted += PAGE_BUCKETS;
+            max = max.saturating_sub(FAULT_COST);
+            if max == 0 {
+                self.moving = Some(m);
+                return (out, None);
+            }
+        }
         let end = m.done.saturating_add(max).min(old_n);
         for b in m.done..end {
             let bk = std::mem::replace(&mut m.old[b], EMPTY);

@@ -6,6 +6,7 @@
 //! entries over, as Redis rehashes its dictionaries incrementally. So no
 //! lock hold moves a whole table's entries.
 
+use super::buckets::Buckets;
 use super::*;
 
 /// A key as one table sees it: its tag and its position in the table.
@@ -27,7 +28,7 @@ pub(super) struct Place {
 
 /// A table's buckets and the entries in them.
 pub(super) struct Table {
-    pub buckets: Vec<Bucket>,
+    pub buckets: Buckets,
     /// Position bits of this table (`P'`).
     pub prec: u32,
     /// Entries in `buckets` and in the old buckets of a rebuild.
@@ -38,16 +39,24 @@ pub(super) struct Table {
 }
 
 /// A rebuild under way: the buckets it moves from, of which the first
-/// `done` are moved (and empty). A position `(b, i)` with `b` at or past
-/// the new buckets' count is slot `i` of old bucket `b - count`.
+/// `done` are moved (and empty), and how many of the new buckets have
+/// their pages mapped (`faulted`, a page at a time: the first steps only
+/// fault pages in, see [`Table::step`](super::resize)). A position `(b, i)`
+/// with `b` at or past the new buckets' count is slot `i` of old bucket
+/// `b - count`.
 pub(super) struct Moving {
-    pub old: Vec<Bucket>,
+    pub old: Buckets,
     pub done: usize,
+    pub faulted: usize,
 }
 
 impl Table {
     pub fn new(prec: u32, buckets: usize) -> Table {
-        Table::from_buckets(prec, vec![EMPTY; resize::clamp_buckets(prec, buckets)], 0)
+        Table::from_buckets(
+            prec,
+            Buckets::zeroed(resize::clamp_buckets(prec, buckets)),
+            0,
+        )
     }
 
     /// A table with no buckets yet: lookups find nothing, and the first
@@ -55,7 +64,7 @@ impl Table {
     /// tables, hundreds per shard, are not allocated and faulted in
     /// within the flush's lock hold.)
     pub fn unallocated(prec: u32) -> Table {
-        Table::from_buckets(prec, Vec::new(), 0)
+        Table::from_buckets(prec, Buckets::none(), 0)
     }
 
     /// Whether it has buckets (see [`Table::unallocated`]).
@@ -64,7 +73,7 @@ impl Table {
         !self.buckets.is_empty()
     }
 
-    pub fn from_buckets(prec: u32, buckets: Vec<Bucket>, items: usize) -> Table {
+    pub fn from_buckets(prec: u32, buckets: Buckets, items: usize) -> Table {
         Table {
             buckets,
             prec,
@@ -79,8 +88,8 @@ impl Table {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        let old = self.moving.as_ref().map_or(0, |m| m.old.capacity());
-        (self.buckets.capacity() + old) * std::mem::size_of::<Bucket>()
+        let old = self.moving.as_ref().map_or(0, |m| m.old.len());
+        (self.buckets.len() + old) * std::mem::size_of::<Bucket>()
     }
 
     #[inline]
@@ -153,7 +162,7 @@ impl Table {
         rank: impl FnMut(Loc, bool) -> u64,
     ) -> Option<Evicted> {
         if !self.allocated() {
-            self.buckets = vec![EMPTY; resize::min_buckets(self.prec)];
+            self.buckets = Buckets::zeroed(resize::min_buckets(self.prec));
         }
         let p = self.place_of(k);
         let entry = (p.key << REST_SHIFT) | loc.pack();

@@ -6,14 +6,14 @@
 use super::*;
 
 /// The most old buckets one pass of [`Shard::resize_index`] moves
-/// (128 KiB of index; the pass is one lock hold).
-const RESIZE_PASS_BUCKETS: usize = 1 << 11;
+/// (32 KiB of index; the pass is one lock hold).
+const RESIZE_PASS_BUCKETS: usize = 1 << 9;
 
-/// Old buckets an insert into a table under rebuild moves (16 KiB of
-/// index, a few microseconds): a full table's rebuild is spread over 32
+/// Old buckets an insert into a table under rebuild moves (8 KiB of
+/// index, tens of microseconds): a full table's rebuild is spread over 64
 /// inserts into it, where rebuilding it at once held the lock for 250 us
 /// to over a millisecond (issue 31).
-const INSERT_STEP_BUCKETS: usize = 1 << 8;
+const INSERT_STEP_BUCKETS: usize = 1 << 7;
 
 /// How far the pool's non-segment charge (the index, the small store's
 /// DRAM, the log tier's write buffers) may go over the index's budget
@@ -123,7 +123,7 @@ impl Shard {
     /// table under rebuild makes a step. Returns the old buckets it asked
     /// to move (0 when the table stays as it is).
     fn resize_table(&mut self, t: usize, mut want: usize) -> usize {
-        let step = INSERT_STEP_BUCKETS.max(RESIZE_PASS_BUCKETS / 4);
+        let step = INSERT_STEP_BUCKETS;
         if self.index.resizing(t) {
             return self.resize_step(t, step);
         }

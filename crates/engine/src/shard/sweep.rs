@@ -23,7 +23,7 @@ pub(super) struct Sweep {
 
 /// The most slices of index resizing ([`Shard::resize_index`]) one sweep
 /// runs before its walk: 512 Ki old buckets (32 MiB of index) a second.
-const RESIZE_PASSES: usize = 256;
+const RESIZE_PASSES: usize = 1024;
 
 impl Shard {
     /// Unlinks expired items and frees segments that hold nothing live, in
