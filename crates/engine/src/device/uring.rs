@@ -17,8 +17,9 @@
 //! - Negative results become `Err` completions, short reads `Ok` with the
 //!   bytes read, exactly as the pool's pread does.
 //!
-//! This is the only module of the engine with unsafe code: pushing an SQE
-//! that carries a raw buffer pointer.
+//! One of the engine's two modules with unsafe code (the other maps the
+//! index's bucket arrays, `index/buckets.rs`): pushing an SQE that carries
+//! a raw buffer pointer.
 
 use super::aligned::{AlignedBuf, BLOCK};
 use super::block::BlockDevice;
