@@ -386,9 +386,9 @@ proptest! {
 }
 
 /// How long a resize holds the shard's lock: a table's rebuild runs in
-/// steps, 128 old buckets at each insert into it (as
+/// steps, 64 old buckets at each insert into it (as
 /// `Shard::index_insert` does) and up to 512 per pass of
-/// `Shard::resize_index` (steps of 128). Fills indexes of 100k, 1M and 4M
+/// `Shard::resize_index` (steps of 64). Fills indexes of 100k, 1M and 4M
 /// entries one insert at a time, then removes 80% of them, timing every
 /// step on the thread's CPU clock, and prints their count, median, 99th
 /// percentile, longest and total. Run it with
@@ -421,10 +421,10 @@ fn resize_hold() {
             let t = idx.table_of(hash_of(i));
             let at = cpu_ns();
             if idx.resizing(t) {
-                assert!(idx.resize_step(t, 128, alike).is_empty());
+                assert!(idx.resize_step(t, 64, alike).is_empty());
             } else if let Some(want) = idx.wants_resize(t) {
                 idx.start_resize(t, want);
-                assert!(idx.resize_step(t, 128, alike).is_empty());
+                assert!(idx.resize_step(t, 64, alike).is_empty());
             } else {
                 continue;
             }
@@ -445,8 +445,8 @@ fn resize_hold() {
                     break;
                 };
                 idx.start_resize(t, want);
-                assert!(idx.resize_step(t, 128, alike).is_empty());
-                moved += 128;
+                assert!(idx.resize_step(t, 64, alike).is_empty());
+                moved += 64;
             }
             drop(idx.take_freed());
             if moved == 0 {

@@ -438,16 +438,19 @@ const AHEAD_SLICE_ITEMS: usize = 64;
 /// cold, so a count alone does not bound the hold), or as soon as a
 /// request waits for the lock, and checks both every few items.
 const AHEAD_SLICE_TIME: std::time::Duration = std::time::Duration::from_micros(32);
-const DEADLINE_EVERY: usize = 8;
+const DEADLINE_EVERY: usize = 4;
 
 /// With an evacuator thread, sets run slices themselves only once their
 /// queue's head has less than 1/HELP_AT of a segment left.
 const HELP_AT: usize = 32;
 
 /// What an evacuation ahead may have left when a set needs its segment and
-/// the set still finishes it in its own lock hold: an eighth of a 1 MiB
-/// segment, about 1,000 small items (a few hundred microseconds).
-const LATE_AHEAD_BYTES: usize = 128 << 10;
+/// the set still finishes it in its own lock hold: 16 KiB, about 130 small
+/// items (tens of microseconds). An eighth of a segment (1,000 small items)
+/// held a set's lock for up to 435 us on the CPU (issue 31); with more
+/// left, the set takes a segment over the budget and the evacuator
+/// finishes the evacuation in slices.
+const LATE_AHEAD_BYTES: usize = 16 << 10;
 
 /// An evacuation begun before a segment is needed (see
 /// [`Shard::evacuate_ahead`]): its victim stays the oldest of its queue,

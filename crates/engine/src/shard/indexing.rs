@@ -9,11 +9,11 @@ use super::*;
 /// (32 KiB of index; the pass is one lock hold).
 const RESIZE_PASS_BUCKETS: usize = 1 << 9;
 
-/// Old buckets an insert into a table under rebuild moves (8 KiB of
-/// index, tens of microseconds): a full table's rebuild is spread over 64
-/// inserts into it, where rebuilding it at once held the lock for 250 us
+/// Old buckets an insert into a table under rebuild moves (4 KiB of
+/// index, about ten microseconds): a full table's rebuild is spread over
+/// 128 inserts into it (its first 8 steps map the new pages), where rebuilding it at once held the lock for 250 us
 /// to over a millisecond (issue 31).
-const INSERT_STEP_BUCKETS: usize = 1 << 7;
+const INSERT_STEP_BUCKETS: usize = 1 << 6;
 
 /// How far the pool's non-segment charge (the index, the small store's
 /// DRAM, the log tier's write buffers) may go over the index's budget
