@@ -11,7 +11,7 @@
 //! FIFO (about a millisecond for 100k entries, inside an evacuation slice).
 //!
 //! The live entries are split over [`PARTS`] hash maps by their hash, so
-//! that a map that grows rehashes a sixty-fourth of them: in the server a
+//! that a map that grows rehashes a thousandth of them: in the server a
 //! ghost is updated under a shard's lock, and one map of a hundred
 //! thousand entries took 1.4 to 2.6 ms to rehash, the longest lock holds
 //! of a set (measured with `stats locks`). The maps hash with
@@ -202,8 +202,12 @@ impl Ghost {
     }
 }
 
-/// Maps the live entries are split over.
-const PARTS: usize = 64;
+/// Maps the live entries are split over: a map that grows rehashes
+/// 1/1024 of the entries. With 64 maps, a ghost sized to a shard's RAM
+/// items (hundreds of thousands at `-m 64` and 100-byte values) rehashed
+/// maps of about ten thousand entries, 120-300 us of an evacuation slice
+/// on the CPU (issue 31). 1024 empty maps cost 32 KiB.
+const PARTS: usize = 1024;
 
 /// FIFO entries a compaction looks at per insert (an insert adds one).
 const COMPACT_STEP: usize = 8;
@@ -216,7 +220,7 @@ pub const TRIM_EXTRA: usize = 2;
 /// hashes (a trace's object ids, in the simulator) spread too.
 #[inline]
 fn part(hash: u64) -> usize {
-    (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+    (hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PARTS.trailing_zeros())) as usize
 }
 
 #[cfg(test)]
