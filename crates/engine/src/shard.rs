@@ -158,6 +158,11 @@ stats_struct! {
         flash_waits_expired: counter => "flash_write_waits_expired" in Flash;
         /// Entries a full index dropped to make room (also in `evictions`).
         index_evictions: counter => "index_evictions", "flash_index_evictions" in Flash;
+        /// Index tables rebuilt larger or smaller (`index_resizes`, counted
+        /// as each rebuild starts), and the lock holds their steps took
+        /// (`index_resize_steps`): a rebuild moves a few buckets a hold.
+        index_resizes: counter => "index_resizes";
+        index_resize_steps: counter => "index_resize_steps";
         /// Lookups that found their key's item expired (memcached's
         /// `get_expired`: any command's lookup, as its `do_item_get`); the
         /// server adds them to its own counter of that name.

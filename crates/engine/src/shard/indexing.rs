@@ -70,6 +70,7 @@ impl Shard {
     /// way; returns how many were asked for.
     fn resize_step(&mut self, t: usize, max: usize) -> usize {
         self.mark_hold(super::hold::HoldCause::Resize);
+        self.stats.index_resize_steps += 1;
         let flash = self.below.log.tier().cloned();
         let evicted = self.index.resize_step(t, max, ranking(flash.as_deref()));
         for ev in evicted {
@@ -142,6 +143,7 @@ impl Shard {
             // Also when an insert asks (a set, an evacuation's reinsert):
             // the hold is then counted as a resize, its weightiest work.
             self.index.start_resize(t, want);
+            self.stats.index_resizes += 1;
             return self.resize_step(t, step);
         }
         0
@@ -209,6 +211,8 @@ impl Shard {
             return;
         }
         self.mark_hold(super::hold::HoldCause::Resize);
+        self.stats.index_resizes += 1;
+        self.stats.index_resize_steps += 1;
         let flash = self.below.log.tier().cloned();
         let evicted = self
             .index
