@@ -146,6 +146,15 @@ impl Drop for Engine {
 }
 
 impl Engine {
+    /// Starts a shrink of every index table to its fewest buckets and
+    /// leaves it under way (tests: a rebuild that evicts when finished).
+    #[doc(hidden)]
+    pub fn start_index_shrinks_for_tests(&self) {
+        for s in &self.shards.list {
+            s.lock().start_index_shrinks_for_tests();
+        }
+    }
+
     /// Shard `i`'s lock, for the lock's own tests.
     #[cfg(test)]
     pub(crate) fn shard_lock(&self, i: usize) -> &ShardLock {

@@ -186,6 +186,8 @@ pub struct Index {
     cursor: usize,
     /// Old buckets of finished rebuilds ([`Index::take_freed`]).
     freed: Vec<buckets::Buckets>,
+    /// Bytes of old buckets of the rebuilds under way.
+    old_bytes: usize,
 }
 
 impl Index {
@@ -216,6 +218,7 @@ impl Index {
             bytes: 0,
             cursor: 0,
             freed: Vec::new(),
+            old_bytes: 0,
             tables,
         };
         idx.bytes = idx.tables.iter().map(Table::memory_bytes).sum();
@@ -235,6 +238,12 @@ impl Index {
     /// Bytes of memory the index uses.
     pub fn memory_bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Of those, the bytes of old buckets that rebuilds under way free
+    /// when they end.
+    pub fn old_bytes(&self) -> usize {
+        self.old_bytes
     }
 
     /// Buckets over all tables.

@@ -238,7 +238,11 @@ impl Engine {
         }
         // The small-object store's open segment: its objects survive the stop.
         for s in &self.shards.list {
-            s.lock().write_small_buffer()?;
+            let mut g = s.lock();
+            // Before the flash tier drains and is saved: finishing a
+            // rebuild may evict flash entries (releases and tombstones).
+            g.finish_index_resizes();
+            g.write_small_buffer()?;
         }
         let Some(path) = self.config.flash.as_ref().and_then(|f| f.snapshot.clone()) else {
             return Ok((0, 0));
@@ -266,10 +270,9 @@ impl Engine {
         let mut items = 0;
         let mut guards: Vec<_> = self.shards.list.iter().map(|s| s.lock()).collect();
         for g in &mut guards {
-            // A flush's set-aside segments are not saved as items; the
-            // index is saved with one array of buckets a table.
+            // A flush's set-aside segments are not saved as items. (Index
+            // rebuilds were finished before the tier was drained.)
             g.finish_flush();
-            g.finish_index_resizes();
             g.save(&mut w)?;
             items += g.stats.curr_items;
         }

@@ -166,6 +166,7 @@ impl Index {
         let before = table.memory_bytes();
         let n = clamp_buckets(table.prec, buckets);
         let old = std::mem::replace(&mut table.buckets, Buckets::zeroed(n));
+        self.old_bytes += Index::bytes_for_buckets(old.len());
         table.moving = Some(Moving {
             old,
             done: 0,
@@ -192,6 +193,7 @@ impl Index {
         let before = self.tables[t].memory_bytes();
         let (out, freed) = self.tables[t].step(max, rank);
         if let Some(old) = freed {
+            self.old_bytes -= Index::bytes_for_buckets(old.len());
             self.freed.push(old);
         }
         self.bytes = self.bytes + self.tables[t].memory_bytes() - before;

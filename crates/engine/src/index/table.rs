@@ -125,6 +125,9 @@ impl Table {
         }
         match &self.moving {
             None => false,
+            // No old buckets (a table that had none when its rebuild
+            // started): nothing to read, and no place among zero buckets.
+            Some(m) if m.old.is_empty() => false,
             Some(m) => {
                 // Moved buckets are empty, so finding nothing there costs
                 // only the read.

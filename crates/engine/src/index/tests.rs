@@ -601,6 +601,11 @@ fn a_rebuild_in_steps_keeps_every_entry_findable() {
             before + Index::bytes_for_buckets(target),
             "old and new buckets counted"
         );
+        assert_eq!(
+            idx.old_bytes(),
+            before,
+            "the old buckets are the table's before"
+        );
         let mut next = 1_000_000u64;
         let mut steps = 0;
         while idx.resizing(0) {
@@ -635,6 +640,7 @@ fn a_rebuild_in_steps_keeps_every_entry_findable() {
         }
         assert!(steps > 1, "the rebuild took several steps");
         assert_eq!(idx.table_buckets(0), target);
+        assert_eq!(idx.old_bytes(), 0);
         assert!(
             idx.take_freed().is_some(),
             "the old buckets are handed back"
@@ -686,4 +692,16 @@ fn retain_reaches_a_rebuild_under_way() {
     for i in 0..3_000u64 {
         assert_eq!(idx.contains(hash_of(i), loc_of(i)), i % 2 == 1, "key {i}");
     }
+}
+
+/// A table with no buckets yet (a flush's new index) whose rebuild is
+/// started: until the first step ends it, the rebuild's old buckets are an
+/// empty array, and a lookup must not index into it.
+#[test]
+fn a_rebuild_of_a_table_with_no_buckets_can_be_looked_up() {
+    let mut idx = Index::unallocated(TABLE_PREC);
+    idx.start_resize(0, 1 << 12);
+    assert!(idx.resizing(0));
+    assert_eq!(idx.find(hash_of(1), |_| true), None);
+    assert!(!idx.contains(hash_of(1), loc_of(1)));
 }
