@@ -8,7 +8,6 @@
 mod common;
 
 use std::sync::Arc;
-use tiercache_engine::command::Store;
 use tiercache_engine::device::fault::MemDevice;
 use tiercache_engine::flash::BlockDevice;
 use tiercache_engine::{Engine, EngineConfig};
