@@ -543,3 +543,35 @@ fn a_dropped_fast_copy_leaves_no_capacity_record_to_come_back() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn reads_from_write_buffers_are_counted_by_class_and_open_buffer() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    e.flash().unwrap().pin_nhc(Some((true, 1.0)));
+    let mut filler = 0;
+    set(&e, "k", &value(1, 0));
+    common::push_to_flash(&e, b"k", &mut filler);
+    // Still in the fast class's open buffer: served from RAM, no device read.
+    let s0 = fstats(&e);
+    assert_eq!(get(&e, "k"), Some(value(1, 0)));
+    let s1 = fstats(&e);
+    assert_eq!(s1.buffer_reads, s0.buffer_reads + 1);
+    assert_eq!(s1.buffer_reads_open, s0.buffer_reads_open + 1);
+    assert_eq!(
+        s1.classes[0].buffer_reads,
+        s0.classes[0].buffer_reads + 1,
+        "{:?}",
+        s1.classes
+    );
+    assert_eq!(s1.classes[1].buffer_reads, s0.classes[1].buffer_reads);
+    assert_eq!(s1.classes[0].reads, s0.classes[0].reads);
+    // Written out: a device read, no buffer read.
+    common::wait_flushed(&e);
+    assert_eq!(get(&e, "k"), Some(value(1, 0)));
+    let s2 = fstats(&e);
+    assert_eq!(s2.buffer_reads, s1.buffer_reads);
+    assert_eq!(s2.buffer_reads_open, s1.buffer_reads_open);
+    assert_eq!(s2.classes[0].buffer_reads, s1.classes[0].buffer_reads);
+    assert_eq!(s2.classes[0].reads, s1.classes[0].reads + 1);
+}

@@ -61,6 +61,8 @@ stats_struct! {
         /// Flash hits whose record was still in a write buffer (copied from
         /// RAM, no device read).
         buffer_reads: counter => "flash_buffer_reads" in Flash;
+        /// Of those, the records still in an open (unsealed) buffer.
+        buffer_reads_open: counter => "flash_buffer_reads_open" in Flash;
         admission_refused: counter => "flash_admission_refused" in Flash;
         /// Serving from RAM only (the device failed, or the journal did).
         degraded: gauge [bool] => "flash_degraded" in Flash;
@@ -123,6 +125,8 @@ stats_struct! {
         /// Of that, the time at the devices (without the wait for a pread
         /// thread), microseconds.
         device_us: counter => "device_us_sum";
+        /// Records of the class's segments fetched from a write buffer.
+        buffer_reads: counter => "buffer_reads";
     }
 }
 
@@ -161,6 +165,8 @@ pub struct TierStats {
     pub reclaim_waits: AtomicU64,
     /// Records fetched from a write buffer instead of a device.
     pub buffer_reads: AtomicU64,
+    /// Of those, from an open (unsealed) buffer.
+    pub buffer_reads_open: AtomicU64,
     pub admission_refused: AtomicU64,
     /// Reads submitted and not completed yet (a gauge).
     pub reads_in_flight: AtomicU64,
@@ -196,6 +202,8 @@ pub struct DevStats {
     /// thread), microseconds.
     pub device_us: AtomicU64,
     pub bytes_written: AtomicU64,
+    /// Records of this device's segments fetched from a write buffer.
+    pub buffer_reads: AtomicU64,
 }
 
 /// What `stats` shows of the scheduler.

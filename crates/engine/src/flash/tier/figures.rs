@@ -36,6 +36,7 @@ impl FlashTier {
             busy: l(&st.busy),
             reclaim_waits: l(&st.reclaim_waits),
             buffer_reads: l(&st.buffer_reads),
+            buffer_reads_open: l(&st.buffer_reads_open),
             admission_refused: l(&st.admission_refused),
             degraded: self.degraded(),
             journal_commits: l(&j.stats.commits),
