@@ -111,7 +111,8 @@ def flash_figures(a, b, secs):
             "buffer_fast": delta(a, b, "flash_fast_buffer_reads") / secs,
             "buffer_cap": delta(a, b, "flash_capacity_buffer_reads") / secs,
             "buffer_open": delta(a, b, "flash_buffer_reads_open") / secs,
-            "promoted": delta(a, b, "flash_class_promotions") / secs}
+            "promoted": delta(a, b, "flash_class_promotions") / secs,
+            "promotions_refused": delta(a, b, "flash_class_promotions_refused") / secs}
 
 
 def measure(srv, load, secs, tag):
@@ -160,7 +161,7 @@ SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "f
            "flash_nhc_limit_fast", "flash_nhc_limit_capacity", "flash_nhc_fast_floor_us",
            "flash_nhc_capacity_floor_us", "flash_nhc_copies_pay", "flash_class_copies_made", "flash_hits",
            "flash_buffer_reads", "flash_fast_buffer_reads", "flash_capacity_buffer_reads", "flash_buffer_reads_open",
-           "flash_class_promotions", "flash_class_moves", "get_hits")
+           "flash_class_promotions", "flash_class_promotions_refused", "flash_class_moves", "get_hits")
 
 
 class Sampler(threading.Thread):
@@ -235,7 +236,7 @@ def timeline(samples):
                     # per second: flash hits, those from write buffers (per class, open ones), promotions, moves
                     **{f"{k}_per_s": rate(a, b, f"flash_{k}", dt) for k in (
                         "hits", "buffer_reads", "fast_buffer_reads", "capacity_buffer_reads", "buffer_reads_open",
-                        "class_promotions", "class_moves")},
+                        "class_promotions", "class_promotions_refused", "class_moves")},
                     "get_hits_per_s": rate(a, b, "get_hits", dt)})
     return out
 

@@ -113,7 +113,7 @@ def main(k):
                       f"{x['state']}, copies {x['copies']}, gets/s from RAM {x['get_hits'] - x['flash_hits']:,.0f}, "
                       f"flash {x['flash_hits']:,.0f} ({x['buffer']:,.0f} from write buffers: fast {x['buffer_fast']:,.0f}, "
                       f"capacity {x['buffer_cap']:,.0f}, open {x['buffer_open']:,.0f}; "
-                      f"{x['promoted']:,.0f} promoted), misses {x['misses']:,.0f}, p50 {x['p50']} p99 {x['p99']} us)" for n, x in r.items()))
+                      f"{x['promoted']:,.0f} promoted, {x['promotions_refused']:,.0f} refused), misses {x['misses']:,.0f}, p50 {x['p50']} p99 {x['p99']} us)" for n, x in r.items()))
     report(k, res, cmds, fast_mb, loadavg)
 
 

@@ -89,6 +89,9 @@ stats_struct! {
         nhc: plain [NhcStats];
         /// Capacity hits copied into the fast class.
         promotions: counter => "flash_class_promotions" in Classes;
+        /// Capacity hits not copied into the fast class because its open
+        /// buffer was not newer than the capacity record's segment.
+        promotions_refused: counter => "flash_class_promotions_refused" in Classes;
         /// Fast-class records moved to the capacity class on reclaim (written
         /// again), and those whose capacity copy became the entry instead.
         moves: counter => "flash_class_moves" in Classes;
@@ -178,6 +181,8 @@ pub struct TierStats {
     pub moves_to_copy: AtomicU64,
     /// Capacity hits copied into the fast class (data_admit).
     pub promotions: AtomicU64,
+    /// Promotions refused: the fast open buffer not newer than the copy.
+    pub promotions_refused: AtomicU64,
     /// Fast hits copied to the capacity class (copies where they pay), and
     /// those released by the capacity class's reclaim.
     pub copies_made: AtomicU64,

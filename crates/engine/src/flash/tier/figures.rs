@@ -54,6 +54,7 @@ impl FlashTier {
             moves: l(&st.moves),
             moves_to_copy: l(&st.moves_to_copy),
             promotions: l(&st.promotions),
+            promotions_refused: l(&st.promotions_refused),
             copies_made: l(&st.copies_made),
             copies_refused: l(&st.copies_refused),
             copies_dropped: l(&st.copies_dropped),
