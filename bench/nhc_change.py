@@ -51,8 +51,10 @@ K = scenario.knobs(TAG)
 K.OUT_DIR = K.OUT_DIR or os.path.join(paths.ROOT, "bench", "plots")
 
 
-def heavy(prefix, secs):
-    return ["--keys", K.KEYS, "--key-prefix", prefix, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}",
+def heavy(prefix, secs, seed):
+    # A seed per run: with one seed a run replays the previous one's gets (bench/RESULTS.md, "Issue 35,
+    # third session").
+    return ["--seed", seed, "--keys", K.KEYS, "--key-prefix", prefix, "--value-size", K.VALUE, "--dist", f"zipf:{K.SKEW}",
             "--get-ratio", "1", "--no-stats", "--threads", K.HEAVY_THREADS, "--conns", K.HEAVY_CONNS,
             "--pipeline", K.PIPELINE, "-d", f"{secs}s"]
 
@@ -63,12 +65,12 @@ def one_run(devs, cg, nhc, d):
     try:
         for prefix in ("b:", "a:"):
             classes.preload(K.PORT, K.KEYS, K.VALUE, TAG, prefix)
-        classes.bench(K.PORT, heavy("a:", K.WARM_S), TAG)
+        classes.bench(K.PORT, heavy("a:", K.WARM_S, 2), TAG)
         sampler = classes.Sampler(srv, K.SAMPLE_MS)
         sampler.start()
-        classes.bench(K.PORT, heavy("a:", K.CHANGE_AT), TAG)
+        classes.bench(K.PORT, heavy("a:", K.CHANGE_AT, 3), TAG)
         change = time.monotonic() - sampler.t0
-        classes.bench(K.PORT, heavy("b:", K.AFTER_S), TAG)
+        classes.bench(K.PORT, heavy("b:", K.AFTER_S, 4), TAG)
         sampler.finish()
         return classes.timeline(sampler.rows), change, shown, classes.iterations(sampler.rows)
     finally:

@@ -108,7 +108,11 @@ def flash_figures(a, b, secs):
             "flash_hits": delta(a, b, "flash_hits") / secs, "get_hits": delta(a, b, "get_hits") / secs,
             "misses": delta(a, b, "get_misses") / secs,
             "buffer": delta(a, b, "flash_buffer_reads") / secs,
-            "promoted": delta(a, b, "flash_class_promotions") / secs}
+            "buffer_fast": delta(a, b, "flash_fast_buffer_reads") / secs,
+            "buffer_cap": delta(a, b, "flash_capacity_buffer_reads") / secs,
+            "buffer_open": delta(a, b, "flash_buffer_reads_open") / secs,
+            "promoted": delta(a, b, "flash_class_promotions") / secs,
+            "promotions_refused": delta(a, b, "flash_class_promotions_refused") / secs}
 
 
 def measure(srv, load, secs, tag):
@@ -155,7 +159,9 @@ SAMPLED = ("flash_nhc_state", "flash_nhc_data_admit", "flash_nhc_load_admit", "f
            "flash_nhc_iterations", "flash_nhc_last_iteration", "flash_fast_read_latency_us_sum",
            "flash_capacity_read_latency_us_sum", "flash_fast_device_us_sum", "flash_capacity_device_us_sum",
            "flash_nhc_limit_fast", "flash_nhc_limit_capacity", "flash_nhc_fast_floor_us",
-           "flash_nhc_capacity_floor_us", "flash_nhc_copies_pay", "flash_class_copies_made")
+           "flash_nhc_capacity_floor_us", "flash_nhc_copies_pay", "flash_class_copies_made", "flash_hits",
+           "flash_buffer_reads", "flash_fast_buffer_reads", "flash_capacity_buffer_reads", "flash_buffer_reads_open",
+           "flash_class_promotions", "flash_class_promotions_refused", "flash_class_moves", "get_hits")
 
 
 class Sampler(threading.Thread):
@@ -226,8 +232,19 @@ def timeline(samples):
                     "limit_fast": b.get("flash_nhc_limit_fast", ""), "limit_cap": b.get("flash_nhc_limit_capacity", ""),
                     "floor_fast_us": b.get("flash_nhc_fast_floor_us", ""),
                     "floor_cap_us": b.get("flash_nhc_capacity_floor_us", ""),
-                    "copies_pay": b.get("flash_nhc_copies_pay", ""), "copies": b.get("flash_class_copies_made", "")})
+                    "copies_pay": b.get("flash_nhc_copies_pay", ""), "copies": b.get("flash_class_copies_made", ""),
+                    # per second: flash hits, those from write buffers (per class, open ones), promotions, moves
+                    **{f"{k}_per_s": rate(a, b, f"flash_{k}", dt) for k in (
+                        "hits", "buffer_reads", "fast_buffer_reads", "capacity_buffer_reads", "buffer_reads_open",
+                        "class_promotions", "class_promotions_refused", "class_moves")},
+                    "get_hits_per_s": rate(a, b, "get_hits", dt)})
     return out
+
+
+def rate(a, b, k, dt):
+    """B's counter K less A's, per second ("" where the server has none)."""
+    return round((b[k] - a[k]) / dt) if isinstance(b.get(k), (int, float)) and isinstance(a.get(k), (int, float)) \
+        else ""
 
 
 def iterations(samples):

@@ -543,3 +543,83 @@ fn a_dropped_fast_copy_leaves_no_capacity_record_to_come_back() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn reads_from_write_buffers_are_counted_by_class_and_open_buffer() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    e.flash().unwrap().pin_nhc(Some((true, 1.0)));
+    let mut filler = 0;
+    set(&e, "k", &value(1, 0));
+    common::push_to_flash(&e, b"k", &mut filler);
+    // Still in the fast class's open buffer: served from RAM, no device read.
+    let s0 = fstats(&e);
+    assert_eq!(get(&e, "k"), Some(value(1, 0)));
+    let s1 = fstats(&e);
+    assert_eq!(s1.buffer_reads, s0.buffer_reads + 1);
+    assert_eq!(s1.buffer_reads_open, s0.buffer_reads_open + 1);
+    assert_eq!(
+        s1.classes[0].buffer_reads,
+        s0.classes[0].buffer_reads + 1,
+        "{:?}",
+        s1.classes
+    );
+    assert_eq!(s1.classes[1].buffer_reads, s0.classes[1].buffer_reads);
+    assert_eq!(s1.classes[0].reads, s0.classes[0].reads);
+    // Written out: a device read, no buffer read.
+    common::wait_flushed(&e);
+    assert_eq!(get(&e, "k"), Some(value(1, 0)));
+    let s2 = fstats(&e);
+    assert_eq!(s2.buffer_reads, s1.buffer_reads);
+    assert_eq!(s2.buffer_reads_open, s1.buffer_reads_open);
+    assert_eq!(s2.classes[0].buffer_reads, s1.classes[0].buffer_reads);
+    assert_eq!(s2.classes[0].reads, s1.classes[0].reads + 1);
+}
+
+#[test]
+fn a_promotion_waits_for_a_fast_buffer_newer_than_the_capacity_record() {
+    let d = Devices::new();
+    let e = d.engine(None);
+    e.flash().unwrap().pin_nhc(Some((true, 1.0)));
+    let n = 10_000;
+    for i in 0..n {
+        set(&e, &format!("a{i}"), &value(i, 0));
+    }
+    common::wait_flushed(&e);
+    for i in 0..n {
+        get(&e, &format!("a{i}"));
+    }
+    // New items until the fast class reclaims: its first moves open the
+    // capacity class's first buffer, newer than the fast one now open.
+    let mut b = 0;
+    while fstats(&e).moves < 100 {
+        set(&e, &format!("b{b}"), &value(b, 9));
+        b += 1;
+        assert!(b < 200_000, "no moves");
+    }
+    let s0 = fstats(&e);
+    let read_all = || {
+        for i in 0..n {
+            if let Some(v) = get(&e, &format!("a{i}")) {
+                assert_eq!(v, value(i, 0), "a{i}");
+            }
+        }
+    };
+    read_all();
+    let s1 = fstats(&e);
+    assert!(
+        s1.promotions_refused > s0.promotions_refused,
+        "moved items hit in the capacity buffer: {} refused",
+        s1.promotions_refused - s0.promotions_refused
+    );
+    assert_eq!(s1.promotions, s0.promotions, "none promoted");
+    // Once the fast class opens a newer buffer, they are promoted.
+    common::wait_flushed(&e);
+    let mut filler = 0;
+    set(&e, "x", &value(0, 1));
+    common::push_to_flash(&e, b"x", &mut filler);
+    read_all();
+    let s2 = fstats(&e);
+    assert!(s2.promotions > s1.promotions, "{s2:?}");
+    assert_eq!(s2.verify_failures, 0);
+}

@@ -61,6 +61,8 @@ stats_struct! {
         /// Flash hits whose record was still in a write buffer (copied from
         /// RAM, no device read).
         buffer_reads: counter => "flash_buffer_reads" in Flash;
+        /// Of those, the records still in an open (unsealed) buffer.
+        buffer_reads_open: counter => "flash_buffer_reads_open" in Flash;
         admission_refused: counter => "flash_admission_refused" in Flash;
         /// Serving from RAM only (the device failed, or the journal did).
         degraded: gauge [bool] => "flash_degraded" in Flash;
@@ -87,6 +89,9 @@ stats_struct! {
         nhc: plain [NhcStats];
         /// Capacity hits copied into the fast class.
         promotions: counter => "flash_class_promotions" in Classes;
+        /// Capacity hits not copied into the fast class because its open
+        /// buffer was not newer than the capacity record's segment.
+        promotions_refused: counter => "flash_class_promotions_refused" in Classes;
         /// Fast-class records moved to the capacity class on reclaim (written
         /// again), and those whose capacity copy became the entry instead.
         moves: counter => "flash_class_moves" in Classes;
@@ -123,6 +128,8 @@ stats_struct! {
         /// Of that, the time at the devices (without the wait for a pread
         /// thread), microseconds.
         device_us: counter => "device_us_sum";
+        /// Records of the class's segments fetched from a write buffer.
+        buffer_reads: counter => "buffer_reads";
     }
 }
 
@@ -161,6 +168,8 @@ pub struct TierStats {
     pub reclaim_waits: AtomicU64,
     /// Records fetched from a write buffer instead of a device.
     pub buffer_reads: AtomicU64,
+    /// Of those, from an open (unsealed) buffer.
+    pub buffer_reads_open: AtomicU64,
     pub admission_refused: AtomicU64,
     /// Reads submitted and not completed yet (a gauge).
     pub reads_in_flight: AtomicU64,
@@ -172,6 +181,8 @@ pub struct TierStats {
     pub moves_to_copy: AtomicU64,
     /// Capacity hits copied into the fast class (data_admit).
     pub promotions: AtomicU64,
+    /// Promotions refused: the fast open buffer not newer than the copy.
+    pub promotions_refused: AtomicU64,
     /// Fast hits copied to the capacity class (copies where they pay), and
     /// those released by the capacity class's reclaim.
     pub copies_made: AtomicU64,
@@ -196,6 +207,8 @@ pub struct DevStats {
     /// thread), microseconds.
     pub device_us: AtomicU64,
     pub bytes_written: AtomicU64,
+    /// Records of this device's segments fetched from a write buffer.
+    pub buffer_reads: AtomicU64,
 }
 
 /// What `stats` shows of the scheduler.

@@ -540,6 +540,11 @@ impl FlashTier {
             // new record, so that whatever covers the new one after a
             // crash (its tombstones, the floor of its reclaim) covers it.
             if seq <= from_seq {
+                if matches!(dest, Dest::Promote { .. }) {
+                    self.stats
+                        .promotions_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 return Err(AppendError::Refused);
             }
         }

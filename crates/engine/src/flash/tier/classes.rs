@@ -312,6 +312,7 @@ impl FlashTier {
             c.queue_depth += l(&d.in_flight);
             c.latency_us += l(&d.latency_us);
             c.device_us += l(&d.device_us);
+            c.buffer_reads += l(&d.buffer_reads);
         }
         let st = self.state.lock();
         for s in &st.slots {

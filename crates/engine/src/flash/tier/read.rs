@@ -8,11 +8,22 @@ impl FlashTier {
     /// Where the record at `loc` is. Records still in a write buffer are
     /// copied out (and verified) at once.
     pub fn locate(&self, loc: Loc) -> Where {
+        self.find(loc).0
+    }
+
+    /// [`locate`](Self::locate), with the device of the record's slot and
+    /// whether its buffer is still open (for the buffer-read counters).
+    fn find(&self, loc: Loc) -> (Where, usize, bool) {
         let st = self.state.lock();
         let i = (loc.seg - FLASH_SEG_BASE) as usize;
         let Some(slot) = st.slots.get(i) else {
-            return Where::Gone;
+            return (Where::Gone, 0, false);
         };
+        let w = Self::find_in(&st, slot, i, loc);
+        (w, slot.dev, matches!(slot.state, SlotState::Open))
+    }
+
+    fn find_in(st: &State, slot: &Slot, i: usize, loc: Loc) -> Where {
         let off = loc.off as usize;
         let from_buf =
             |buf: &[u8]| match format::check_record(&buf[off..], slot.seq, buf.len() - off) {
@@ -51,9 +62,10 @@ impl FlashTier {
     /// from a write buffer, or a device read pushed to `reads`. False when
     /// the entry points nowhere any more (its segment was reclaimed).
     pub fn fetch(&self, loc: Loc, fetched: &mut Fetched, reads: &mut Vec<ReadReq>) -> bool {
-        match self.locate(loc) {
+        let (w, dev, open) = self.find(loc);
+        match w {
             Where::Resident(item, seq) => {
-                self.stats.buffer_reads.fetch_add(1, Ordering::Relaxed);
+                self.count_buffer_read(dev, open);
                 fetched.insert_resident(loc, item, seq)
             }
             Where::Device {
@@ -86,9 +98,10 @@ impl FlashTier {
         fetched: &mut Fetched,
         reads: &mut Vec<ReadReq>,
     ) -> bool {
-        match self.locate(copy) {
+        let (w, dev, open) = self.find(copy);
+        match w {
             Where::Resident(item, s) if s == copy_seq => {
-                self.stats.buffer_reads.fetch_add(1, Ordering::Relaxed);
+                self.count_buffer_read(dev, open);
                 fetched.insert_resident(loc, item, seq)
             }
             Where::Device {
@@ -107,6 +120,18 @@ impl FlashTier {
             _ => return false,
         }
         true
+    }
+
+    /// A record fetched from a write buffer of device `dev` (`open`: not
+    /// sealed yet).
+    fn count_buffer_read(&self, dev: usize, open: bool) {
+        self.stats.buffer_reads.fetch_add(1, Ordering::Relaxed);
+        self.stats.devs[dev]
+            .buffer_reads
+            .fetch_add(1, Ordering::Relaxed);
+        if open {
+            self.stats.buffer_reads_open.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Performs `reads` (and any longer read a record turns out to need)
