@@ -73,6 +73,33 @@ pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
 /// Where the journal starts on a device; segments follow it.
 pub const JOURNAL_START: u64 = 1 << 20;
 pub const JOURNAL_MAGIC: &[u8; 8] = b"TCJOURNL";
+/// The journal blocks' own format version: 6 since the small-object
+/// store's tombstones (entries whose horizon has [`SMALL_ENTRY`] set). A
+/// block of version [`VERSION`] (5) is read too: it holds the log tier's
+/// tombstones only.
+pub const JOURNAL_VERSION: u32 = 6;
+/// The bit of an entry's horizon that makes it a small-object store
+/// tombstone: (part, generation) in the bits below ([`small_horizon`]).
+pub const SMALL_ENTRY: u64 = 1 << 63;
+/// Bits of a small-store tombstone's generation (the part is above them).
+pub const SMALL_GEN_BITS: u32 = 48;
+
+/// The horizon field of a small-object store tombstone: objects of the
+/// fingerprint in blocks of region `part` written at generation `gen` or
+/// before are dead.
+pub fn small_horizon(part: u32, gen: u64) -> u64 {
+    debug_assert!(gen < 1 << SMALL_GEN_BITS && part < 1 << 15);
+    SMALL_ENTRY | u64::from(part) << SMALL_GEN_BITS | (gen & ((1 << SMALL_GEN_BITS) - 1))
+}
+
+/// A small-object store tombstone's (part, generation), None for a log
+/// tier tombstone.
+pub fn small_of(horizon: u64) -> Option<(u32, u64)> {
+    (horizon & SMALL_ENTRY != 0).then_some((
+        ((horizon & !SMALL_ENTRY) >> SMALL_GEN_BITS) as u32,
+        horizon & ((1 << SMALL_GEN_BITS) - 1),
+    ))
+}
 /// Bytes of a journal block before its entries.
 pub const JOURNAL_HEADER: usize = 56;
 /// Bytes of one journal entry.
@@ -334,7 +361,7 @@ impl JournalBlock {
         assert!(self.entries.len() <= JOURNAL_ENTRIES);
         b[..BLOCK].fill(0);
         b[0..8].copy_from_slice(JOURNAL_MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
         b[16..24].copy_from_slice(&self.counter.to_le_bytes());
         for c in CLASSES {
             let at = FLOOR_AT[c];
@@ -353,10 +380,12 @@ impl JournalBlock {
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// None unless the block is a valid journal block of this version.
+    /// None unless the block is a valid journal block of this version
+    /// ([`JOURNAL_VERSION`]) or of version 5.
     pub fn read(b: &[u8]) -> Option<JournalBlock> {
+        let v = u32::from_le_bytes(b[8..12].try_into().unwrap());
         if &b[0..8] != JOURNAL_MAGIC
-            || u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION
+            || (v != JOURNAL_VERSION && v != VERSION)
             || u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..BLOCK])
         {
             return None;
