@@ -165,8 +165,10 @@ impl SmallStore {
     pub(super) fn tomb_ask(&mut self, key: &[u8], h: u64, set: u32) -> Option<bool> {
         let journal = self.journal.clone().filter(|j| !j.failed())?;
         // A job planned before the tombstone would write the set, or the
-        // key's sealed copy, above its generation.
-        if self.jobs.iter().any(|j| j.touches(set) || j.seals(h, key)) {
+        // key's sealed copy, above its generation. (One planned later
+        // leaves the covered objects out; a dropped set's objects are not
+        // readmitted when a tombstone covers them.)
+        if self.jobs.iter().any(|j| j.rewrites(set) || j.seals(h, key)) {
             return None;
         }
         let fp = fp_of(h);

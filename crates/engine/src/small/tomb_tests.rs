@@ -176,7 +176,12 @@ fn set_rewrites_that_come_anyway_retire_the_tombstones() {
     };
     assert!(s.tombstones > 300, "{s:?}");
     assert!(s.tombstones_retired > s.tombstones / 2, "{s:?}");
-    assert_eq!(s.tombstones - s.tombstones_retired, live);
+    // (A key changed again after a copy came back gets a newer tombstone
+    // in place of its older one.)
+    assert!(
+        live <= s.tombstones - s.tombstones_retired,
+        "{live} live, {s:?}"
+    );
     // The flushes' moves wrote the sets; a change rewrote one only when a
     // flush under way held its key or set (then it waits for a job).
     assert!(s.invalidate_jobs * 10 < s.tombstones, "{s:?}");
