@@ -92,8 +92,6 @@ struct Inner {
     /// Sets the plan moves into or drops from (with `sealed_sets`, the
     /// sets a change must wait for).
     sets: HashSet<u32>,
-    /// Of them, the sets the plan rewrites.
-    moved: HashSet<u32>,
     /// Blocks as they were before the job wrote, by device offset.
     view: HashMap<u64, AlignedBuf>,
     /// When its device work began (its read), for the flush duty.
@@ -319,12 +317,6 @@ impl Job {
                 .any(|(ph, o)| *ph == h && o.key == key)
     }
 
-    /// Whether the job's plan rewrites `set` (without the tombstones asked
-    /// for after it).
-    pub(super) fn rewrites(&self, set: u32) -> bool {
-        self.inner.lock().moved.contains(&set)
-    }
-
     /// Whether a change of a key in `set` must finish the job first.
     pub(super) fn touches(&self, set: u32) -> bool {
         self.sealed_sets.contains(&set) || self.inner.lock().sets.contains(&set)
@@ -457,7 +449,6 @@ impl SmallStore {
                 plan: None,
                 result: None,
                 sets: HashSet::new(),
-                moved: HashSet::new(),
                 view: HashMap::new(),
                 started: None,
                 keys,
@@ -513,8 +504,12 @@ impl SmallStore {
             false => old.map(|old| self.plan_with(job, old)),
         };
         if let Ok(p) = &plan {
-            g.moved = p.moves.iter().map(|m| m.set).collect();
-            g.sets = g.moved.iter().chain(p.drops.iter()).copied().collect();
+            g.sets = p
+                .moves
+                .iter()
+                .map(|m| m.set)
+                .chain(p.drops.iter().copied())
+                .collect();
         }
         g.plan = Some(plan);
         g.phase = Phase::Planned;

@@ -177,7 +177,7 @@ impl SmallStore {
         if !on_flash {
             return Asked::Go;
         }
-        match replace.then(|| self.tomb_ask(key, h, set)).flatten() {
+        match replace.then(|| self.tomb_ask(key, h)).flatten() {
             Some(true) => Asked::Tomb,
             Some(false) => Asked::Go,
             None => {

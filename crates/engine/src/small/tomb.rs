@@ -155,20 +155,21 @@ impl SmallStore {
         self.tombs.len() as u64
     }
 
-    /// Before a plain overwrite of `key` (its hash `h`, its set), when a
-    /// copy of it may be on flash: Some(whether the change must wait) when
-    /// a tombstone in the crash journal makes it durable, asked for now if
-    /// need be (the flash tier's wakers fire at the journal's commit); None
-    /// when the change must rewrite the key's set instead (no journal, a
-    /// job under way rewrites the set or holds the key sealed, or too many
-    /// tombstones are live).
-    pub(super) fn tomb_ask(&mut self, key: &[u8], h: u64, set: u32) -> Option<bool> {
+    /// Before a plain overwrite of `key` (its hash `h`), when a copy of it
+    /// may be on flash: Some(whether the change must wait) when a tombstone
+    /// in the crash journal makes it durable, asked for now if need be (the
+    /// flash tier's wakers fire at the journal's commit); None when the
+    /// change must rewrite the key's set instead (no journal, a sealed
+    /// segment holds the key, or too many tombstones are live).
+    pub(super) fn tomb_ask(&mut self, key: &[u8], h: u64) -> Option<bool> {
         let journal = self.journal.clone().filter(|j| !j.failed())?;
-        // A job planned before the tombstone would write the set, or the
-        // key's sealed copy, above its generation. (One planned later
-        // leaves the covered objects out; a dropped set's objects are not
-        // readmitted when a tombstone covers them.)
-        if self.jobs.iter().any(|j| j.rewrites(set) || j.seals(h, key)) {
+        // A sealed copy of the key is written at a generation its job's
+        // plan gives it, which may come after the tombstone's. (A job
+        // planned already writes its sets at generations it took before,
+        // at or below the tombstone's, which covers the key's copies there
+        // too; one planned later leaves the covered objects out; a dropped
+        // set's covered objects are not readmitted.)
+        if self.jobs.iter().any(|j| j.seals(h, key)) {
             return None;
         }
         let fp = fp_of(h);
