@@ -252,7 +252,9 @@ impl SmallStore {
     }
 
     /// At start: the region's tombstones the journal holds, applied (their
-    /// changes went ahead before the stop or crash).
+    /// changes went ahead before the stop or crash). Whether a copy of
+    /// their keys was admitted after them is not known: as if one was (a
+    /// next change of the key asks for a tombstone of its own).
     pub(super) fn load_tombs(&mut self, live: &[(u32, u64)]) {
         for &(fp, gen) in live {
             self.tombs.put(
@@ -261,7 +263,7 @@ impl SmallStore {
                     gen,
                     ticket: 0,
                     applied: true,
-                    readmitted: false,
+                    readmitted: true,
                 },
             );
         }

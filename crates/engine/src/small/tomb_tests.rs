@@ -213,3 +213,56 @@ fn set_rewrites_that_come_anyway_retire_the_tombstones() {
     let (mut again, _) = SmallStore::open_with(image, BLOCK as u64, c, 1, &tombs).unwrap();
     check(&mut again, "after a restart");
 }
+
+/// A tombstone read back from the journal does not say whether its key was
+/// admitted again after it: a change of the key after a restart asks for a
+/// tombstone of its own, or the copy admitted after the old one would come
+/// back after the next crash (crash_random's small-store run found it).
+#[test]
+fn after_a_restart_a_change_of_a_key_asks_for_a_tombstone_of_its_own() {
+    let c = cfg(16);
+    let Loaded {
+        dev,
+        jdev,
+        j,
+        writer,
+        bg,
+    } = loaded(c);
+    let k = (0..150)
+        .find(|k| {
+            matches!(
+                bg.st.lock().get(format!("k{k}").as_bytes(), 1),
+                Some(Found::Log(_) | Found::Set(_))
+            )
+        })
+        .unwrap();
+    let key = format!("k{k}");
+    overwrite_cleared(&bg, key.as_bytes());
+    // The new value leaves RAM into the store, above the tombstone.
+    bg.st.lock().insert(obj(&key, &val(k, 7))).unwrap();
+    bg.st.lock().flush_buffer().unwrap();
+    bg.stop();
+    j.stop();
+    writer.join().unwrap();
+    let reopen = |dev: &MemDevice, jdev: &Arc<MemDevice>| {
+        let j = Arc::new(Journal::open(jdev.clone(), 0, JOURNAL_BYTES).unwrap());
+        let tombs = j.small_tombstones(0);
+        let image = Arc::new(MemDevice::from_image(dev.image()));
+        let (st, _) = SmallStore::open_with(image.clone(), BLOCK as u64, c, 1, &tombs).unwrap();
+        (image, j, st)
+    };
+    let (image, j2, mut st) = reopen(&dev, &jdev);
+    assert_eq!(st.get(key.as_bytes(), 1).unwrap().obj().value, val(k, 7));
+    st.set_journal(j2.clone());
+    let j3 = j2.clone();
+    let writer = std::thread::spawn(move || j3.run(&|| {}));
+    let bg = Background::start(st);
+    // Overwritten again (its new value stays in RAM), then a crash.
+    overwrite_cleared(&bg, key.as_bytes());
+    assert_eq!(bg.st.lock().stats.tombstones, 1, "a tombstone of its own");
+    bg.stop();
+    j2.stop();
+    writer.join().unwrap();
+    let (_, _, mut after) = reopen(&image, &jdev);
+    assert!(after.get(key.as_bytes(), 1).is_none(), "{key} came back");
+}
