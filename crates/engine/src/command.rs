@@ -247,11 +247,15 @@ impl Engine {
     /// `key` will need, so that one commit serves many changes (the server
     /// does it for the changes pipelined behind one that waits). Harmless
     /// if the change never comes: a tombstone only drops records.
-    pub fn prepare_change(&self, key: &[u8], now: u32, replaces: bool) {
+    /// `replaces`: the change replaces or deletes the key whatever it held
+    /// (the small store may drop its copy ahead); `overwrite`: it is a
+    /// plain set (the small store asks the journal for a tombstone rather
+    /// than an invalidation job).
+    pub fn prepare_change(&self, key: &[u8], now: u32, replaces: bool, overwrite: bool) {
         let (hash, mut s) = self.lock_key(key, now);
         let _ = s.journal_gate_ahead(key, hash);
         if replaces {
-            s.small_prepare(key);
+            s.small_prepare(key, overwrite);
         }
     }
 }

@@ -311,6 +311,16 @@ impl Engine {
         if let (Some(region), Some(fc)) = (&small_region, &config.flash) {
             attach_small(region, &mut list, fc)?;
         }
+        // Small-store tombstones of regions that no longer exist (the store
+        // is off, or has fewer parts) protect nothing: the journal drops them.
+        if let Some(f) = list.first_mut().and_then(|s| s.get_mut().flash_tier()) {
+            let parts = if small_region.is_some() {
+                list.len()
+            } else {
+                0
+            };
+            f.journal().retire_small_parts_from(parts as u32);
+        }
         // The index and the write buffers come out of -m: what is left must
         // hold a working RAM tier.
         // The store's filters and log index are allocated with its first

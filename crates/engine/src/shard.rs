@@ -636,7 +636,7 @@ impl Shard {
         let mut on_flash = self.flash_candidates(hash);
         on_flash
             .retain(|&loc| !keep.contains(&loc) && !self.below.log.resident_other_key(loc, key));
-        if !self.journal_gate_at(hash, old, &on_flash) || self.below.gate_small(key).is_none() {
+        if !self.journal_gate_at(hash, old, &on_flash) || !self.below.gate_small_replace(key) {
             Header {
                 vlen: vlen as u32,
                 klen: key.len() as u8,

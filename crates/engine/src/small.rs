@@ -25,6 +25,9 @@ mod sets;
 pub mod store;
 #[cfg(test)]
 mod tests;
+mod tomb;
+#[cfg(test)]
+mod tomb_tests;
 
 pub use format::Obj;
 pub use invalidate::{Check, Gate};
@@ -64,6 +67,13 @@ stats_struct! {
         /// cleared by reading its blocks instead of waiting for a job
         /// ([`SmallStore::check_with`]).
         change_checks: counter => "small_change_checks";
+        /// Changes of keys the store may hold made durable by a tombstone
+        /// in the crash journal instead of a set rewrite, the changes told
+        /// to wait for its commit, and the tombstones retired by a set
+        /// rewrite (docs/SMALL.md, "Changes of held keys").
+        tombstones: counter => "small_tombstones";
+        tombstone_waits: counter => "small_tombstone_waits";
+        tombstones_retired: counter => "small_tombstones_retired";
         /// Admissions refused because a segment flush had to wait (see
         /// [`SmallStore::set_flush_duty`]).
         deferred: counter => "small_deferred";
@@ -116,6 +126,8 @@ stats_struct! {
         /// region), and the log index (which grows with the log's objects).
         dram_filter_bytes: gauge => "small_dram_filter_bytes";
         dram_log_bytes: gauge => "small_dram_log_bytes";
+        /// Tombstones whose set is not rewritten yet.
+        tombstones_live: gauge => "small_tombstones_live";
         stats: nested [SmallStats];
     }
 }

@@ -143,10 +143,38 @@ pub(super) fn attach_small(
     let mut formatted = 0;
     for (i, s) in shards.iter_mut().enumerate() {
         let base = region.base + i as u64 * region.part;
-        let (store, rec) = SmallStore::attach(region.dev.clone(), base, cfg, (i as u32, n), now)
-            .map_err(|e| {
-                crate::flash::DeviceError::io(region.dev.name(), "open the small-object store", e)
-            })?;
+        // Changes of held keys are made durable by the crash journal's
+        // tombstones (docs/SMALL.md, "Changes of held keys"); those of the
+        // last run are read whether this one keeps a journal or not.
+        let tier = s.get_mut().flash_tier();
+        let tombs = tier
+            .as_ref()
+            .map_or_else(Vec::new, |f| f.journal().small_tombstones(i as u32));
+        let trusted = tier.as_ref().is_none_or(|f| f.journal().small_trusted());
+        let io =
+            |e| crate::flash::DeviceError::io(region.dev.name(), "open the small-object store", e);
+        let (mut store, rec) = match trusted {
+            true => SmallStore::attach(region.dev.clone(), base, cfg, (i as u32, n), now, &tombs)
+                .map_err(io)?,
+            false => {
+                // A damaged journal may have lost a tombstone: an old value
+                // could come back. The region starts empty.
+                tracing::warn!(
+                    part = i,
+                    "the crash journal is damaged: the small-object store's region is dropped"
+                );
+                (
+                    SmallStore::format_part(region.dev.clone(), base, cfg, i as u32, n)
+                        .map_err(io)?,
+                    None,
+                )
+            }
+        };
+        match tier.filter(|f| f.params().crash_journal) {
+            Some(f) => store.set_journal(f.journal().clone()),
+            // No journal to keep them: their sets are rewritten now.
+            None => store.settle_tombs().map_err(io)?,
+        }
         match rec {
             Some(r) => {
                 found.set_objects += r.set_objects;
@@ -156,7 +184,6 @@ pub(super) fn attach_small(
             }
             None => formatted += 1,
         }
-        let mut store = store;
         store.set_flush_duty(flush_duty);
         s.get_mut().attach_small(store, max, fc.small_first);
     }

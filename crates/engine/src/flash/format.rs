@@ -1,4 +1,4 @@
-//! The on-flash format (version 5): a superblock at the start of each
+//! The on-flash format (version 6; segments 5): a superblock at the start of each
 //! device, a journal region, then fixed-size segments, each a header block
 //! followed by records. All integers little-endian; every structure carries
 //! a CRC-32C. docs/FORMAT.md walks through it with the golden files in
@@ -10,7 +10,7 @@
 //!
 //! superblock (4 KiB block, rest zero)
 //!   0  8  magic "TIERCACH"
-//!   8  4  format version (5)
+//!   8  4  format version (6; 5 is read: SUPER_VERSION)
 //!  12  4  crc32c of bytes 16..64
 //!  16  8  device size in bytes
 //!  24  4  segment size in bytes
@@ -21,7 +21,7 @@
 //!
 //! journal block (4 KiB; the journal is pairs of blocks, see journal.rs)
 //!   0  8  magic "TCJOURNL"
-//!   8  4  format version (5)
+//!   8  4  journal block version (6; 5 is read: JOURNAL_VERSION)
 //!  12  4  crc32c of bytes 16..4096
 //!  16  8  write counter (grows with every journal write)
 //!  24  8  fast floor: fast segments with a sequence number <= it are not trusted
@@ -35,7 +35,8 @@
 //!  48  8  capacity floor: the same for capacity segments
 //!  56 12n entries: key fingerprint u32, horizon u64 (a tombstone: records
 //!         of keys with this fingerprint in segments with a sequence number
-//!         <= horizon are dead)
+//!         <= horizon are dead; with bit 63 of the horizon set, a small
+//!         store tombstone: `small_horizon`)
 //!
 //! segment header (first 4 KiB block of a segment, rest zero)
 //!   0  8  magic "TCSEGMNT"
@@ -67,12 +68,46 @@ use super::class::{DeviceClass, PerClass, CLASSES};
 use crate::device::aligned::BLOCK;
 use crate::item::{self, Header, HEADER};
 
+/// The format version of segments (and of the superblock and journal
+/// blocks before issue 32's store tombstones).
 pub const VERSION: u32 = 5;
+/// The superblock's version: 6 since the journal may hold the small-object
+/// store's tombstones ([`JOURNAL_VERSION`]), so that a build that reads
+/// only version 5 refuses the device instead of missing them. A version 5
+/// superblock is read, and stamped 6 at start.
+pub const SUPER_VERSION: u32 = 6;
 pub const SUPER_MAGIC: &[u8; 8] = b"TIERCACH";
 pub const SEGMENT_MAGIC: &[u8; 8] = b"TCSEGMNT";
 /// Where the journal starts on a device; segments follow it.
 pub const JOURNAL_START: u64 = 1 << 20;
 pub const JOURNAL_MAGIC: &[u8; 8] = b"TCJOURNL";
+/// The journal blocks' own format version: 6 since the small-object
+/// store's tombstones (entries whose horizon has [`SMALL_ENTRY`] set). A
+/// block of version [`VERSION`] (5) is read too: it holds the log tier's
+/// tombstones only.
+pub const JOURNAL_VERSION: u32 = 6;
+/// The bit of an entry's horizon that makes it a small-object store
+/// tombstone: (part, generation) in the bits below ([`small_horizon`]).
+pub const SMALL_ENTRY: u64 = 1 << 63;
+/// Bits of a small-store tombstone's generation (the part is above them).
+pub const SMALL_GEN_BITS: u32 = 48;
+
+/// The horizon field of a small-object store tombstone: objects of the
+/// fingerprint in blocks of region `part` written at generation `gen` or
+/// before are dead.
+pub fn small_horizon(part: u32, gen: u64) -> u64 {
+    debug_assert!(gen < 1 << SMALL_GEN_BITS && part < 1 << 15);
+    SMALL_ENTRY | u64::from(part) << SMALL_GEN_BITS | (gen & ((1 << SMALL_GEN_BITS) - 1))
+}
+
+/// A small-object store tombstone's (part, generation), None for a log
+/// tier tombstone.
+pub fn small_of(horizon: u64) -> Option<(u32, u64)> {
+    (horizon & SMALL_ENTRY != 0).then_some((
+        ((horizon & !SMALL_ENTRY) >> SMALL_GEN_BITS) as u32,
+        horizon & ((1 << SMALL_GEN_BITS) - 1),
+    ))
+}
 /// Bytes of a journal block before its entries.
 pub const JOURNAL_HEADER: usize = 56;
 /// Bytes of one journal entry.
@@ -254,6 +289,9 @@ pub struct Superblock {
     pub journal_bytes: u32,
     /// The crash journal does not cover the device's contents.
     pub journal_off: bool,
+    /// The version read ([`VERSION`] or [`SUPER_VERSION`]); written as
+    /// given (a new superblock is [`SUPER_VERSION`]).
+    pub version: u32,
 }
 
 /// What the first block of a device holds.
@@ -282,7 +320,7 @@ impl Superblock {
     pub fn write(&self, b: &mut [u8]) {
         b[..BLOCK].fill(0);
         b[0..8].copy_from_slice(SUPER_MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[16..24].copy_from_slice(&self.device_size.to_le_bytes());
         b[24..28].copy_from_slice(&self.segment_size.to_le_bytes());
         b[28..32].copy_from_slice(&self.device_no.to_le_bytes());
@@ -300,7 +338,7 @@ impl Superblock {
             return DeviceContents::Foreign;
         }
         let v = u32::from_le_bytes(b[8..12].try_into().unwrap());
-        if v != VERSION {
+        if v != VERSION && v != SUPER_VERSION {
             return DeviceContents::OtherVersion(v);
         }
         if u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..64]) {
@@ -312,6 +350,7 @@ impl Superblock {
             device_no: u32::from_le_bytes(b[28..32].try_into().unwrap()),
             journal_bytes: u32::from_le_bytes(b[32..36].try_into().unwrap()),
             journal_off: b[36] & 1 != 0,
+            version: v,
         })
     }
 }
@@ -334,7 +373,7 @@ impl JournalBlock {
         assert!(self.entries.len() <= JOURNAL_ENTRIES);
         b[..BLOCK].fill(0);
         b[0..8].copy_from_slice(JOURNAL_MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
         b[16..24].copy_from_slice(&self.counter.to_le_bytes());
         for c in CLASSES {
             let at = FLOOR_AT[c];
@@ -353,10 +392,12 @@ impl JournalBlock {
         b[12..16].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// None unless the block is a valid journal block of this version.
+    /// None unless the block is a valid journal block of this version
+    /// ([`JOURNAL_VERSION`]) or of version 5.
     pub fn read(b: &[u8]) -> Option<JournalBlock> {
+        let v = u32::from_le_bytes(b[8..12].try_into().unwrap());
         if &b[0..8] != JOURNAL_MAGIC
-            || u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION
+            || (v != JOURNAL_VERSION && v != VERSION)
             || u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[16..BLOCK])
         {
             return None;
@@ -463,9 +504,17 @@ mod tests {
             device_no: 1,
             journal_bytes: 8 << 20,
             journal_off: true,
+            version: SUPER_VERSION,
         };
         sb.write(&mut b);
         assert_eq!(Superblock::inspect(&b), DeviceContents::Ours(sb));
+        // Version 5 (before the small store's tombstones) is read as ours.
+        let v5 = Superblock {
+            version: VERSION,
+            ..sb
+        };
+        v5.write(&mut b);
+        assert_eq!(Superblock::inspect(&b), DeviceContents::Ours(v5));
         b[8] = 9;
         assert_eq!(Superblock::inspect(&b), DeviceContents::OtherVersion(9));
         b[0] = b'X';

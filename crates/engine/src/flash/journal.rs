@@ -33,9 +33,17 @@
 //! block and takes the union of their tombstones and each class's highest
 //! floor; stale blocks from an earlier pass over the ring only hold
 //! tombstones already below both floors, so the union is always safe.
+//!
+//! The small-object store's tombstones (`(part, generation)` in the
+//! horizon, [`small_horizon`]) are not covered by a floor: an object in a
+//! set lives under its set's generation indefinitely. The journal keeps
+//! each one until the store says its set was rewritten above it, durably
+//! ([`Journal::retire_small`]): entering a pair whose live store tombstones
+//! are not retired writes them into the pair's new content again, so no
+//! write ever drops one (docs/SMALL.md, "Changes of held keys").
 
 use super::class::{DeviceClass, PerClass, CLASSES};
-use super::format::{JournalBlock, JOURNAL_ENTRIES};
+use super::format::{small_horizon, small_of, JournalBlock, JOURNAL_ENTRIES};
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::device::block::BlockDevice;
 use parking_lot::{Condvar, Mutex};
@@ -110,6 +118,10 @@ pub struct JournalStats {
     pub block_writes: AtomicU64,
     /// Floor raises forced by the ring wrapping onto live tombstones.
     pub wrap_floor_raises: AtomicU64,
+    /// Small-object store tombstones asked for, and those written again
+    /// into a new pair because their set was not rewritten yet.
+    pub small_tombstones: AtomicU64,
+    pub small_carried: AtomicU64,
 }
 
 struct Ring {
@@ -121,6 +133,10 @@ struct Ring {
     max_h: Vec<u64>,
     /// The copy (0 or 1) each pair's next write goes to.
     next_copy: Vec<u8>,
+    /// Per pair, the small-store tombstones (fingerprint, horizon) it
+    /// holds (either copy): those still live are carried into its next
+    /// content.
+    small_in: Vec<Vec<(u32, u64)>>,
     counter: u64,
     written_floors: PerClass<u64>,
     buf: AlignedBuf,
@@ -132,6 +148,9 @@ struct State {
     want_floors: PerClass<u64>,
     /// Taken by the writer while it commits.
     ring: Option<Ring>,
+    /// The small-object store's live tombstones: (part, fingerprint) to
+    /// generation (asked for, or found at open, and not retired).
+    small: HashMap<(u32, u32), u64>,
 }
 
 pub struct Journal {
@@ -150,6 +169,9 @@ pub struct Journal {
     failed: AtomicBool,
     stop: AtomicBool,
     recovered: Mutex<Option<Recovered>>,
+    /// No block was damaged at open ([`Recovered::damaged`]): the small
+    /// store's tombstones read are all there is.
+    small_trusted: bool,
     pub stats: JournalStats,
 }
 
@@ -182,6 +204,8 @@ impl Journal {
         let mut buf = AlignedBuf::new(chunk_blocks * BLOCK);
         let total = pairs * 2;
         let mut counters = vec![[None::<u64>; 2]; pairs];
+        let mut small: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut small_in: Vec<Vec<(u32, u64)>> = vec![Vec::new(); pairs];
         // Blocks that are neither zero (never written) nor valid.
         let mut invalid = Vec::new();
         let mut b = 0;
@@ -207,6 +231,12 @@ impl Journal {
                 }
                 let m = rec.tombstones.entry(jb.geometry).or_default();
                 for &(fp, h) in &jb.entries {
+                    if let Some((part, gen)) = small_of(h) {
+                        let e = small.entry((part, fp)).or_insert(0);
+                        *e = (*e).max(gen);
+                        small_in[pair].push((fp, h));
+                        continue;
+                    }
                     let e = m.entry(fp).or_insert(0);
                     *e = (*e).max(h);
                     max_h[pair] = max_h[pair].max(h);
@@ -259,6 +289,7 @@ impl Journal {
             None => (0, 0, Vec::new(), (0, 0)),
         };
         let floors = rec.floors;
+        let small_trusted = rec.damaged.is_none();
         Ok(Journal {
             dev,
             start,
@@ -268,12 +299,14 @@ impl Journal {
                 pending: Vec::new(),
                 last_ticket: 0,
                 want_floors: floors,
+                small,
                 ring: Some(Ring {
                     cur,
                     entries,
                     geometry,
                     max_h,
                     next_copy,
+                    small_in,
                     counter,
                     written_floors: floors,
                     buf: AlignedBuf::new(BLOCK),
@@ -287,6 +320,7 @@ impl Journal {
             failed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             recovered: Mutex::new(Some(rec)),
+            small_trusted,
             stats: JournalStats::default(),
         })
     }
@@ -356,6 +390,67 @@ impl Journal {
         self.stats.tombstones.fetch_add(1, Ordering::Relaxed);
         self.work.notify_one();
         st.last_ticket
+    }
+
+    /// Queues a small-object store tombstone: objects whose key has the
+    /// fingerprint `fp`, in blocks of region `part` written at generation
+    /// `gen` or before, are dead. It stays in the journal until
+    /// [`retire_small`](Self::retire_small). Returns its ticket.
+    pub fn add_small(&self, part: u32, fp: u32, gen: u64) -> u64 {
+        let mut st = self.state.lock();
+        let e = st.small.entry((part, fp)).or_insert(0);
+        *e = (*e).max(gen);
+        st.pending.push((fp, small_horizon(part, gen)));
+        st.last_ticket += 1;
+        self.stats.small_tombstones.fetch_add(1, Ordering::Relaxed);
+        self.work.notify_one();
+        st.last_ticket
+    }
+
+    /// The store rewrote the set of a tombstone durably above it: the
+    /// journal may drop it (unless a newer one of the fingerprint replaced it).
+    pub fn retire_small(&self, part: u32, fp: u32, gen: u64) {
+        let mut st = self.state.lock();
+        if st.small.get(&(part, fp)).is_some_and(|&g| g <= gen) {
+            st.small.remove(&(part, fp));
+        }
+    }
+
+    /// Whether the small store's tombstones read at open can be trusted:
+    /// no journal block was damaged (else one may be lost, and the store's
+    /// regions must be dropped).
+    pub fn small_trusted(&self) -> bool {
+        self.small_trusted
+    }
+
+    /// Retires the small-store tombstones of regions `parts` and above (at
+    /// start: regions that no longer exist hold nothing they protect).
+    pub fn retire_small_parts_from(&self, parts: u32) {
+        self.state.lock().small.retain(|&(p, _), _| p < parts);
+    }
+
+    /// The live small-store tombstones of region `part` (fingerprint,
+    /// generation): those found at open, for the store's recovery.
+    pub fn small_tombstones(&self, part: u32) -> Vec<(u32, u64)> {
+        let st = self.state.lock();
+        let mut v: Vec<(u32, u64)> = st
+            .small
+            .iter()
+            .filter(|((p, _), _)| *p == part)
+            .map(|(&(_, fp), &g)| (fp, g))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Live small-store tombstones in all, and how many the store may keep
+    /// live at once: a quarter of the ring, so that carrying them over when
+    /// the ring wraps leaves room for the rest.
+    pub fn small_load(&self) -> (usize, usize) {
+        (
+            self.state.lock().small.len(),
+            self.pairs * JOURNAL_ENTRIES / 4,
+        )
     }
 
     /// Asks for every class's floor to rise to `floor` (flush_all, a
@@ -492,8 +587,11 @@ impl Journal {
         loop {
             let room = JOURNAL_ENTRIES - ring.entries.len();
             let take = room.min(entries.len());
-            for &(_, h) in &entries[..take] {
-                ring.max_h[ring.cur] = ring.max_h[ring.cur].max(h);
+            for &(fp, h) in &entries[..take] {
+                match small_of(h) {
+                    Some(_) => ring.small_in[ring.cur].push((fp, h)),
+                    None => ring.max_h[ring.cur] = ring.max_h[ring.cur].max(h),
+                }
             }
             ring.entries.extend(entries.drain(..take));
             if entries.is_empty() {
@@ -524,6 +622,29 @@ impl Journal {
         ring.cur = next;
         ring.entries.clear();
         ring.max_h[next] = 0;
+        // The next pair's small-store tombstones that are still live go
+        // into its new content (they fit: they were part of its old one).
+        let held = std::mem::take(&mut ring.small_in[next]);
+        let carried: Vec<(u32, u64)> = {
+            let st = self.state.lock();
+            held.into_iter()
+                .filter(|&(fp, h)| {
+                    // (Carried while a newer one of the fingerprint is
+                    // not durable yet, too.)
+                    small_of(h).is_some_and(|(part, gen)| {
+                        st.small.get(&(part, fp)).is_some_and(|&g| g >= gen)
+                    })
+                })
+                .collect()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for e in carried {
+            if seen.insert(e) {
+                self.stats.small_carried.fetch_add(1, Ordering::Relaxed);
+                ring.small_in[next].push(e);
+                ring.entries.push(e);
+            }
+        }
         Ok(())
     }
 
@@ -545,173 +666,5 @@ impl Journal {
         ring.next_copy[ring.cur] ^= 1;
         self.stats.block_writes.fetch_add(1, Ordering::Relaxed);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::fault::MemDevice;
-    use DeviceClass::{Capacity, Fast};
-
-    const START: u64 = 4096;
-
-    fn journal(dev: &Arc<dyn BlockDevice>, bytes: u64) -> Arc<Journal> {
-        let j = Arc::new(Journal::open(dev.clone(), START, bytes).unwrap());
-        j.set_geometry(2, 20);
-        j
-    }
-
-    fn run(j: &Arc<Journal>) -> std::thread::JoinHandle<()> {
-        let j = j.clone();
-        std::thread::spawn(move || j.run(&|| {}))
-    }
-
-    #[test]
-    fn tombstones_and_floor_survive_reopen() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
-        let j = journal(&dev, 64 << 10);
-        let t = run(&j);
-        let mut last = 0;
-        for h in 0..1000u64 {
-            last = j.add(h * 7919, 10 + h % 5);
-        }
-        assert!(j.wait_durable(last, Duration::from_secs(10)));
-        let f = j.raise_floor(11);
-        assert!(j.wait_durable(f, Duration::from_secs(10)));
-        assert_eq!(j.floors(), [11, 11]);
-        j.stop();
-        t.join().unwrap();
-        let j2 = journal(&dev, 64 << 10);
-        let rec = j2.take_recovered().unwrap();
-        assert_eq!(rec.floors, [11, 11]);
-        for h in 0..1000u64 {
-            let horizon = 10 + h % 5;
-            assert!(rec.is_dead(h * 7919, 11, Capacity), "below the floor");
-            assert!(rec.is_dead(h * 7919, horizon, Fast));
-            assert!(
-                !rec.is_dead(h * 7919, 15, Fast) || {
-                    // Only through a fingerprint shared with another key.
-                    (0..1000u64).any(|o| {
-                        o != h && fingerprint(o * 7919, (2, 20)) == fingerprint(h * 7919, (2, 20))
-                    })
-                }
-            );
-        }
-    }
-
-    #[test]
-    fn wrapping_raises_the_floor_over_live_tombstones() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
-        // 2 pairs: the third pair's worth of entries wraps.
-        let j = journal(&dev, 16 << 10);
-        let t = run(&j);
-        let mut last = 0;
-        for i in 0..(3 * JOURNAL_ENTRIES as u64) {
-            last = j.add(i, 100 + i);
-            if i % 100 == 0 {
-                assert!(j.wait_durable(last, Duration::from_secs(10)));
-            }
-        }
-        assert!(j.wait_durable(last, Duration::from_secs(10)));
-        assert!(j.stats.wrap_floor_raises.load(Ordering::Relaxed) > 0);
-        let floor = j.floor(Fast);
-        assert_eq!(j.floor(Capacity), floor, "a tombstone covers both classes");
-        assert!(floor >= 100 + JOURNAL_ENTRIES as u64 - 1, "floor {floor}");
-        j.stop();
-        t.join().unwrap();
-        let rec = journal(&dev, 16 << 10).take_recovered().unwrap();
-        assert_eq!(rec.floors, [floor; 2]);
-        // Every tombstone is still in force: by the floor or by itself.
-        for i in 0..(3 * JOURNAL_ENTRIES as u64) {
-            for class in CLASSES {
-                assert!(rec.is_dead(i, 100 + i, class), "tombstone {i} lost");
-            }
-        }
-    }
-
-    #[test]
-    fn damage_outside_the_pair_being_written_distrusts_everything() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
-        let j = journal(&dev, 64 << 10);
-        let t = run(&j);
-        let mut last = 0;
-        for i in 0..(2 * JOURNAL_ENTRIES as u64) {
-            last = j.add(i, 50);
-        }
-        assert!(j.wait_durable(last, Duration::from_secs(10)));
-        j.stop();
-        t.join().unwrap();
-        assert!(journal(&dev, 64 << 10)
-            .take_recovered()
-            .unwrap()
-            .damaged
-            .is_none());
-        // Pair 0 is full and behind the newest pair: a bad block there is
-        // not a torn write.
-        let mut blk = AlignedBuf::new(BLOCK);
-        dev.read_at(blk.as_mut_slice(), START).unwrap();
-        blk.as_mut_slice()[100] ^= 1;
-        dev.write_at(blk.as_slice(), START).unwrap();
-        let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
-        assert!(rec.damaged.is_some());
-        assert!(rec.is_dead(12345, u64::MAX, Capacity), "nothing is trusted");
-    }
-
-    #[test]
-    fn a_torn_write_keeps_the_previous_copy() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
-        let j = journal(&dev, 64 << 10);
-        let t = run(&j);
-        let a = j.add(1, 5);
-        assert!(j.wait_durable(a, Duration::from_secs(10)));
-        let b = j.add(2, 6);
-        assert!(j.wait_durable(b, Duration::from_secs(10)));
-        j.stop();
-        t.join().unwrap();
-        // Tear the newest copy of pair 0: the older copy holds tombstone 1.
-        let mut blk = AlignedBuf::new(BLOCK);
-        let newest = (0..2u64)
-            .max_by_key(|c| {
-                dev.read_at(blk.as_mut_slice(), START + c * BLOCK as u64)
-                    .unwrap();
-                JournalBlock::read(blk.as_slice()).map_or(0, |b| b.counter)
-            })
-            .unwrap();
-        dev.read_at(blk.as_mut_slice(), START + newest * BLOCK as u64)
-            .unwrap();
-        blk.as_mut_slice()[2048..].fill(0);
-        dev.write_at(blk.as_slice(), START + newest * BLOCK as u64)
-            .unwrap();
-        let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
-        assert!(rec.is_dead(1, 5, Fast));
-    }
-
-    #[test]
-    fn each_class_has_its_own_floor() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 20));
-        let j = journal(&dev, 64 << 10);
-        let t = run(&j);
-        let a = j.add(7, 10);
-        let f = j.raise_class_floor(Fast, 20);
-        let c = j.raise_class_floor(Capacity, 5);
-        assert!(j.wait_durable(a.max(f).max(c), Duration::from_secs(10)));
-        assert_eq!(j.floors(), [20, 5]);
-        assert_eq!(
-            j.raise_class_floor(Capacity, 4),
-            0,
-            "below: nothing to write"
-        );
-        j.stop();
-        t.join().unwrap();
-        let rec = journal(&dev, 64 << 10).take_recovered().unwrap();
-        assert_eq!(rec.floors, [20, 5]);
-        // The fast floor covers fast segments only.
-        assert!(rec.is_dead(99, 12, Fast));
-        assert!(!rec.is_dead(99, 12, Capacity));
-        assert!(rec.is_dead(99, 5, Capacity));
-        // The tombstone is above the capacity floor: kept, for both classes.
-        assert!(rec.is_dead(7, 10, Capacity));
-        assert!(!rec.is_dead(7, 11, Capacity));
     }
 }

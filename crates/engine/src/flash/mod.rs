@@ -17,6 +17,8 @@ pub mod distrust;
 pub mod fetch;
 pub mod format;
 pub mod journal;
+#[cfg(test)]
+mod journal_tests;
 pub mod stats;
 pub mod tier;
 

@@ -158,8 +158,8 @@ impl Shard {
     /// Ahead of a change that replaces or deletes `key` whatever it holds:
     /// queues the key's invalidation in the store now
     /// ([`Chain::small_prepare`]).
-    pub(crate) fn small_prepare(&mut self, key: &[u8]) {
-        self.below.small_prepare(key);
+    pub(crate) fn small_prepare(&mut self, key: &[u8], overwrite: bool) {
+        self.below.small_prepare(key, overwrite);
     }
 
     /// A graceful stop: the store's open segment is written.

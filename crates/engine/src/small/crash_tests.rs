@@ -8,6 +8,7 @@ use super::tests::{cfg, obj, val, Background};
 use super::*;
 use crate::device::aligned::BLOCK;
 use crate::device::fault::{CrashDevice, CrashPlan, MemDevice};
+use crate::flash::journal::Journal;
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,14 +19,23 @@ use std::sync::Arc;
 /// one of its writes); returns the flushes that changes had to finish.
 fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, usize, u64) {
     let background = mode != Mode::Inline;
+    // Tomb: the crash journal after the region, on the same device (a
+    // crash cuts its writes and the store's alike).
+    let jat = c.region_bytes() + BLOCK as u64;
     let dev = Arc::new(CrashDevice::new(
-        c.region_bytes() as usize + BLOCK,
+        (jat + JOURNAL_BYTES) as usize,
         CrashPlan::Cut {
             at: u64::MAX,
             torn: 0,
         },
     ));
-    let st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
+    let mut st = SmallStore::format(dev.clone(), BLOCK as u64, c).unwrap();
+    let journal = (mode == Mode::Tomb).then(|| {
+        let j = Arc::new(Journal::open(dev.clone(), jat, JOURNAL_BYTES).unwrap());
+        st.set_journal(j.clone());
+        let j2 = j.clone();
+        (j, std::thread::spawn(move || j2.run(&|| {})))
+    });
     dev.sync().unwrap();
     dev.arm(plan);
     let (bg, mut inline) = match background {
@@ -66,6 +76,11 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
             with(&mut |st| {
                 cleared = match mode {
                     Mode::Gate => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
+                    // Overwrites through tombstones; deletes as in Gate.
+                    Mode::Tomb if v.is_some() => {
+                        st.gate_replace(key.as_bytes()).unwrap() != Gate::Wait
+                    }
+                    Mode::Tomb => st.gate(key.as_bytes()).unwrap() != Gate::Wait,
                     Mode::Checked => {
                         match st
                             .check_with(key.as_bytes(), &|off| have.get(&off).map(|b| b.as_slice()))
@@ -118,6 +133,7 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
     with(&mut |st| {
         waits = match mode {
             Mode::Gate => st.stats.invalidate_jobs,
+            Mode::Tomb => st.stats.tombstones,
             Mode::Checked => st.stats.change_checks,
             _ => st.stats.flush_waits,
         }
@@ -125,11 +141,21 @@ fn crash_at(c: SmallConfig, plan: CrashPlan, ops: usize, mode: Mode) -> (bool, u
     if let Some(b) = bg {
         b.stop();
     }
+    if let Some((j, t)) = journal {
+        j.stop();
+        t.join().unwrap();
+    }
     let Some(image) = dev.crash_image() else {
         return (false, 0, waits);
     };
-    let (mut again, _) =
-        SmallStore::open(Arc::new(MemDevice::from_image(image)), BLOCK as u64, c, 1).unwrap();
+    let image: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_image(image));
+    let tombs = match mode {
+        Mode::Tomb => Journal::open(image.clone(), jat, JOURNAL_BYTES)
+            .unwrap()
+            .small_tombstones(0),
+        _ => Vec::new(),
+    };
+    let (mut again, _) = SmallStore::open_with(image, BLOCK as u64, c, 1, &tombs).unwrap();
     let mut found = 0;
     for k in 0..90 {
         let Some(f) = again.get(format!("k{k}").as_bytes(), 1) else {
@@ -167,7 +193,14 @@ enum Mode {
     /// first, as the server does: a change the blocks show no copy of goes
     /// ahead without a job.
     Checked,
+    /// As Gate, with a crash journal: overwrites go ahead on a durable
+    /// tombstone ([`SmallStore::gate_replace`]), their sets rewritten
+    /// later by the flushes; deletes wait for jobs.
+    Tomb,
 }
+
+/// The crash journal's bytes in [`Mode::Tomb`].
+const JOURNAL_BYTES: u64 = 64 << 10;
 
 fn crash_points(mode: Mode) -> u64 {
     // In the background, more sets: some are dropped from the log (one
@@ -180,7 +213,7 @@ fn crash_points(mode: Mode) -> u64 {
     let mut waits = 0;
     // Gate mode waits for a job per change: fewer points keep it to
     // seconds in release, about a minute in debug.
-    let step = if matches!(mode, Mode::Gate | Mode::Checked) {
+    let step = if matches!(mode, Mode::Gate | Mode::Checked | Mode::Tomb) {
         9
     } else {
         3
@@ -222,6 +255,12 @@ fn a_crash_during_background_flushes_never_brings_back_a_stale_value() {
 fn a_crash_while_changes_wait_for_invalidation_jobs_never_brings_back_a_stale_value() {
     let jobs = crash_points(Mode::Gate);
     assert!(jobs > 0, "no change waited for an invalidation job");
+}
+
+#[test]
+fn a_crash_between_a_tombstone_and_its_set_rewrite_never_brings_back_a_stale_value() {
+    let tombstones = crash_points(Mode::Tomb);
+    assert!(tombstones > 0, "no overwrite went ahead on a tombstone");
 }
 
 #[test]

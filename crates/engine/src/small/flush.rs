@@ -697,7 +697,12 @@ impl SmallStore {
                             .chain(self.buffer.iter())
                             .flatten()
                             .any(|(bh, bo)| bh == h && bo.key == o.key);
-                if hit && !newer {
+                // A copy a tombstone covers is dead (its change went, or
+                // is going, ahead).
+                let dead = self
+                    .tombs
+                    .covers(super::tomb::fp_of(*h), self.seg_gen[job.seg]);
+                if hit && !newer && !dead {
                     readmit.push((*h, o.clone()));
                 }
             }

@@ -30,6 +30,15 @@ pub enum Check {
     Read(Vec<u64>),
 }
 
+/// What a change of a key waits for ([`SmallStore::must_wait`]).
+enum Asked {
+    Go,
+    /// An invalidation job (queued now, or before).
+    Job,
+    /// The commit of its tombstone in the crash journal.
+    Tomb,
+}
+
 /// Whether blocks show no copy of a key ([`SmallStore::check_with`]).
 enum Absent {
     Yes,
@@ -69,16 +78,30 @@ impl SmallStore {
     /// change has not happened. Without a flusher, or after a failure:
     /// [`invalidate`](Self::invalidate), here (Err: the store failed).
     pub fn gate(&mut self, key: &[u8]) -> io::Result<Gate> {
+        self.gate_with(key, false)
+    }
+
+    /// [`gate`](Self::gate) for a change that replaces the key whatever it
+    /// held (a plain `set`): with a crash journal, a copy of the key on
+    /// flash is dropped by a tombstone in the journal (its group commit)
+    /// and a lazy set rewrite instead of an invalidation job
+    /// ([`super::tomb`]); `Clear` does not say whether the store held it.
+    pub fn gate_replace(&mut self, key: &[u8]) -> io::Result<Gate> {
+        self.gate_with(key, true)
+    }
+
+    fn gate_with(&mut self, key: &[u8], replace: bool) -> io::Result<Gate> {
         if self.notify.is_none() || self.failed {
             if !self.may_contain(key) {
                 return Ok(Gate::Clear(false));
             }
             return self.invalidate(key).map(Gate::Clear);
         }
-        if self.must_wait(key) {
+        if self.must_wait_with(key, replace) {
             return Ok(Gate::Wait);
         }
         let (h, now) = (xxh3_64(key), self.now);
+        self.tomb_apply(h);
         let found = match self.invals.get_mut(&h).filter(|e| e.key == key) {
             // Flash holds no copy; one admitted since is in the buffer (a
             // sealed one took the entry away). The answer is taken.
@@ -100,30 +123,68 @@ impl SmallStore {
     /// the key is queued then. Takes no answer: for a change that asks
     /// before it takes RAM (a retry must not take a new slot each time).
     pub fn must_wait(&mut self, key: &[u8]) -> bool {
+        self.must_wait_with(key, false)
+    }
+
+    /// [`must_wait`](Self::must_wait) for a change that replaces the key
+    /// whatever it held ([`gate_replace`](Self::gate_replace)).
+    pub fn must_wait_replace(&mut self, key: &[u8]) -> bool {
+        self.must_wait_with(key, true)
+    }
+
+    fn must_wait_with(&mut self, key: &[u8], replace: bool) -> bool {
         if self.notify.is_none() || self.failed {
             return false;
         }
-        let wait = self.ask(key);
-        self.stats.invalidate_waits += u64::from(wait);
-        wait
+        match self.ask(key, replace) {
+            Asked::Go => false,
+            Asked::Job => {
+                self.stats.invalidate_waits += 1;
+                true
+            }
+            Asked::Tomb => {
+                self.stats.tombstone_waits += 1;
+                true
+            }
+        }
     }
 
     /// [`must_wait`](Self::must_wait) with a flusher: true when the key's
-    /// job is queued, or is queued now.
-    fn ask(&mut self, key: &[u8]) -> bool {
+    /// job is queued, or is queued now, or (`replace`) its tombstone is
+    /// not durable yet.
+    fn ask(&mut self, key: &[u8], replace: bool) -> Asked {
         let (h, set, tag) = place(key, self.cfg.sets);
         // (The answer of a job is looked for first: the job's set rewrite
         // took the key out of its filter.)
         if let Some(e) = self.invals.get(&h).filter(|e| e.key == key) {
-            return matches!(e.state, InvalState::Queued(_));
+            return match e.state {
+                InvalState::Queued(_) => Asked::Job,
+                InvalState::Done { .. } => Asked::Go,
+            };
+        }
+        // An applied tombstone with no copy admitted since: every copy of
+        // the key on flash is dead (those its filter or tag still show).
+        if self
+            .tombs
+            .get(super::tomb::fp_of(h))
+            .is_some_and(|t| t.applied && !t.readmitted)
+        {
+            return Asked::Go;
         }
         let on_flash = self.jobs.iter().any(|j| j.seals(h, key))
             || self.log.of_set(set).any(|r| r.tag == tag)
             || self.filters.may_contain(set as usize, h);
-        if on_flash {
-            self.queue_key(h, key);
+        if !on_flash {
+            return Asked::Go;
         }
-        on_flash
+        match replace.then(|| self.tomb_ask(key, h)).flatten() {
+            Some(true) => Asked::Tomb,
+            Some(false) => Asked::Go,
+            None => {
+                self.queue_key(h, key);
+                Asked::Job
+            }
+        }
     }
 
     /// Queues the invalidation a change of `key` will wait for, ahead of
@@ -131,10 +192,12 @@ impl SmallStore {
     /// it is queued or answered already, or when no copy of the key can be
     /// on flash). Only for a change that replaces or deletes the key
     /// whatever it holds: the key's copy is dropped when the job commits.
-    pub fn prepare(&mut self, key: &[u8]) {
+    /// `overwrite`: a plain set, which asks for the key's tombstone
+    /// ([`gate_replace`](Self::gate_replace)) rather than a job.
+    pub fn prepare(&mut self, key: &[u8], overwrite: bool) {
         // (Past the bound of kept answers, changes ask for themselves.)
         if self.notify.is_some() && !self.failed && self.invals.len() < DONE_KEPT {
-            self.ask(key);
+            self.ask(key, overwrite);
         }
     }
 
@@ -155,6 +218,7 @@ impl SmallStore {
         let (h, set, tag) = place(key, self.cfg.sets);
         if self.invals.get(&h).is_some_and(|e| e.key == key)
             || self.jobs.iter().any(|j| j.seals(h, key))
+            || self.tombs.get(super::tomb::fp_of(h)).is_some()
         {
             return Check::Ready;
         }

@@ -104,6 +104,14 @@ impl SmallStore {
                 PageIn::Current(b, hd) => {
                     // The newest copy in the page is the last one.
                     let found = format::objects(b, &hd).filter(|o| o.key == key).last();
+                    if found.is_some() && self.tombs.kills(super::tomb::fp_of(h), hd.generation) {
+                        // The newest copy is dead: the older ones too.
+                        return if missing.is_empty() {
+                            Step::Miss
+                        } else {
+                            Step::Read(missing)
+                        };
+                    }
                     if let Some(o) = found {
                         if !missing.is_empty() {
                             return Step::Read(missing);
@@ -139,6 +147,7 @@ impl SmallStore {
             Ok(hd) if hd.generation as u16 == self.filters.generation(set as usize) => {
                 self.stats.reads += 1;
                 match format::find(b, &hd, key) {
+                    _ if self.tombs.kills(super::tomb::fp_of(h), hd.generation) => Step::Miss,
                     Some((place, o)) if !o.expired(now) => {
                         self.filters.hit(set as usize, place);
                         self.stats.hits_set += 1;

@@ -34,12 +34,17 @@ impl SmallStore {
     /// The store of region `part` of `parts` at `base`: recovered when the
     /// region's first block says it holds a store of this geometry (with
     /// what recovery found), else formatted (None).
+    ///
+    /// `tombs`: the region's tombstones the crash journal held (fingerprint,
+    /// generation; [`super::tomb`]): the objects they cover stay dead, and
+    /// the store keeps them until it rewrites their sets.
     pub fn attach(
         dev: Arc<dyn BlockDevice>,
         base: u64,
         cfg: SmallConfig,
         (part, parts): (u32, u32),
         now: u32,
+        tombs: &[(u32, u64)],
     ) -> io::Result<(SmallStore, Option<Recovered>)> {
         let head = read(&*dev, base, BLOCK)?;
         let same = format::check_region(head.as_slice()).is_some_and(|h| {
@@ -52,10 +57,14 @@ impl SmallStore {
             ) == (part, parts, cfg.sets, cfg.log_segments, cfg.seg_pages)
         });
         if same {
-            let (st, rep) = SmallStore::open(dev, base, cfg, now)?;
+            let (st, rep) = SmallStore::open_with(dev, base, cfg, now, tombs)?;
             Ok((st, Some(rep)))
         } else {
-            Ok((SmallStore::format_part(dev, base, cfg, part, parts)?, None))
+            let mut st = SmallStore::format_part(dev, base, cfg, part, parts)?;
+            // (They cover nothing under the new nonce; kept until their
+            // sets are written, above them.)
+            st.load_tombs(tombs);
+            Ok((st, None))
         }
     }
 
@@ -65,6 +74,18 @@ impl SmallStore {
         base: u64,
         cfg: SmallConfig,
         now: u32,
+    ) -> io::Result<(SmallStore, Recovered)> {
+        SmallStore::open_with(dev, base, cfg, now, &[])
+    }
+
+    /// [`open`](Self::open) with the region's tombstones from the crash
+    /// journal (see [`attach`](Self::attach)).
+    pub fn open_with(
+        dev: Arc<dyn BlockDevice>,
+        base: u64,
+        cfg: SmallConfig,
+        now: u32,
+        tombs: &[(u32, u64)],
     ) -> io::Result<(SmallStore, Recovered)> {
         let head = read(&*dev, base, BLOCK)?;
         let Some(head) = format::check_region(head.as_slice())
@@ -78,6 +99,7 @@ impl SmallStore {
         let mut st = SmallStore::empty(dev, base, cfg);
         (st.nonce, st.floor, st.part, st.parts) = (head.nonce, head.floor, head.part, head.parts);
         st.now = now;
+        st.load_tombs(tombs);
         let mut rep = Recovered::default();
         let mut max_gen = 0u64;
         // Sets first: their generations decide which log objects live.
@@ -133,7 +155,7 @@ impl SmallStore {
                 }
             }
         }
-        st.generation = max_gen.max(st.floor) + 1;
+        st.generation = st.generation.max(max_gen.max(st.floor) + 1);
         for set in corrupt {
             // Written again empty: its generation is above every log page.
             st.generation += 1;
@@ -153,8 +175,8 @@ impl SmallStore {
         // Oldest first, so each set's bucket is in write order.
         log.sort_by_key(|(g, p, _)| (*g, *p));
         for (gen, page, o) in log {
-            let (_, set, tag) = place(&o.key, cfg.sets);
-            if gen <= set_gen[set as usize] {
+            let (h, set, tag) = place(&o.key, cfg.sets);
+            if gen <= set_gen[set as usize] || st.tombs.kills(super::tomb::fp_of(h), gen) {
                 rep.log_dead += 1;
             } else if o.expired(now) {
                 rep.expired += 1;

@@ -36,6 +36,9 @@ pub(super) struct SetPlan {
     pub refs: Vec<LogRef>,
     /// Places of the set's objects hit since its last write.
     pub hits: u64,
+    /// The set's tombstones (fingerprint, generation): their objects are
+    /// left out, and they are retired once the new block is durable.
+    pub dead: Vec<(u32, u64)>,
 }
 
 /// A set's new block and what DRAM must learn of it.
@@ -55,6 +58,8 @@ pub(super) struct Built {
     /// Whether a copy of an excluded key was there, expired or not: a set
     /// without one (and that verified) need not be written for a change.
     pub present: bool,
+    /// The plan's tombstones, retired when DRAM follows the write.
+    pub dead: Vec<(u32, u64)>,
 }
 
 /// Where the region's blocks are and how they verify, without the store:
@@ -134,7 +139,16 @@ impl Layout<'_> {
             verify_failures: 0,
             found: vec![false; exclude.len()],
             present: false,
+            dead: p.dead.clone(),
         };
+        // Objects a tombstone covers (their block at or below its generation).
+        let dead = |o: &Obj, gen: u64| {
+            !p.dead.is_empty() && {
+                let fp = super::tomb::fp_of(xxh3_64(&o.key));
+                p.dead.iter().any(|&(f, g)| f == fp && gen <= g)
+            }
+        };
+        let mut buried = 0u64;
         let cur = blocks[&set_offset(self.base, &self.cfg, set)].as_slice();
         let mut objs: Vec<Obj> = match verify_block(cur, Kind::Set, set, self.nonce, self.floor) {
             Ok(h) => {
@@ -146,6 +160,11 @@ impl Layout<'_> {
                             o.set_rrip(0);
                         }
                         o
+                    })
+                    .filter(|o| {
+                        let d = dead(o, h.generation);
+                        buried += u64::from(d);
+                        !d
                     })
                     .collect()
             }
@@ -174,8 +193,13 @@ impl Layout<'_> {
                 .get(&r.page)
                 .or_else(|| decoded.get(&r.page))
                 .expect("read");
+            let page_gen = self.seg_gen[r.page as usize / self.cfg.seg_pages];
             for o in page_objs.iter().rev() {
                 let (_, oset, otag) = place(&o.key, self.cfg.sets);
+                if oset == set && otag == r.tag && dead(o, page_gen) {
+                    buried += 1;
+                    continue;
+                }
                 if oset == set && otag == r.tag && !fresh.iter().any(|f| f.key == o.key) {
                     let mut o = o.clone();
                     o.set_rrip(if r.hit { 0 } else { RRIP_INSERT });
@@ -189,7 +213,7 @@ impl Layout<'_> {
         for (found, k) in out.found.iter_mut().zip(exclude) {
             *found = objs.iter().any(|o| o.key == *k && !o.expired(now));
         }
-        out.present = objs.iter().any(|o| exclude.contains(&o.key));
+        out.present = objs.iter().any(|o| exclude.contains(&o.key)) || buried > 0;
         objs.retain(|o| !o.expired(now) && !exclude.contains(&o.key));
         // RRIP eviction: the highest value goes first; age all when none is at the top.
         while objs.iter().map(Obj::size).sum::<usize>() > BLOCK_PAYLOAD {
@@ -223,6 +247,7 @@ impl SmallStore {
             gen: self.generation,
             refs: self.log.of_set(set).collect(),
             hits: self.filters.hits(set as usize),
+            dead: self.tombs.of_set(set, self.cfg.sets),
         }
     }
 
@@ -251,6 +276,9 @@ impl SmallStore {
         self.stats.verify_failures += b.verify_failures;
         self.stats.sets_written += 1;
         self.stats.set_bytes_written += BLOCK as u64;
+        // Durable (every set write is, by its job's sync or a durable
+        // write, before DRAM follows it): its tombstones are not needed.
+        self.retire_tombs(&b.dead);
     }
 
     /// Rewrites `sets` on this thread, each with its log objects moved in

@@ -11,6 +11,7 @@ use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
 use super::inval::Inval;
 use super::log::{tag_of, LogIndex, MAX_PAGES};
 use super::sets::{page_offset, set_offset, verify_block};
+use super::tomb::Tombs;
 use super::SmallStats;
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
@@ -220,14 +221,24 @@ pub struct SmallStore {
     /// Keys whose changes wait for an invalidation job, or may go ahead
     /// (by key hash; see [`SmallStore::gate`]).
     pub(super) invals: HashMap<u64, Inval>,
+    /// Changes of held keys made durable by the crash journal's
+    /// tombstones, until their sets are rewritten ([`super::tomb`]).
+    pub(super) tombs: Tombs,
+    /// The crash journal those tombstones go to (None: changes rewrite
+    /// their sets first, as without one).
+    pub(super) journal: Option<Arc<crate::flash::journal::Journal>>,
     pub stats: SmallStats,
 }
 
 /// The key's hash, the set and the tag it implies.
 pub(super) fn place(key: &[u8], sets: usize) -> (u64, u32, u16) {
     let h = xxh3_64(key);
-    let set = ((h as u32 as u64 * sets as u64) >> 32) as u32;
-    (h, set, tag_of(h))
+    (h, place_fp(h as u32, sets), tag_of(h))
+}
+
+/// The set of a key whose hash's low 32 bits are `low`.
+pub(super) fn place_fp(low: u32, sets: usize) -> u32 {
+    ((u64::from(low) * sets as u64) >> 32) as u32
 }
 
 impl SmallStore {
@@ -316,8 +327,10 @@ impl SmallStore {
         }
         self.generation += 1;
         let r = self.write_head();
-        if let Err(e) = &r {
-            self.fail(e);
+        match &r {
+            Err(e) => self.fail(e),
+            // The floor covers every tombstone's objects now.
+            Ok(()) => self.retire_all_tombs(),
         }
         r
     }
@@ -344,6 +357,8 @@ impl SmallStore {
         self.failed = true;
         self.write_head()?;
         self.emptied = true;
+        // No block verifies under the new nonce: no tombstone is needed.
+        self.retire_all_tombs();
         Ok(())
     }
 
@@ -391,6 +406,8 @@ impl SmallStore {
             notify: None,
             job_ids: 0,
             invals: HashMap::new(),
+            tombs: Tombs::default(),
+            journal: None,
             stats: SmallStats::default(),
             cfg,
         }
@@ -495,6 +512,7 @@ impl SmallStore {
                 .map(|e| e.key.capacity())
                 .sum::<usize>()
             + self.buffered.bytes()
+            + self.tombs.bytes()
             + self
                 .jobs
                 .iter()
@@ -604,6 +622,8 @@ impl SmallStore {
 
     pub(super) fn append(&mut self, h: u64, mut obj: Obj) -> io::Result<()> {
         obj.set_rrip(0);
+        // A copy above the key's tombstone: a next change needs a new one.
+        self.tombs.readmitted(super::tomb::fp_of(h));
         // A copy of the key again: what an invalidation said of it no
         // longer holds (a change waiting for it asks anew).
         if !self.invals.is_empty() {

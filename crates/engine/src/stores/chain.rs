@@ -103,8 +103,19 @@ impl Chain {
     /// no copy of it; None when the change must wait.
     pub(crate) fn gate_small(&mut self, key: &[u8]) -> Option<bool> {
         match self.small.as_mut() {
-            Some(p) => p.gate(key, self.log.tier().map(|f| &**f)),
+            Some(p) => p.gate(key, false, self.log.tier().map(|f| &**f)),
             None => Some(false),
+        }
+    }
+
+    /// [`gate_small`](Self::gate_small) for a change that replaces the key
+    /// whatever it held (an insert): the small store may drop its copy by a
+    /// tombstone in the crash journal, and the answer does not say whether
+    /// it held one ([`SmallStore::gate_replace`](crate::small::SmallStore::gate_replace)).
+    pub(crate) fn gate_small_replace(&mut self, key: &[u8]) -> bool {
+        match self.small.as_mut() {
+            Some(p) => p.gate(key, true, self.log.tier().map(|f| &**f)).is_some(),
+            None => true,
         }
     }
 
@@ -113,16 +124,18 @@ impl Chain {
     /// the key is queued for one): asked before a store takes RAM for the
     /// new item.
     pub(crate) fn small_must_wait(&mut self, key: &[u8]) -> bool {
-        self.small.as_mut().is_some_and(|p| p.store.must_wait(key))
+        self.small
+            .as_mut()
+            .is_some_and(|p| p.store.must_wait_replace(key))
     }
 
     /// Ahead of a change that replaces or deletes `key` whatever it holds
     /// (pipelined behind a change that waits): queues the key's
     /// invalidation in the small store now, so that one job serves both
     /// ([`SmallStore::prepare`](crate::small::SmallStore::prepare)).
-    pub(crate) fn small_prepare(&mut self, key: &[u8]) {
+    pub(crate) fn small_prepare(&mut self, key: &[u8], overwrite: bool) {
         if let Some(p) = self.small.as_mut() {
-            p.store.prepare(key);
+            p.store.prepare(key, overwrite);
         }
     }
 

@@ -120,6 +120,7 @@ impl SmallPart {
             log_objects: self.store.log_objects(),
             dram_filter_bytes: filters,
             dram_log_bytes: log,
+            tombstones_live: self.store.tombstones_live(),
             region_bytes: self.store.config().region_bytes(),
         }
     }
@@ -261,8 +262,16 @@ impl SmallPart {
     /// committed ([`SmallStore::gate`]); without one, the set is rewritten
     /// here, durably. None too when the store failed and could not be
     /// emptied (a restart would serve the old value).
-    pub(crate) fn gate(&mut self, key: &[u8], flash: Option<&FlashTier>) -> Option<bool> {
-        let r = self.store.gate(key);
+    pub(crate) fn gate(
+        &mut self,
+        key: &[u8],
+        replace: bool,
+        flash: Option<&FlashTier>,
+    ) -> Option<bool> {
+        let r = match replace {
+            true => self.store.gate_replace(key),
+            false => self.store.gate(key),
+        };
         self.charge_writes(flash);
         match r {
             Ok(crate::small::Gate::Clear(found)) => Some(found),

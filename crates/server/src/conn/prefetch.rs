@@ -78,7 +78,8 @@ pub fn journal_ahead(mut buf: &[u8], limits: &tiercache_proto::Limits, ctx: &Ctx
             return;
         };
         if let Some(key) = changed_key(&request) {
-            engine.prepare_change(key, ctx.now, replaces_key(&request));
+            let set = matches!(&request, Request::Store(s) if s.mode == StoreMode::Set);
+            engine.prepare_change(key, ctx.now, replaces_key(&request), set);
         }
         buf = &buf[consumed..];
     }

@@ -29,6 +29,7 @@ pub(super) fn check_and_stamp(
         device_no: no,
         journal_bytes: journal as u32,
         journal_off: !params.crash_journal,
+        version: format::SUPER_VERSION,
     };
     let (kept, was_off) = match Superblock::inspect(b.as_slice()) {
         DeviceContents::Ours(old) if old.same_layout(&sb) && !params.wipe => {
@@ -54,7 +55,7 @@ pub(super) fn check_and_stamp(
             return Err(DeviceError::OtherVersion {
                 name: d.name().to_string(),
                 found: v,
-                expected: format::VERSION,
+                expected: format::SUPER_VERSION,
             })
         }
         DeviceContents::Foreign if !params.wipe => {
