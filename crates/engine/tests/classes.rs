@@ -576,8 +576,20 @@ fn reads_from_write_buffers_are_counted_by_class_and_open_buffer() {
     assert_eq!(s2.classes[0].reads, s1.classes[0].reads + 1);
 }
 
+/// The state this needs (a capacity buffer newer than the fast class's
+/// open one when the moved items are read) depends on when the background
+/// writes seal buffers: on a loaded machine the fast class sometimes opened
+/// a newer buffer first (0 refused, in one CI run). So the scenario is
+/// tried on up to five fresh engines, and one of them must show it.
 #[test]
 fn a_promotion_waits_for_a_fast_buffer_newer_than_the_capacity_record() {
+    let shown = (0..5).any(|_| promotion_waits_once());
+    assert!(shown, "no attempt had a moved item refused promotion");
+}
+
+/// One attempt: false when no promotion was refused (the fast class had
+/// moved on), else the rule is checked whole.
+fn promotion_waits_once() -> bool {
     let d = Devices::new();
     let e = d.engine(None);
     e.flash().unwrap().pin_nhc(Some((true, 1.0)));
@@ -607,11 +619,9 @@ fn a_promotion_waits_for_a_fast_buffer_newer_than_the_capacity_record() {
     };
     read_all();
     let s1 = fstats(&e);
-    assert!(
-        s1.promotions_refused > s0.promotions_refused,
-        "moved items hit in the capacity buffer: {} refused",
-        s1.promotions_refused - s0.promotions_refused
-    );
+    if s1.promotions_refused == s0.promotions_refused {
+        return false;
+    }
     assert_eq!(s1.promotions, s0.promotions, "none promoted");
     // Once the fast class opens a newer buffer, they are promoted.
     common::wait_flushed(&e);
@@ -622,4 +632,5 @@ fn a_promotion_waits_for_a_fast_buffer_newer_than_the_capacity_record() {
     let s2 = fstats(&e);
     assert!(s2.promotions > s1.promotions, "{s2:?}");
     assert_eq!(s2.verify_failures, 0);
+    true
 }
