@@ -587,8 +587,8 @@ fn a_promotion_waits_for_a_fast_buffer_newer_than_the_capacity_record() {
     assert!(shown, "no attempt had a moved item refused promotion");
 }
 
-/// One attempt: false when no promotion was refused (the fast class had
-/// moved on), else the rule is checked whole.
+/// One attempt: false when the fast class moved on before or during the
+/// reads, else the rule is checked whole.
 fn promotion_waits_once() -> bool {
     let d = Devices::new();
     let e = d.engine(None);
@@ -619,10 +619,12 @@ fn promotion_waits_once() -> bool {
     };
     read_all();
     let s1 = fstats(&e);
-    if s1.promotions_refused == s0.promotions_refused {
+    // Some refused and none promoted; an attempt where the fast class
+    // opened a newer buffer during the reads (some promoted: 1,275 in one
+    // loaded CI run) shows nothing either way.
+    if s1.promotions_refused == s0.promotions_refused || s1.promotions != s0.promotions {
         return false;
     }
-    assert_eq!(s1.promotions, s0.promotions, "none promoted");
     // Once the fast class opens a newer buffer, they are promoted.
     common::wait_flushed(&e);
     let mut filler = 0;
