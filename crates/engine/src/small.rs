@@ -23,6 +23,7 @@ pub mod lookup;
 pub mod recover;
 mod sets;
 pub mod store;
+mod store_tombs;
 #[cfg(test)]
 mod tests;
 mod tomb;

@@ -11,7 +11,7 @@ use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
 use super::inval::Inval;
 use super::log::{tag_of, LogIndex, MAX_PAGES};
 use super::sets::{page_offset, set_offset, verify_block};
-use super::tomb::Tombs;
+use super::tomb::{place_fp, Tombs};
 use super::SmallStats;
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
@@ -234,11 +234,6 @@ pub struct SmallStore {
 pub(super) fn place(key: &[u8], sets: usize) -> (u64, u32, u16) {
     let h = xxh3_64(key);
     (h, place_fp(h as u32, sets), tag_of(h))
-}
-
-/// The set of a key whose hash's low 32 bits are `low`.
-pub(super) fn place_fp(low: u32, sets: usize) -> u32 {
-    ((u64::from(low) * sets as u64) >> 32) as u32
 }
 
 impl SmallStore {
