@@ -205,8 +205,10 @@ impl Ghost {
 /// Maps the live entries are split over: a map that grows rehashes
 /// 1/1024 of the entries. With 64 maps, a ghost sized to a shard's RAM
 /// items (hundreds of thousands at `-m 64` and 100-byte values) rehashed
-/// maps of about ten thousand entries, 120-300 us of an evacuation slice
-/// on the CPU (issue 31). 1024 empty maps cost 32 KiB.
+/// maps of about ten thousand entries at once: the suspected cause of
+/// evacuation slices of 120-300 us on the CPU (issue 31; slices that long
+/// were still seen after this change, so not the only one). 1024 empty
+/// maps cost 32 KiB.
 const PARTS: usize = 1024;
 
 /// FIFO entries a compaction looks at per insert (an insert adds one).
