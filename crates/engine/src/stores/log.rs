@@ -6,6 +6,7 @@
 //! methods here take the index and read or change only flash entries.
 
 mod reclaim;
+mod tombs;
 
 pub(crate) use reclaim::Reclaimed;
 
@@ -16,7 +17,6 @@ use crate::flash::tier::{AppendError, Busy, Dest, DeviceClass, FlashTier, Where}
 use crate::flash::{is_flash, FetchState, Fetched, ReadReq};
 use crate::index::{Class, Index, Loc};
 use crate::item::{self, Header};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,9 +33,7 @@ pub(crate) struct LogPart {
     /// Tombstones this shard asked the crash journal for, by fingerprint:
     /// (horizon, ticket). Kept a while after they are durable so that a
     /// request retried after waiting for one finds it.
-    tombs: HashMap<u32, (u64, u64)>,
-    /// Tombstones asked for before this ticket are forgotten at the next sweep.
-    tombs_prune_mark: u64,
+    tombs: tombs::Tombs,
     /// The latest ticket in `tombs`: once it is durable, all of them are.
     tombs_last: u64,
     /// Whether reading a new key's same-tag flash records pays: up when a
@@ -85,8 +83,7 @@ impl LogPart {
             tier,
             reserved: 0,
             busy_since: None,
-            tombs: HashMap::new(),
-            tombs_prune_mark: 0,
+            tombs: tombs::Tombs::default(),
             tombs_last: 0,
             verify_credit: Credit::default(),
             promote_credit: Credit::default(),
@@ -240,7 +237,7 @@ impl LogPart {
         let h = f.max_seq();
         let fp = crate::flash::journal::class_fingerprint(class);
         let t = j.add_fingerprint(fp, h);
-        self.tombs.insert(fp, (h, t));
+        self.tombs.insert(fp, h, t, |x| j.is_durable(x));
         self.tombs_last = t;
         t
     }
@@ -271,23 +268,22 @@ impl LogPart {
         let j = j.clone();
         let fp = crate::flash::journal::class_fingerprint(class);
         if let Some(m) = need {
-            if self.tombs.get(&fp).is_none_or(|&(h, _)| h < m) {
+            if self.tombs.get(fp).is_none_or(|(h, _)| h < m) {
                 self.tombstone(class);
             }
         }
-        self.tombs.get(&fp).is_none_or(|&(_, t)| j.is_durable(t))
+        self.tombs.get(fp).is_none_or(|(_, t)| j.is_durable(t))
     }
 
-    /// Forgets tombstones that were durable at the previous sweep.
+    /// Forgets tombstones that were durable at the previous sweep, a
+    /// bounded number ([`tombs::Tombs::prune`]; each new tombstone also
+    /// forgets a couple).
     pub(crate) fn prune_tombs(&mut self) {
         let Some(f) = &self.tier else {
             return;
         };
         let j = f.journal();
-        let mark = self.tombs_prune_mark;
-        self.tombs
-            .retain(|_, &mut (_, t)| t >= mark || !j.is_durable(t));
-        self.tombs_prune_mark = j.last_ticket();
+        self.tombs.prune(j.last_ticket(), |t| j.is_durable(t));
     }
 
     /// The flash item for `key` among records already fetched: the entry
