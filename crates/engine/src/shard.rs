@@ -117,6 +117,12 @@ stats_struct! {
         /// and got a segment over the budget instead of waiting
         /// (`segment_evacuations_late`; see `Shard::head_over_budget`).
         evacuations_late: counter => "segment_evacuations_late";
+        /// Inserts that found the memory over its budget by a segment per
+        /// shard with an evacuation ahead far from done (the evacuator thread
+        /// starved of CPU): each ran one slice of it and waited (retried
+        /// later) rather than finishing it in its lock hold
+        /// (`segment_evacuation_waits`; see `Shard::reclaim_for_insert`).
+        evacuation_waits: counter => "segment_evacuation_waits";
         /// Items the policy would have kept that were evicted for want of room
         /// at their queue's head and of a spare segment
         /// (`segment_evacuation_reinserts_refused`; see `Shard::evac_alloc`).

@@ -5,7 +5,7 @@
 
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use tiercache_engine::clock::absolute_exptime;
 use tiercache_engine::command::Wait;
 use tiercache_engine::device::io::Reader;
@@ -43,6 +43,11 @@ pub struct Ctx<'a> {
     pub now: u32,
     /// The worker's flash reader, when there is a flash tier.
     pub reader: Option<&'a RefCell<Box<dyn Reader>>>,
+    /// Set when a request parks for back-pressure ([`Wait::Busy`]): the
+    /// worker then looks at its connections again within a millisecond
+    /// (with no flash tier, nothing else would wake them: an insert told
+    /// to wait while the evacuator catches up).
+    pub parked: &'a Cell<bool>,
 }
 
 /// How the connection runs a request this time.

@@ -164,6 +164,7 @@ pub fn run(
     let mut completions = Vec::new();
     let mut ready = Vec::new();
     let mut any_busy = false;
+    let parked = std::cell::Cell::new(false);
     // Accept failed for want of fds (EMFILE) or memory: the connections
     // left in the listen queue raise no new edge, and a full queue takes
     // no new ones that would, so try again every few ms (memcached
@@ -190,6 +191,7 @@ pub fn run(
             stats: &stats,
             now: unix_now(),
             reader: reader.as_ref(),
+            parked: &parked,
         };
         let mut woken = events.is_empty() || any_busy;
         for ev in events.iter() {
@@ -275,7 +277,10 @@ pub fn run(
         if let Some(r) = &reader {
             r.borrow_mut().flush();
         }
-        any_busy = reader.is_some() && conns.slab.iter().any(|(_, c)| c.busy());
+        // A parked request runs again at each turn (`woken`), parking
+        // again while it must wait: the flag says whether to look.
+        any_busy =
+            (reader.is_some() || parked.replace(false)) && conns.slab.iter().any(|(_, c)| c.busy());
         if accept_blocked {
             accept_blocked = accept(
                 &listeners,

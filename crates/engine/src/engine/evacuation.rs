@@ -42,4 +42,29 @@ impl Engine {
         }
         ev.attach(false);
     }
+
+    /// Marks the evacuator thread running without running it (tests: an
+    /// evacuator starved of CPU, as on an overloaded machine).
+    #[doc(hidden)]
+    pub fn starve_evacuator_for_tests(&self) {
+        self.shared.evacuator.attach(true);
+    }
+
+    /// Takes `n` segments over the memory budget and keeps them out of
+    /// every shard (tests: the memory over its budget by segments lent to
+    /// sets while a starved evacuator finishes their evacuations).
+    #[doc(hidden)]
+    pub fn lend_segments_for_tests(&self, n: usize) -> Vec<Box<[u8]>> {
+        (0..n)
+            .map(|_| self.shared.pool.take_over_budget())
+            .collect()
+    }
+
+    /// Gives back what [`lend_segments_for_tests`](Self::lend_segments_for_tests) took.
+    #[doc(hidden)]
+    pub fn return_segments_for_tests(&self, lent: Vec<Box<[u8]>>) {
+        for b in lent {
+            self.shared.pool.release(b);
+        }
+    }
 }

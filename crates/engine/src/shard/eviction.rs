@@ -24,7 +24,7 @@ impl Shard {
                     Some(b) => b,
                     None => {
                         self.ask_for_share();
-                        self.reclaim()?
+                        self.reclaim_for_insert()?
                     }
                 },
             },
@@ -194,6 +194,51 @@ impl Shard {
         self.free_ids.push(id);
         self.stats.segments -= 1;
         seg.data
+    }
+
+    /// Room for an insert when no segment is free. With an evacuator
+    /// thread, an insert never evacuates a whole segment in its lock hold:
+    /// the evacuation is begun ahead if none was (the pool had room when
+    /// the head filled), then [`head_over_budget`](Self::head_over_budget)
+    /// lends a segment over the budget while the evacuator finishes it.
+    /// When the memory is already over by a segment per shard (the
+    /// evacuator starved of CPU, on an overloaded machine), the insert runs
+    /// one slice and answers `Busy` (its request runs again a moment later)
+    /// instead of finishing the evacuation: up to a segment of items, 72 ms
+    /// of one set's hold on the CPU in an overloaded run, which every
+    /// request for the shard waited behind (issue 31). Little left (at most
+    /// [`LATE_AHEAD_BYTES`]): finished here, as without an evacuator.
+    fn reclaim_for_insert(&mut self) -> Result<Box<[u8]>, InsertError> {
+        if !self.shared.evacuator.attached() {
+            return self.reclaim();
+        }
+        self.mark_hold(super::hold::HoldCause::Evacuation);
+        if self.ahead.is_none() && self.ready.is_none() && !self.begin_ahead() {
+            // The victim is a queue's open head or a jumbo segment.
+            return self.reclaim();
+        }
+        if let Some(buf) = self.head_over_budget()? {
+            return Ok(buf);
+        }
+        if self
+            .ahead
+            .as_ref()
+            .is_some_and(|a| a.end - a.off > LATE_AHEAD_BYTES)
+        {
+            self.stats.evacuation_waits += 1;
+            self.ahead_slice(AHEAD_SLICE_ITEMS)?;
+            if self.ahead.is_some() {
+                self.shared.evacuator.request(self.evacuator_bit);
+                return Err(InsertError::Busy);
+            }
+            // That slice finished it: its segment is ready, or went to the
+            // pool (for the spare it took, or to a shard that asked).
+            return match self.ready.take().or_else(|| self.shared.pool.take()) {
+                Some(b) => Ok(b),
+                None => Err(InsertError::Busy),
+            };
+        }
+        self.reclaim()
     }
 
     /// Frees one segment's worth of space by evacuating the oldest segment

@@ -85,11 +85,13 @@ impl Sink for Numeric {
 /// with the kind each declares.
 fn numeric_stats(shared: &Shared, now: u32) -> Numeric {
     let scratch = WorkerStats::default();
+    let parked = std::cell::Cell::new(false);
     let ctx = Ctx {
         shared,
         stats: &scratch,
         now,
         reader: None,
+        parked: &parked,
     };
     let mut lines = Numeric::default();
     crate::admin::stats::general(&mut lines, &ctx);

@@ -84,6 +84,7 @@ impl Conn {
         consumed: usize,
     ) {
         self.busy = true;
+        ctx.parked.set(true);
         if ctx.reader.is_some() && self.journal_ahead_at != Some(self.rpos) {
             self.journal_ahead_at = Some(self.rpos);
             let rest = &rbuf[self.rpos + consumed..self.rend];

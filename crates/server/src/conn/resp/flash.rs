@@ -34,10 +34,14 @@ impl RespConn {
             let resp3 = self.out.resp3;
             let fetched = std::mem::take(&mut self.fetched);
             let asynch = ctx.reader.is_some();
+            // A worker never waits: a command that has changed nothing
+            // stops on any wait (reads arise only with a flash tier, whose
+            // reader it has; an insert told to wait for the evacuator may
+            // arise without one) and runs again.
             let mut run = Run::new(
                 &fetched,
                 asynch && self.reruns < MAX_REREADS,
-                asynch,
+                true,
                 started,
                 ctx.now,
             );
@@ -55,6 +59,7 @@ impl RespConn {
             self.out.resp3 = resp3;
             if wait == Wait::Busy {
                 self.busy = true;
+                ctx.parked.set(true);
                 return false;
             }
             self.reruns += 1;
