@@ -1,8 +1,8 @@
 #!/bin/bash
 # Shard-lock holds by cause under writes (bench/RESULTS.md, "Shard-lock holds by cause"):
-#   bash bench/lock_holds.sh [BIN_DIR [PORT]]   (RATE=5000 sets/s of new keys by default)
+#   bash bench/lock_holds.sh [BIN_DIR [PORT]]   (RATE=5000 sets/s of new keys by default; SECS=8)
 # tiercache -m 64 -t 2 RAM-only, 1,000,000 x 100 B preloaded, 2,000 hot keys; stats reset;
-# then 8 s of RATE sets/s of new keys beside 20,000 gets/s of the hot keys (open loop);
+# then SECS (8) s of RATE sets/s of new keys beside 20,000 gets/s of the hot keys (open loop);
 # prints the hot gets' latency line and, per cause, the holds, those over 256 us and the
 # longest (wall clock), and for maintenance the longest on the CPU and those over 256 us
 # there (what the engine itself spent: the wall clock adds a descheduled holder's wait).
@@ -20,9 +20,9 @@ $B/tiercache-bench -s 127.0.0.1:$PORT -q --no-stats --key-prefix cold: --keys 10
 $B/tiercache-bench -s 127.0.0.1:$PORT -q --no-stats --key-prefix hot: --keys 2000 --value-size 100 --preload --get-ratio 1 -d 0s -t 1 -c 1 >/dev/null 2>&1
 python3 -c "
 import socket;s=socket.create_connection(('127.0.0.1',$PORT));s.sendall(b'stats reset\r\n');s.recv(100)"
-("$B/cpu_noise" --secs 8 --unit-us 30 --gap-us 500 | grep " cpu:" &)
-($B/tiercache-bench -s 127.0.0.1:$PORT -q --no-stats --mode latency -d 8s --threads 1 --conns 4 --key-prefix new: --keys 1000000000 --value-size 100 --get-ratio 0 --rate ${RATE:-5000} >/dev/null 2>&1 &)
-$B/tiercache-bench -s 127.0.0.1:$PORT -q --no-stats --mode latency -d 8s --threads 1 --conns 4 --key-prefix hot: --keys 2000 --value-size 100 --get-ratio 1 --rate 20000 2>&1 | grep -E "get_hit"
+("$B/cpu_noise" --secs ${SECS:-8} --unit-us 30 --gap-us 500 | grep " cpu:" &)
+($B/tiercache-bench -s 127.0.0.1:$PORT -q --no-stats --mode latency -d ${SECS:-8}s --threads 1 --conns 4 --key-prefix new: --keys 1000000000 --value-size 100 --get-ratio 0 --rate ${RATE:-5000} >/dev/null 2>&1 &)
+$B/tiercache-bench -s 127.0.0.1:$PORT -q --no-stats --mode latency -d ${SECS:-8}s --threads 1 --conns 4 --key-prefix hot: --keys 2000 --value-size 100 --get-ratio 1 --rate 20000 2>&1 | grep -E "get_hit"
 sleep 1
 python3 - $PORT <<'PY'
 import socket, sys
