@@ -13,6 +13,7 @@
 mod crash_tests;
 pub mod filter;
 pub mod flush;
+mod flush_io;
 #[cfg(test)]
 mod flush_tests;
 pub mod format;
