@@ -66,6 +66,16 @@ impl SetFilters {
             .all(|p| w[p / 64] & (1 << (p % 64)) != 0)
     }
 
+    /// Whether the set's block may hold an object: false when its filter
+    /// is empty (the block holds none: every object of a set block is in
+    /// its filter), so a rewrite need not read it.
+    pub fn holds_any(&self, set: usize) -> bool {
+        self.allocated()
+            && self.blooms[set * self.words..(set + 1) * self.words]
+                .iter()
+                .any(|&w| w != 0)
+    }
+
     /// The set was written with these keys (their hashes) and generation.
     /// Before the arrays are allocated, an empty set's rebuild is not
     /// recorded: no lookup reads a set its filter rules out, and only

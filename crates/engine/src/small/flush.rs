@@ -83,6 +83,7 @@ pub(super) struct Written {
     pub(super) took: Duration,
     /// An invalidation job: each key (its hash, the key) and whether a set held it.
     pub(super) found: Vec<(u64, Vec<u8>, bool)>,
+    pub(super) times: super::flush_io::FlushTimes,
 }
 
 pub(super) struct Inner {
@@ -98,6 +99,8 @@ pub(super) struct Inner {
     pub(super) started: Option<Instant>,
     /// An invalidation job's keys (hash, key), until its plan takes them.
     pub(super) keys: Vec<(u64, Vec<u8>)>,
+    /// How long the read of the segment written over took.
+    pub(super) old_read_us: u64,
 }
 
 /// One segment flush (see the module's documentation), or an
@@ -127,6 +130,8 @@ pub struct Job {
     pub(super) nonce: u64,
     pub(super) inner: Mutex<Inner>,
     pub(super) cond: Condvar,
+    /// When it was sealed (its wait in the queue, for `stats`).
+    pub(super) sealed_at: Instant,
 }
 
 impl Job {
@@ -282,6 +287,7 @@ impl SmallStore {
             base: self.base,
             cfg: self.cfg,
             nonce: self.nonce,
+            sealed_at: Instant::now(),
             inner: Mutex::new(Inner {
                 phase: Phase::Reading,
                 plan: None,
@@ -290,6 +296,7 @@ impl SmallStore {
                 view: HashMap::new(),
                 started: None,
                 keys,
+                old_read_us: 0,
             }),
             cond: Condvar::new(),
         })
@@ -563,6 +570,7 @@ impl SmallStore {
         }
         self.head = (job.seg + 1) % self.cfg.log_segments;
         self.stats.flush_us += w.took.as_micros() as u64;
+        self.count_times(&w.times);
         self.flushed(w.took);
         readmit
     }

@@ -4,27 +4,23 @@
 //! set's objects, then its log objects newest first, without the excluded
 //! key, evicting by RRIP) and written, off any lock ([`build_set`],
 //! [`read_many`], [`write_many`]), and DRAM then follows what was written
-//! ([`SmallStore::apply_built`]). The reads and writes of a batch run in
-//! parallel on a few threads, so a segment flush costs about one device
-//! round trip per phase rather than one per set. Each set write is
+//! ([`SmallStore::apply_built`]). The reads and writes of a batch run
+//! many at once on the store's I/O pool ([`super::setio`]), so a batch
+//! costs about one device round trip rather than one per set. Each set write is
 //! independent of the others; the caller's sync (before a log segment is
 //! overwritten) or the durable write (a delete) gives the crash rules of
 //! docs/SMALL.md, whatever order the writes land in.
 
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
 use super::log::LogRef;
+use super::setio::{copy_of, Batch};
 use super::store::{place, SmallConfig, SmallStore, RRIP_INSERT, RRIP_MAX};
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
-
-/// Threads a batch of set reads or writes runs on.
-const IO_THREADS: usize = 16;
-/// Batches smaller than this run on the caller's thread (a thread costs
-/// more than a few fast I/Os).
-const PARALLEL_FROM: usize = 8;
 
 /// What rewriting one set needs from DRAM, taken under the store's owner.
 #[derive(Debug, Clone)]
@@ -39,6 +35,9 @@ pub(super) struct SetPlan {
     /// The set's tombstones (fingerprint, generation): their objects are
     /// left out, and they are retired once the new block is durable.
     pub dead: Vec<(u32, u64)>,
+    /// The set's block holds no object (its filter is empty): the rebuild
+    /// does not read it.
+    pub empty: bool,
 }
 
 /// A set's new block and what DRAM must learn of it.
@@ -103,18 +102,20 @@ impl Layout<'_> {
     /// The blocks rebuilding `plans` reads: each set, and its log pages
     /// not already in `pages`.
     pub fn reads_for(&self, plans: &[SetPlan], pages: &HashMap<u32, Vec<Obj>>) -> Vec<u64> {
-        let mut offs = Vec::new();
-        for p in plans {
-            offs.push(set_offset(self.base, &self.cfg, p.set));
-            for r in &p.refs {
-                if !pages.contains_key(&r.page) {
-                    offs.push(page_offset(self.base, r.page));
-                }
-            }
-        }
+        let mut offs: Vec<u64> = plans.iter().flat_map(|p| self.reads_of(p, pages)).collect();
         offs.sort_unstable();
         offs.dedup();
         offs
+    }
+
+    /// The blocks rebuilding one set reads: the set (unless it holds no
+    /// object), and its log pages not already in `pages`.
+    pub fn reads_of(&self, p: &SetPlan, pages: &HashMap<u32, Vec<Obj>>) -> Vec<u64> {
+        let set = (!p.empty).then(|| set_offset(self.base, &self.cfg, p.set));
+        let logs = p.refs.iter().filter(|r| !pages.contains_key(&r.page));
+        set.into_iter()
+            .chain(logs.map(|r| page_offset(self.base, r.page)))
+            .collect()
     }
 
     /// A set's new block from the blocks read (`blocks`, by offset) and the
@@ -149,11 +150,18 @@ impl Layout<'_> {
             }
         };
         let mut buried = 0u64;
-        let cur = blocks[&set_offset(self.base, &self.cfg, set)].as_slice();
-        let mut objs: Vec<Obj> = match verify_block(cur, Kind::Set, set, self.nonce, self.floor) {
+        let cur = match p.empty {
+            // Its filter is empty: the block holds no object (not read).
+            true => None,
+            false => Some(blocks[&set_offset(self.base, &self.cfg, set)].as_slice()),
+        };
+        let checked = cur.map_or(Err(BlockError::Empty), |b| {
+            verify_block(b, Kind::Set, set, self.nonce, self.floor)
+        });
+        let mut objs: Vec<Obj> = match checked {
             Ok(h) => {
                 out.old_count = h.count as u64;
-                format::objects(cur, &h)
+                format::objects(cur.expect("read"), &h)
                     .enumerate()
                     .map(|(i, mut o)| {
                         if i < 64 && p.hits & (1 << i) != 0 {
@@ -248,6 +256,7 @@ impl SmallStore {
             refs: self.log.of_set(set).collect(),
             hits: self.filters.hits(set as usize),
             dead: self.tombs.of_set(set, self.cfg.sets),
+            empty: !self.filters.holds_any(set as usize),
         }
     }
 
@@ -299,13 +308,13 @@ impl SmallStore {
         let plans: Vec<SetPlan> = sets.iter().map(|&s| self.plan_set(s)).collect();
         let layout = self.layout();
         let offs = layout.reads_for(&plans, pages);
-        let built = read_many(&*self.dev, &offs).and_then(|blocks| {
+        let built = read_many(&self.dev, &offs).and_then(|blocks| {
             let mut decoded = HashMap::new();
             let built: Vec<Built> = plans
                 .iter()
                 .map(|p| layout.build_set(p, exclude, pages, &blocks, &mut decoded))
                 .collect();
-            write_many(&*self.dev, &layout, &built, durable)?;
+            write_many(&self.dev, &layout, &built, durable)?;
             Ok(built)
         });
         let built = match built {
@@ -320,66 +329,40 @@ impl SmallStore {
     }
 }
 
-/// Runs `f` over `items` on up to [`IO_THREADS`] threads (on this one for
-/// fewer than [`PARALLEL_FROM`] items); the first error wins.
-fn parallel<T: Sync, R: Send>(
-    items: &[T],
-    f: impl Fn(&T) -> io::Result<R> + Sync,
-) -> io::Result<Vec<R>> {
-    if items.len() < PARALLEL_FROM {
-        return items.iter().map(&f).collect();
-    }
-    let per = items.len().div_ceil(IO_THREADS);
-    std::thread::scope(|sc| {
-        let handles: Vec<_> = items
-            .chunks(per)
-            .map(|chunk| sc.spawn(|| chunk.iter().map(&f).collect::<io::Result<Vec<R>>>()))
-            .collect();
-        let mut out = Vec::with_capacity(items.len());
-        for h in handles {
-            out.extend(
-                h.join()
-                    .map_err(|_| io::Error::other("a set I/O thread panicked"))??,
-            );
-        }
-        Ok(out)
-    })
-}
-
-/// Reads 4 KiB blocks at `offs`, in parallel.
+/// Reads 4 KiB blocks at `offs`, many at once ([`super::setio`]).
 pub(super) fn read_many(
-    dev: &dyn BlockDevice,
+    dev: &Arc<dyn BlockDevice>,
     offs: &[u64],
 ) -> io::Result<HashMap<u64, AlignedBuf>> {
-    let bufs = parallel(offs, |&off| {
-        let mut b = AlignedBuf::new(BLOCK);
-        let n = dev.read_at(b.as_mut_slice(), off)?;
-        if n < BLOCK {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "short read of a set",
-            ));
+    let mut io = Batch::new(dev);
+    for (i, &off) in offs.iter().enumerate() {
+        io.read(off, i);
+    }
+    let mut out = HashMap::with_capacity(offs.len());
+    while let Some((i, r)) = io.next() {
+        if let Some(b) = r? {
+            out.insert(offs[i], b);
         }
-        Ok((off, b))
-    })?;
-    Ok(bufs.into_iter().collect())
+    }
+    Ok(out)
 }
 
-/// Writes the sets' new blocks (at their offsets in `l`'s region), in
-/// parallel; each durably when `durable`.
+/// Writes the sets' new blocks (at their offsets in `l`'s region), many
+/// at once; each durably when `durable`.
 pub(super) fn write_many(
-    dev: &dyn BlockDevice,
+    dev: &Arc<dyn BlockDevice>,
     l: &Layout<'_>,
     built: &[Built],
     durable: bool,
 ) -> io::Result<()> {
-    parallel(built, |b| {
-        let off = set_offset(l.base, &l.cfg, b.set);
-        if durable {
-            dev.write_durable(b.block.as_slice(), off)
-        } else {
-            dev.write_at(b.block.as_slice(), off)
-        }
-    })
-    .map(drop)
+    let mut io = Batch::new(dev);
+    for (i, b) in built.iter().enumerate() {
+        io.write(
+            set_offset(l.base, &l.cfg, b.set),
+            copy_of(&b.block),
+            durable,
+            i,
+        );
+    }
+    io.finish()
 }
