@@ -125,6 +125,8 @@ pub struct Job {
     pub(super) sealed_hashes: Hashes,
     pub(super) sealed_sets: HashSet<u32>,
     pub(super) dev: Arc<dyn BlockDevice>,
+    /// The store's io_uring ring for the job's reads.
+    pub(super) ring: super::setio::Ring,
     pub(super) base: u64,
     pub(super) cfg: SmallConfig,
     pub(super) nonce: u64,
@@ -284,6 +286,7 @@ impl SmallStore {
             sealed_hashes,
             sealed_sets,
             dev: self.dev.clone(),
+            ring: self.ring.clone(),
             base: self.base,
             cfg: self.cfg,
             nonce: self.nonce,

@@ -130,7 +130,7 @@ impl Job {
             .filter(|&o| seen.insert(o))
             .collect();
         times.reads = offs.len() as u64;
-        let mut io = Batch::new(&self.dev);
+        let mut io = Batch::new(&self.dev, Some(&self.ring));
         for (i, &off) in offs.iter().enumerate() {
             io.read(off, i);
         }
@@ -249,7 +249,7 @@ impl Job {
     /// A set that held none is left as it is (a filter's false positive).
     fn write_invalidation(&self, p: Plan) -> io::Result<Written> {
         let layout = self.layout(&p);
-        let blocks = read_many(&self.dev, &layout.reads_for(&p.moves, &p.pages))?;
+        let blocks = read_many(&self.dev, &self.ring, &layout.reads_for(&p.moves, &p.pages))?;
         let mut decoded = HashMap::new();
         let mut found = Vec::new();
         let mut built = Vec::new();

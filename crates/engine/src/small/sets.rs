@@ -13,7 +13,7 @@
 
 use super::format::{self, BlockError, Kind, Obj, BLOCK_PAYLOAD};
 use super::log::LogRef;
-use super::setio::{copy_of, Batch};
+use super::setio::{copy_of, Batch, Ring};
 use super::store::{place, SmallConfig, SmallStore, RRIP_INSERT, RRIP_MAX};
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use crate::flash::BlockDevice;
@@ -308,7 +308,7 @@ impl SmallStore {
         let plans: Vec<SetPlan> = sets.iter().map(|&s| self.plan_set(s)).collect();
         let layout = self.layout();
         let offs = layout.reads_for(&plans, pages);
-        let built = read_many(&self.dev, &offs).and_then(|blocks| {
+        let built = read_many(&self.dev, &self.ring, &offs).and_then(|blocks| {
             let mut decoded = HashMap::new();
             let built: Vec<Built> = plans
                 .iter()
@@ -332,9 +332,10 @@ impl SmallStore {
 /// Reads 4 KiB blocks at `offs`, many at once ([`super::setio`]).
 pub(super) fn read_many(
     dev: &Arc<dyn BlockDevice>,
+    ring: &Ring,
     offs: &[u64],
 ) -> io::Result<HashMap<u64, AlignedBuf>> {
-    let mut io = Batch::new(dev);
+    let mut io = Batch::new(dev, Some(ring));
     for (i, &off) in offs.iter().enumerate() {
         io.read(off, i);
     }
@@ -355,7 +356,7 @@ pub(super) fn write_many(
     built: &[Built],
     durable: bool,
 ) -> io::Result<()> {
-    let mut io = Batch::new(dev);
+    let mut io = Batch::new(dev, None);
     for (i, b) in built.iter().enumerate() {
         io.write(
             set_offset(l.base, &l.cfg, b.set),

@@ -178,6 +178,8 @@ impl Hasher for MixHasher {
 /// The small-object store.
 pub struct SmallStore {
     pub(super) dev: Arc<dyn BlockDevice>,
+    /// The io_uring ring its blocks are read on (made at the first read).
+    pub(super) ring: super::setio::Ring,
     pub(super) base: u64,
     pub(super) cfg: SmallConfig,
     pub(super) filters: SetFilters,
@@ -378,6 +380,7 @@ impl SmallStore {
     pub(super) fn empty(dev: Arc<dyn BlockDevice>, base: u64, cfg: SmallConfig) -> SmallStore {
         SmallStore {
             dev,
+            ring: Default::default(),
             base,
             filters: SetFilters::new(cfg.sets, cfg.filter_bits),
             log: LogIndex::new(cfg.log_buckets(), cfg.sets),
