@@ -54,6 +54,15 @@ impl AlignedBuf {
         AlignedBuf::new(len)
     }
 
+    /// A buffer of no bytes, to stand in for one moved out.
+    pub fn empty() -> AlignedBuf {
+        AlignedBuf {
+            raw: Box::default(),
+            start: 0,
+            len: 0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -5,7 +5,7 @@
 
 use super::flush::{Job, Phase, Plan, Written};
 use super::format::{self, Kind, Obj};
-use super::setio::{copy_of, Batch};
+use super::setio::Batch;
 use super::sets::{page_offset, read_many, set_offset, write_many, Built, Layout};
 use crate::device::aligned::{AlignedBuf, BLOCK};
 use std::collections::{HashMap, HashSet};
@@ -141,7 +141,7 @@ impl Job {
         loop {
             while next < p.moves.len() {
                 let tb = Instant::now();
-                let b = {
+                let mut b = {
                     let g = self.inner.lock();
                     if reads_left > 0 && !needs[next].iter().all(|o| g.view.contains_key(o)) {
                         break;
@@ -150,7 +150,9 @@ impl Job {
                 };
                 times.lap(tb, |x| &mut x.build_us);
                 let at = set_offset(self.base, &self.cfg, b.set);
-                io.write(at, copy_of(&b.block), false, WRITE);
+                // The commit needs the rest of `b`, not its block.
+                let block = std::mem::replace(&mut b.block, AlignedBuf::empty());
+                io.write(at, block, false, WRITE);
                 built.push(b);
                 next += 1;
             }

@@ -192,23 +192,37 @@ fn next_obj(b: &[u8], at: usize) -> Option<usize> {
 /// The objects of a block that [`check`] verified, each with its place
 /// (0-based) in the block.
 pub fn objects<'a>(b: &'a [u8], head: &BlockHead) -> impl Iterator<Item = Obj> + 'a {
+    spans(b, head).map(move |(at, end)| obj_at(b, at, end))
+}
+
+/// Where each object of a verified block lies: (start, end) byte offsets.
+pub fn spans<'a>(b: &'a [u8], head: &BlockHead) -> impl Iterator<Item = (usize, usize)> + 'a {
     let mut at = BLOCK_HEADER;
-    let count = head.count;
-    (0..count).map(move |_| {
+    (0..head.count).map(move |_| {
         let end = next_obj(b, at).expect("verified block");
-        let h = &b[at..at + OBJ_HEADER];
-        let k = h[0] as usize;
-        let o = Obj {
-            bits: h[1],
-            exptime: u32::from_le_bytes(h[4..8].try_into().unwrap()),
-            flags: u32::from_le_bytes(h[8..12].try_into().unwrap()),
-            cas: u64::from_le_bytes(h[12..20].try_into().unwrap()),
-            key: b[at + OBJ_HEADER..at + OBJ_HEADER + k].to_vec(),
-            value: b[at + OBJ_HEADER + k..end].to_vec(),
-        };
+        let span = (at, end);
         at = end;
-        o
+        span
     })
+}
+
+/// The key of the object at `at` (a start [`spans`] gave).
+pub fn key_at(b: &[u8], at: usize) -> &[u8] {
+    &b[at + OBJ_HEADER..at + OBJ_HEADER + b[at] as usize]
+}
+
+/// The object at `at..end` (a span [`spans`] gave), copied out.
+pub fn obj_at(b: &[u8], at: usize, end: usize) -> Obj {
+    let h = &b[at..at + OBJ_HEADER];
+    let k = h[0] as usize;
+    Obj {
+        bits: h[1],
+        exptime: u32::from_le_bytes(h[4..8].try_into().unwrap()),
+        flags: u32::from_le_bytes(h[8..12].try_into().unwrap()),
+        cas: u64::from_le_bytes(h[12..20].try_into().unwrap()),
+        key: b[at + OBJ_HEADER..at + OBJ_HEADER + k].to_vec(),
+        value: b[at + OBJ_HEADER + k..end].to_vec(),
+    }
 }
 
 /// The object with this full key in a verified block, and its place.

@@ -22,6 +22,35 @@ use std::io;
 use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
+/// An object of a log page read: its set, its tag, its bytes' span.
+pub(super) type Span = (u32, u16, usize, usize);
+
+/// The log pages a batch of rebuilds has looked at, by page number.
+pub(super) type Decoded = HashMap<u32, Vec<Span>>;
+
+/// A log object a rebuild may take: one of the flushed segment's, or one
+/// still in its page's bytes (copied out only if taken).
+enum Src<'a> {
+    Obj(&'a Obj),
+    Span(&'a [u8], usize, usize),
+}
+
+impl Src<'_> {
+    fn key(&self) -> &[u8] {
+        match self {
+            Src::Obj(o) => &o.key,
+            Src::Span(b, at, _) => format::key_at(b, *at),
+        }
+    }
+
+    fn obj(&self) -> Obj {
+        match self {
+            Src::Obj(o) => (*o).clone(),
+            Src::Span(b, at, end) => format::obj_at(b, *at, *end),
+        }
+    }
+}
+
 /// What rewriting one set needs from DRAM, taken under the store's owner.
 #[derive(Debug, Clone)]
 pub(super) struct SetPlan {
@@ -118,21 +147,42 @@ impl Layout<'_> {
             .collect()
     }
 
+    /// Where a log page's objects lie, with their sets and tags (hashed
+    /// once per page, not once per set that reads it); none if the page
+    /// does not verify at its segment's generation (counted).
+    fn log_spans(&self, b: &[u8], page: u32, out: &mut Built) -> Vec<Span> {
+        let seg = page as usize / self.cfg.seg_pages;
+        match verify_block(b, Kind::Log, page, self.nonce, self.floor) {
+            Ok(h) if h.generation == self.seg_gen[seg] => format::spans(b, &h)
+                .map(|(at, end)| {
+                    let (_, set, tag) = place(format::key_at(b, at), self.cfg.sets);
+                    (set, tag, at, end)
+                })
+                .collect(),
+            _ => {
+                out.verify_failures += 1;
+                Vec::new()
+            }
+        }
+    }
+
     /// A set's new block from the blocks read (`blocks`, by offset) and the
-    /// log pages' objects (`pages`, then `decoded` as verified here).
+    /// log pages' objects (`pages`, then the pages read, their objects'
+    /// places kept in `decoded`).
     pub fn build_set(
         &self,
         p: &SetPlan,
         exclude: &[Vec<u8>],
         pages: &HashMap<u32, Vec<Obj>>,
         blocks: &HashMap<u64, AlignedBuf>,
-        decoded: &mut HashMap<u32, Vec<Obj>>,
+        decoded: &mut Decoded,
     ) -> Built {
         let (set, now) = (p.set, self.now);
         let mut out = Built {
             set,
             gen: p.gen,
-            block: AlignedBuf::new(BLOCK),
+            // Stale bytes of a recycled buffer: `encode` writes every byte.
+            block: AlignedBuf::for_read(BLOCK),
             hashes: Vec::new(),
             old_count: 0,
             moved: 0,
@@ -143,9 +193,9 @@ impl Layout<'_> {
             dead: p.dead.clone(),
         };
         // Objects a tombstone covers (their block at or below its generation).
-        let dead = |o: &Obj, gen: u64| {
+        let dead = |key: &[u8], gen: u64| {
             !p.dead.is_empty() && {
-                let fp = super::tomb::fp_of(xxh3_64(&o.key));
+                let fp = super::tomb::fp_of(xxh3_64(key));
                 p.dead.iter().any(|&(f, g)| f == fp && gen <= g)
             }
         };
@@ -170,7 +220,7 @@ impl Layout<'_> {
                         o
                     })
                     .filter(|o| {
-                        let d = dead(o, h.generation);
+                        let d = dead(&o.key, h.generation);
                         buried += u64::from(d);
                         !d
                     })
@@ -185,31 +235,41 @@ impl Layout<'_> {
         // Log objects, newest first: the first copy of a key wins.
         let mut fresh: Vec<Obj> = Vec::new();
         for r in p.refs.iter().rev() {
-            if !pages.contains_key(&r.page) && !decoded.contains_key(&r.page) {
-                let b = blocks[&page_offset(self.base, r.page)].as_slice();
-                let seg = r.page as usize / self.cfg.seg_pages;
-                let objs = match verify_block(b, Kind::Log, r.page, self.nonce, self.floor) {
-                    Ok(h) if h.generation == self.seg_gen[seg] => format::objects(b, &h).collect(),
-                    _ => {
-                        out.verify_failures += 1;
-                        Vec::new()
-                    }
-                };
-                decoded.insert(r.page, objs);
-            }
-            let page_objs = pages
-                .get(&r.page)
-                .or_else(|| decoded.get(&r.page))
-                .expect("read");
             let page_gen = self.seg_gen[r.page as usize / self.cfg.seg_pages];
-            for o in page_objs.iter().rev() {
-                let (_, oset, otag) = place(&o.key, self.cfg.sets);
-                if oset == set && otag == r.tag && dead(o, page_gen) {
+            // The page's objects of this set with the entry's tag, newest
+            // first: from the segment being flushed, or from the page read
+            // (where only those are copied out of the block).
+            let srcs: Vec<Src<'_>> = match pages.get(&r.page) {
+                Some(objs) => objs
+                    .iter()
+                    .rev()
+                    .filter(|o| {
+                        let (_, oset, otag) = place(&o.key, self.cfg.sets);
+                        oset == set && otag == r.tag
+                    })
+                    .map(Src::Obj)
+                    .collect(),
+                None => {
+                    let b = blocks[&page_offset(self.base, r.page)].as_slice();
+                    let spans = decoded
+                        .entry(r.page)
+                        .or_insert_with(|| self.log_spans(b, r.page, &mut out));
+                    spans
+                        .iter()
+                        .rev()
+                        .filter(|s| s.0 == set && s.1 == r.tag)
+                        .map(|&(_, _, at, end)| Src::Span(b, at, end))
+                        .collect()
+                }
+            };
+            for src in srcs {
+                let key = src.key();
+                if dead(key, page_gen) {
                     buried += 1;
                     continue;
                 }
-                if oset == set && otag == r.tag && !fresh.iter().any(|f| f.key == o.key) {
-                    let mut o = o.clone();
+                if !fresh.iter().any(|f| f.key == key) {
+                    let mut o = src.obj();
                     o.set_rrip(if r.hit { 0 } else { RRIP_INSERT });
                     fresh.push(o);
                     out.moved += 1;
