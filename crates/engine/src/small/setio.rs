@@ -34,7 +34,7 @@ enum Op {
     WriteDurable(AlignedBuf),
 }
 
-/// A finished I/O of a batch: its tag, and the block read (None for a write).
+/// A finished I/O of a batch: its tag, and the block read or written.
 pub(super) type Done = (usize, io::Result<Option<AlignedBuf>>);
 
 struct Task {
@@ -58,8 +58,12 @@ fn run(t: Task) {
                 Err(e) => Err(e),
             }
         }
-        Op::Write(b) => t.dev.write_at(b.as_slice(), t.off).map(|()| None),
-        Op::WriteDurable(b) => t.dev.write_durable(b.as_slice(), t.off).map(|()| None),
+        // A written block goes back with the answer, to be freed (or kept
+        // for reuse) on the batch's thread: freed here, it would join this
+        // thread's spare buffers, up to 2 MiB on each of the 32 (the
+        // server's RSS grew 78 MiB so, at 12 M keys).
+        Op::Write(b) => t.dev.write_at(b.as_slice(), t.off).map(|()| Some(b)),
+        Op::WriteDurable(b) => t.dev.write_durable(b.as_slice(), t.off).map(|()| Some(b)),
     };
     let _ = t.reply.send((t.tag, r));
 }
@@ -297,12 +301,19 @@ mod tests {
             b.as_mut_slice().fill(i as u8);
             w.write((i * BLOCK) as u64, b, false, i);
         }
-        w.finish().unwrap();
+        // Each written block comes back to this thread (not kept by a
+        // pool thread).
+        let mut back = 0;
+        while let Some((tag, res)) = w.next() {
+            let b = res.unwrap().expect("the block written");
+            assert!(b.as_slice().iter().all(|&x| x == tag as u8));
+            back += 1;
+        }
+        assert_eq!(back, n);
         drop(w);
         let ring: Ring = Default::default();
         let mut r = Batch::new(&dev, Some(&ring));
         let on_ring = r.ring.is_some();
-        eprintln!("on the ring: {on_ring}");
         for i in (0..n).rev() {
             r.read((i * BLOCK) as u64, i);
         }
