@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use tiercache_policy::{EvictionPolicy, HitAction, Queue, TailAction};
 
+mod ahead;
 mod crash;
 mod dump;
 mod eviction;
@@ -210,7 +211,7 @@ pub struct Shard {
     queues: [VecDeque<u32>; 2],
     /// An evacuation begun ahead of need, a slice per insert, and the
     /// segment it freed, waiting for the next allocation.
-    ahead: Option<eviction::Ahead>,
+    ahead: Option<ahead::Ahead>,
     ready: Option<Box<[u8]>>,
     /// The expiry sweep in progress, between its slices.
     sweep: Option<sweep::Sweep>,
