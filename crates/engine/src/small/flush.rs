@@ -83,7 +83,7 @@ pub(super) struct Written {
     pub(super) took: Duration,
     /// An invalidation job: each key (its hash, the key) and whether a set held it.
     pub(super) found: Vec<(u64, Vec<u8>, bool)>,
-    pub(super) times: super::flush_io::FlushTimes,
+    pub(super) times: FlushTimes,
 }
 
 pub(super) struct Inner {
@@ -635,5 +635,35 @@ impl SmallStore {
             job.write();
         }
         self.commit_job(job)
+    }
+}
+
+/// Where a segment flush's time went, in microseconds (the store's
+/// `small_flush_*_us` counters): from its seal to the start of its device
+/// work (the queue and the flush duty), the read of the segment it writes
+/// over, the set and log page reads (and how many), the rebuilds (CPU),
+/// the set writes, the sync and the sealed segment's write.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct FlushTimes {
+    pub queued_us: u64,
+    pub old_read_us: u64,
+    pub reads: u64,
+    pub read_us: u64,
+    pub build_us: u64,
+    pub write_us: u64,
+    pub sync_us: u64,
+    pub log_write_us: u64,
+}
+
+impl FlushTimes {
+    /// Adds the time since `t` to the field `f` picks; returns now.
+    pub(super) fn lap(
+        &mut self,
+        t: Instant,
+        f: impl FnOnce(&mut FlushTimes) -> &mut u64,
+    ) -> Instant {
+        let now = Instant::now();
+        *f(self) += now.duration_since(t).as_micros() as u64;
+        now
     }
 }

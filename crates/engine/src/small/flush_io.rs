@@ -3,7 +3,7 @@
 //! then the set reads, rebuilds and writes, the sync and the sealed
 //! segment's write, all without the store's owner.
 
-use super::flush::{Job, Phase, Plan, Written};
+use super::flush::{FlushTimes, Job, Phase, Plan, Written};
 use super::format::{self, Kind, Obj};
 use super::setio::Batch;
 use super::sets::{page_offset, read_many, set_offset, write_many, Built, Layout};
@@ -15,32 +15,6 @@ use std::time::{Duration, Instant};
 /// The tag of a set write in a flush's [`Batch`] (reads are tagged by
 /// their index).
 const WRITE: usize = usize::MAX;
-
-/// Where a segment flush's time went, in microseconds (the store's
-/// `small_flush_*_us` counters): from its seal to the start of its device
-/// work (the queue and the flush duty), the read of the segment it writes
-/// over, the set and log page reads (and how many), the rebuilds (CPU),
-/// the set writes, the sync and the sealed segment's write.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct FlushTimes {
-    pub queued_us: u64,
-    pub old_read_us: u64,
-    pub reads: u64,
-    pub read_us: u64,
-    pub build_us: u64,
-    pub write_us: u64,
-    pub sync_us: u64,
-    pub log_write_us: u64,
-}
-
-impl FlushTimes {
-    /// Adds the time since `t` to the field `f` picks; returns now.
-    fn lap(&mut self, t: Instant, f: impl FnOnce(&mut FlushTimes) -> &mut u64) -> Instant {
-        let now = Instant::now();
-        *f(self) += now.duration_since(t).as_micros() as u64;
-        now
-    }
-}
 
 impl Job {
     /// Reads the segment the job writes over (phase 2; no owner needed).
