@@ -41,7 +41,6 @@ impl RespConn {
             let mut run = Run::new(
                 &fetched,
                 asynch && self.reruns < MAX_REREADS,
-                true,
                 started,
                 ctx.now,
             );

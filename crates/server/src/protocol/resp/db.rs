@@ -135,8 +135,6 @@ pub enum Change {
 pub struct Run<'a> {
     pub fetched: &'a Fetched,
     pub may_read: bool,
-    /// Stop rather than wait (a worker); false: wait on this thread.
-    pub stop_on_wait: bool,
     /// When the request first ran (its latency includes its waits).
     pub started: std::time::Instant,
     /// The engine's clock for this run (unix seconds): the worker's, read
@@ -155,14 +153,12 @@ impl<'a> Run<'a> {
     pub fn new(
         fetched: &'a Fetched,
         may_read: bool,
-        stop_on_wait: bool,
         started: std::time::Instant,
         now: u32,
     ) -> Run<'a> {
         Run {
             fetched,
             may_read,
-            stop_on_wait,
             started,
             now,
             probed: false,
@@ -340,7 +336,7 @@ impl Db<'_> {
             return Err(w);
         }
         let r = match cmd(run.fetched, run.may_read) {
-            Err(w) if run.stop_on_wait && !run.changed.get() => {
+            Err(w) if !run.changed.get() => {
                 run.stopped.set(Some(w));
                 return Err(w);
             }
@@ -539,7 +535,7 @@ impl Db<'_> {
             return Some(f(self));
         }
         let run = self.run;
-        if self.engine.flash().is_some() && run.stop_on_wait && run.may_read && !run.probed {
+        if self.engine.flash().is_some() && run.may_read && !run.probed {
             run.stop(Wait::Reads);
             return None;
         }

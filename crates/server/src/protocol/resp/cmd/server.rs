@@ -514,12 +514,7 @@ pub fn exec(c: &mut Call<'_>) {
         let a: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
         super::for_each_key(&a, c.sess, &mut |key| keys.push(key.to_vec()));
     }
-    if !keys.is_empty()
-        && engine.flash().is_some()
-        && run.stop_on_wait
-        && run.may_read
-        && !run.probed
-    {
+    if !keys.is_empty() && engine.flash().is_some() && run.may_read && !run.probed {
         // The connection probes the queued keys, reads their records and
         // runs EXEC again.
         run.stop(tiercache_engine::command::Wait::Reads);
