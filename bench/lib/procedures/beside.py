@@ -23,10 +23,16 @@ value size and set rate, `dir` the server's scratch directory):
                   (per `cmd_set`), scale, fmt
     ratios = [["a", "b"], ...]      # paired ratios a / b of the hits' p99 and p99.9
     ratios_of = ["reader"]          # and of the sets' ("writer")
+    server_side = true              # tiercache servers also serve /metrics (PORT + 1): the
+                                    # hot gets' time inside the server (parsed to answered,
+                                    # lock waits included), p99 and p99.9 as the histogram's
+                                    # bucket bounds: what of the client's tail is the server's
 """
 import json
 import os
+import re
 import subprocess
+import urllib.request
 
 from lib import report, servers, stats
 from lib.build import build
@@ -46,31 +52,67 @@ def fill(k, spec, size, tag):
                        "-d", "0s"] + value(spec.get("bench", []), k), tag, timeout=600)
 
 
+def metrics_port(k, name):
+    """The /metrics port of server NAME when the scenario asks for server-side times
+    (tiercache servers only: memcached has no such histogram), else None."""
+    if not k.sc.get("server_side") or k.sc["server"][name].get("binary") == "memcached":
+        return None
+    return value(k.sc["server"][name].get("port", "=PORT"), k) + 1
+
+
+def hit_histogram(port):
+    """The cumulative buckets {upper bound in us: count} of the server's
+    `get` RAM hits (tiercache_request_duration_seconds)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for m in re.finditer(r'request_duration_seconds_bucket\{command="get",outcome="ram_hit",le="([^"]+)"\} (\S+)',
+                         text):
+        le = float("inf") if m.group(1) == "+Inf" else float(m.group(1)) * 1e6
+        out[le] = float(m.group(2))
+    return out
+
+
+def quantile_bound(a, b, q):
+    """The bucket bound under which a share Q of the requests between the
+    histograms A and B finished (None without requests)."""
+    bounds = sorted(b)
+    total = b.get(float("inf"), 0) - a.get(float("inf"), 0)
+    if total <= 0:
+        return None
+    for le in bounds:
+        if b[le] - a.get(le, 0) >= q * total:
+            return le
+    return None
+
+
 def one(k, name, size, rate, tag):
     spec = k.sc["server"][name]
     restart = spec.get("restart_opts")
-    first = lambda d: servers.from_spec(k, name, d, spec.get("fill_opts", []) if restart else [])  # noqa: E731
+    mport = metrics_port(k, name)
+    side = [f"metrics_port={mport}"] if mport else []
+    first = lambda d: servers.from_spec(k, name, d, (spec.get("fill_opts", []) if restart else []) + side)  # noqa: E731
     with servers.scratch_server(tag, name, first, k.PORT) as (srv, line):
         if "prefill" in k.sc:
             fill(k, k.sc["prefill"], size, tag)
         if restart:
             # the fill ran with fill_opts; the measured server restarts gracefully with restart_opts
             srv.stop()
-            cmd = servers.from_spec(k, name, srv.cwd, restart)
+            cmd = servers.from_spec(k, name, srv.cwd, list(restart) + side)
             srv = servers.Server(name + "-measured", cmd, k.PORT, srv.cwd)
             line = servers.show_cmd(cmd, srv.cwd)
         try:
-            return measure(k, srv, line, name, size, rate, tag)
+            return measure(k, srv, line, name, size, rate, tag, mport)
         finally:
             srv.stop()
 
 
-def measure(k, srv, line, name, size, rate, tag):
+def measure(k, srv, line, name, size, rate, tag, mport=None):
     fill(k, k.sc["hot"], size, tag)
     read_once(k.PORT, k.HOT, prefix=k.sc["hot"]["prefix"])
     if k.sc.get("reset"):
         srv.reset_stats()
     a, ca = srv.stats(), srv.thread_cpu()
+    ha = hit_histogram(mport) if mport else None
     wj, rj = os.path.join(srv.cwd, "w.json"), os.path.join(srv.cwd, "r.json")
     writer = subprocess.Popen(latency_bench_cmd(k.PORT, k.SECS, size, value(k.sc["writer"], k, size=size, rate=rate),
                                                 wj), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -80,18 +122,21 @@ def measure(k, srv, line, name, size, rate, tag):
     if reader.returncode or writer.returncode:
         raise RuntimeError(f"tiercache-bench failed: {reader.stderr[-1000:]}")
     b, cb = srv.stats(), srv.thread_cpu()
+    hb = hit_histogram(mport) if mport else None
     with open(rj) as f:
         hot = json.load(f)["runs"][0]["hit_ratio"]
     out = {"reader": latency_of(rj, "get_hit"), "writer": latency_of(wj, "set"), "hot_hits": hot, "cmd": line,
-           "cmd_set": stats.delta(a, b, "cmd_set")}
+           "cmd_set": stats.delta(a, b, "cmd_set"),
+           "server": {q: quantile_bound(ha, hb, f) for q, f in (("p99", 0.99), ("p999", 0.999))} if mport else None}
     for c in k.sc.get("column", []):
         x = b.get(c["stat"]) if c.get("end") else stats.delta(a, b, c["stat"])
         if x is not None and c.get("per") == "set":
             x /= max(out["cmd_set"], 1)
         out[c["stat"]] = None if x is None else x * c.get("scale", 1)
     cpu = {n: sum(cb[n]) - sum(ca.get(n, (0, 0))) for n in cb}
+    inside = "" if not mport else f" (in the server: p99 <= {out['server']['p99']} us, p99.9 <= {out['server']['p999']} us)"
     log(tag, f"{name} {size} B, {rate:,} sets/s: hits p99 {out['reader']['p99']:,.0f} us p99.9 "
-             f"{out['reader']['p999']:,.0f} us, sets p99 {out['writer']['p99']:,.0f} us, hot hits {hot:.4f}; "
+             f"{out['reader']['p999']:,.0f} us{inside}, sets p99 {out['writer']['p99']:,.0f} us, hot hits {hot:.4f}; "
         + ", ".join(f"{c['stat']} {out[c['stat']]}" for c in k.sc.get("column", []))
         + "; CPU s by thread " + ", ".join(f"{n} {c:.2f}" for n, c in sorted(cpu.items()) if c > 0.01))
     return out
@@ -100,14 +145,20 @@ def measure(k, srv, line, name, size, rate, tag):
 def table(k, runs, names):
     m = stats.median
     cols = k.sc.get("column", [])
+    side = bool(k.sc.get("server_side"))
     rows = ["| server | hits/s | hits p50 | p99 | p99.9 | max | sets/s | sets p50 | p99 | p99.9 | hot-key hits | "
+            + ("hits in the server p99 / p99.9 | " if side else "")
             + "".join(f"{c['head']} | " for c in cols) + "runs' hit p99 |",
-            "| --- | " + "---: | " * (10 + len(cols)) + "--- |"]
+            "| --- | " + "---: | " * (10 + side + len(cols)) + "--- |"]
     for s in names:
         rs = runs[s]
         cells = [f"{m([r['reader'][q] for r in rs]):,.0f}" for q in ("ops", "p50", "p99", "p999", "max")]
         cells += [f"{m([r['writer'][q] for r in rs]):,.0f}" for q in ("ops", "p50", "p99", "p999")]
         cells.append(f"{100 * m([r['hot_hits'] for r in rs]):.2f}%")
+        if side:
+            inside = [r["server"] for r in rs if r.get("server")]
+            cells.append(" / ".join(f"<= {m([x[q] for x in inside]):,.0f}" for q in ("p99", "p999"))
+                         if inside and None not in (m([x[q] for x in inside]) for q in ("p99", "p999")) else "")
         for c in cols:
             x = m([r[c["stat"]] for r in rs])
             cells.append("" if x is None else c.get("fmt", "{:,.0f}").format(x))
@@ -158,7 +209,10 @@ def main(k):
                      + "\n".join(table(k, cell, names))
                      + f"\n\nPaired per run, medians of the ratios of the latency: {ratios(k, cell)}.\n")
     cmds = "\n".join(f"  - {s}: `{runs[grid[0]][s][0]['cmd']}`" for s in names)
-    cols = "".join(f"\n  - {c['head']}: `{c['stat']}`" + (" at the end" if c.get("end") else " in the window")
+    cols = ("\n  - hits in the server: the hot gets' time from parsed to answered (lock waits included), "
+            "from tiercache's /metrics histogram (`tiercache_request_duration_seconds`, get, ram_hit), "
+            "as the bound of the bucket that holds the quantile" if k.sc.get("server_side") else "")
+    cols += "".join(f"\n  - {c['head']}: `{c['stat']}`" + (" at the end" if c.get("end") else " in the window")
                    + (" per set" if c.get("per") else "") for c in k.sc.get("column", []))
     body = f"""{report.header(k)}
 - servers, a fresh one per run, in a scratch directory:
