@@ -13,6 +13,10 @@
 //! then goes back. Plain allocations ([`take`](SegmentPool::take)) leave
 //! the reserve alone. (A spare segment per shard, idle between
 //! evacuations, was an eighth of the memory with 8 segments per shard.)
+//! With the reserve spent, an evacuation takes its spare over the budget
+//! ([`take_over_budget`](SegmentPool::take_over_budget)) rather than
+//! evict what the policy keeps, and [`give`](SegmentPool::give) frees the
+//! victim's buffer in its place.
 
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -128,6 +128,11 @@ stats_struct! {
         /// at their queue's head and of a spare segment
         /// (`segment_evacuation_reinserts_refused`; see `Shard::evac_alloc`).
         reinserts_refused: counter => "segment_evacuation_reinserts_refused";
+        /// Spare segments evacuations took over the memory budget (the
+        /// reserve spent, or segments lent to sets while the evacuator
+        /// lagged), so as to keep the items the policy keeps
+        /// (`segment_evacuation_spares_over_budget`; see `Shard::evac_alloc`).
+        spares_over_budget: counter => "segment_evacuation_spares_over_budget";
         /// Evacuation slices run by sets (inline, on a worker) and by the
         /// evacuator thread (`segment_evacuation_slices_*`).
         evacuation_slices_sets: counter => "segment_evacuation_slices_sets";

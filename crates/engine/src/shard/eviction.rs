@@ -422,7 +422,21 @@ impl Shard {
         if *used_spare {
             return None;
         }
-        let buf = self.shared.pool.take_spare()?;
+        let pool = &self.shared.pool;
+        let buf = match pool.take_spare() {
+            Some(b) => b,
+            // The reserve is spent (more evacuations under way than it has
+            // spares) or the memory is over its budget (segments lent to
+            // sets while a starved evacuator lags): the spare is taken over
+            // the budget rather than the item evicted, which lost hot keys
+            // (issue 31). The victim's buffer pays it back when the
+            // evacuation ends (`SegmentPool::give` frees it while over).
+            None if pool.allocated() < pool.max_segments() + 2 * self.shared.nshards => {
+                self.stats.spares_over_budget += 1;
+                pool.take_over_budget()
+            }
+            None => return None,
+        };
         *used_spare = true;
         self.open_segment(q, buf);
         self.bump(q, size)
