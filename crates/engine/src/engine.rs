@@ -683,11 +683,12 @@ impl Engine {
         let mut total = ShardStats::default();
         let (mut index_buckets, mut index_entries, mut index_slots) = (0, 0, 0);
         let mut small: Option<crate::small::SmallTotals> = None;
-        let mut holds = HoldStats::default();
+        let (mut holds, mut waits) = (HoldStats::default(), HoldStats::default());
         for s in &self.shards.list {
             let mut g = s.lock_for(HoldCause::Stats);
             g.catch_up(now);
             holds.add(g.holds());
+            waits.add(g.waits());
             index_buckets += g.index_buckets();
             let (entries, slots) = g.index_usage();
             index_entries += entries;
@@ -717,6 +718,7 @@ impl Engine {
                 .sum(),
             shards: self.shards.list.len() as u64,
             holds,
+            waits,
         }
     }
 
@@ -775,4 +777,6 @@ pub struct EngineStats {
     pub small: Option<crate::small::SmallTotals>,
     /// Shard-lock holds by cause, over every shard (`shard::hold`).
     pub holds: HoldStats,
+    /// Waits for a shard's lock by the waiter's cause, over every shard.
+    pub waits: HoldStats,
 }

@@ -241,6 +241,8 @@ pub struct Shard {
     hold_cpu: Option<u64>,
     /// Lock holds by cause ([`hold`]).
     holds: hold::HoldStats,
+    /// Waits for the lock by the waiter's cause ([`hold`]).
+    waits: hold::HoldStats,
     /// Threads waiting for this shard's lock (shared with its
     /// [`hold::ShardLock`]): maintenance under the lock ends its slice early
     /// when a request waits.
@@ -283,6 +285,7 @@ impl Shard {
             hold_mark: None,
             hold_cpu: None,
             holds: hold::HoldStats::default(),
+            waits: hold::HoldStats::default(),
             lock_waiters: Default::default(),
             evacuator_bit: 1,
         }

@@ -250,6 +250,7 @@ pub fn general(out: &mut dyn Sink, v: &StatsView<'_>) {
     // evictions, curr_items, bytes, the evacuations, the sweep, ...
     shard_lines(out, e, Section::Main);
     locks::general(out, &e.holds);
+    locks::general_waits(out, &e.waits);
     counter(out, "lru_crawler_starts", c(&v.conns.crawler_starts));
     counter(out, "crawler_reclaimed", c(&v.conns.crawler_reclaimed));
     counter(out, "malloc_trims", c(&v.conns.malloc_trims));

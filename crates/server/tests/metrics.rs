@@ -224,6 +224,28 @@ fn metrics_with_a_flash_tier_pass_promtool() {
         "{stats}"
     );
     assert!(common::stat_of(&stats, "shard_lock_hold_evacuation_max_us").is_some());
+    // The waits for the locks: a command's in `stats`, every cause's in
+    // `stats locks` and `/metrics`, as many in each bucket series.
+    let waits: u64 = common::stat_of(&stats, "shard_lock_waits_command")
+        .unwrap_or_else(|| panic!("shard_lock_waits_command in {stats}"))
+        .parse()
+        .unwrap();
+    assert!(common::stat_of(&stats, "shard_lock_wait_command_max_us").is_some());
+    let le: u64 = (0..20)
+        .map(|b| {
+            let k = if b == 19 {
+                "shard_lock_wait_command_le_inf".to_string()
+            } else {
+                format!("shard_lock_wait_command_le_{}", 1u64 << b)
+            };
+            n(&k).parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(le, n("shard_lock_waits_command").parse::<u64>().unwrap());
+    assert!(le >= waits, "stats locks came after stats");
+    assert!(
+        body.contains("tiercache_shard_lock_wait_seconds_bucket{cause=\"command\",le=\"+Inf\"}")
+    );
     promtool_accepts(&body);
 }
 

@@ -21,6 +21,12 @@
 //! are the engine's own share, the bound a slice is designed to keep
 //! (`shard_lock_hold_<cause>_cpu_max_us`). Two more clock reads, a system
 //! call each, only for maintenance holds.
+//!
+//! The waits are counted too: a taker that finds the lock held times its
+//! wait and records it, once it has the lock, in the shard's `waits` under
+//! its own cause (`stats`: `shard_lock_wait_*`, `/metrics`:
+//! `tiercache_shard_lock_wait_seconds{cause}`). A command's wait is what
+//! the holds before it cost a request, descheduled holders included.
 
 use super::Shard;
 use std::ops::{Deref, DerefMut};
@@ -213,9 +219,11 @@ impl ShardLock {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
+                let asked = Instant::now();
                 self.waiting.fetch_add(1, Ordering::AcqRel);
-                let g = self.m.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut g = self.m.lock().unwrap_or_else(PoisonError::into_inner);
                 self.waiting.fetch_sub(1, Ordering::AcqRel);
+                g.waits.record(cause, asked.elapsed().as_nanos() as u64);
                 g
             }
         };
@@ -344,9 +352,16 @@ impl Shard {
         &self.holds
     }
 
-    /// Forgets them (`stats reset`).
+    /// The waits for this lock counted so far, by the waiter's cause (a
+    /// take that found the lock free is not counted).
+    pub fn waits(&self) -> &HoldStats {
+        &self.waits
+    }
+
+    /// Forgets the holds and the waits (`stats reset`).
     pub fn reset_holds(&mut self) {
         self.holds = HoldStats::default();
+        self.waits = HoldStats::default();
     }
 }
 
@@ -425,6 +440,32 @@ mod tests {
             assert!(t.elapsed() < Duration::from_secs(30), "nobody came");
             std::hint::spin_loop();
         }
+    }
+
+    #[test]
+    fn a_wait_for_the_lock_is_counted_under_the_waiters_cause() {
+        let e = one_shard();
+        let lock = e.shard_lock(0);
+        let g = lock.lock_for(HoldCause::Evacuation);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| drop(lock.lock()));
+            until_waited_for(lock);
+            std::thread::sleep(Duration::from_millis(5));
+            drop(g);
+            waiter.join().unwrap();
+        });
+        // A take that finds the lock free is no wait.
+        drop(lock.lock_for(HoldCause::Sweep));
+        let g = lock.lock();
+        let w = g.waits();
+        let c = HoldCause::Command as usize;
+        assert_eq!(w.count(HoldCause::Command), 1);
+        assert!(w.max_ns[c] >= 5_000_000, "waited {} ns", w.max_ns[c]);
+        assert_eq!(
+            w.count(HoldCause::Evacuation) + w.count(HoldCause::Sweep),
+            0
+        );
+        assert!(g.holds().count(HoldCause::Evacuation) >= 1);
     }
 
     #[test]

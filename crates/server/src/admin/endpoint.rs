@@ -131,8 +131,8 @@ pub fn render(shared: &Shared) -> Vec<u8> {
     }
     let mut out = Vec::new();
     let _ = TextEncoder::new().encode(&registry.gather(), &mut out);
-    let holds = shared.engine.stats(now).holds;
-    out.extend_from_slice(crate::stats::locks::metrics_text(&holds).as_bytes());
+    let e = shared.engine.stats(now);
+    out.extend_from_slice(crate::stats::locks::metrics_text(&e.holds, &e.waits).as_bytes());
     out
 }
 

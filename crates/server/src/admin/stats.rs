@@ -80,7 +80,10 @@ pub fn stats_command(args: &[u8], out: &mut Vec<u8>, ctx: &Ctx<'_>) {
             return;
         }
         Some(b"sla") => shared.sla.group(out, Instant::now()),
-        Some(b"locks") => crate::stats::locks::group(out, &shared.engine.stats(ctx.now).holds),
+        Some(b"locks") => {
+            let e = shared.engine.stats(ctx.now);
+            crate::stats::locks::group(out, &e.holds, &e.waits)
+        }
         Some(b"sizes") => resp::line(out, b"STAT sizes_status disabled"),
         Some(b"conns") => crate::admin::registry::stats_conns(
             out,

@@ -6,6 +6,14 @@
 //! Maintenance holds are also timed on the CPU (`_cpu_max_us`, and in
 //! `stats locks` the count over the engine's bound): a wall time far above
 //! its CPU time is a holder the machine descheduled, not work to slice.
+//!
+//! The waits for the locks, by the waiter's cause (a take that found the
+//! lock free is not one): in `stats`, `shard_lock_waits_command` and the
+//! longest (`shard_lock_wait_command_max_us`); in `stats locks`, per cause
+//! the count, the sum, the longest and the histogram
+//! (`shard_lock_wait_<cause>_le_<µs>`); in `/metrics`,
+//! `tiercache_shard_lock_wait_seconds{cause}`. A request's wait is what
+//! the holds before it cost it, inside the server.
 
 use super::line::{counter, stat, Sink};
 use std::fmt::Write;
@@ -44,29 +52,34 @@ pub fn general(out: &mut dyn Sink, h: &HoldStats) {
     }
 }
 
+/// The general `stats` lines of the waits: `shard_lock_waits_command`
+/// (requests that found a shard's lock held), their total and their
+/// longest wait.
+pub fn general_waits(out: &mut dyn Sink, w: &HoldStats) {
+    let c = HoldCause::Command;
+    counter(out, "shard_lock_waits_command", w.count(c));
+    counter(
+        out,
+        "shard_lock_wait_command_us",
+        w.sum_ns[c as usize] / 1000,
+    );
+    stat(
+        out,
+        "shard_lock_wait_command_max_us",
+        w.max_ns[c as usize] / 1000,
+    );
+}
+
 /// `stats locks`: per cause its count, the sum and the longest, and the
 /// holds in each bucket (`shard_lock_hold_<cause>_le_<µs>`; `_le_inf` the
 /// rest), not cumulative; for maintenance, the longest on the CPU and the
-/// holds over the bound there (`shard_lock_holds_<cause>_cpu_over_256us`).
-pub fn group(out: &mut Vec<u8>, h: &HoldStats) {
+/// holds over the bound there (`shard_lock_holds_<cause>_cpu_over_256us`);
+/// then the waits the same way (`shard_lock_waits_<cause>`,
+/// `shard_lock_wait_<cause>_le_<µs>`).
+pub fn group(out: &mut Vec<u8>, h: &HoldStats, w: &HoldStats) {
     for c in HOLD_CAUSES {
-        let i = c as usize;
-        let n = c.name();
-        stat(out, &format!("shard_lock_holds_{n}"), h.count(c));
-        stat(out, &format!("shard_lock_hold_{n}_us"), h.sum_ns[i] / 1000);
-        stat(
-            out,
-            &format!("shard_lock_hold_{n}_max_us"),
-            h.max_ns[i] / 1000,
-        );
-        for b in 0..HOLD_BUCKETS {
-            let le = hold_bucket_bound_us(b).map_or("inf".to_string(), |u| u.to_string());
-            stat(
-                out,
-                &format!("shard_lock_hold_{n}_le_{le}"),
-                h.buckets[i][b],
-            );
-        }
+        let (i, n) = (c as usize, c.name());
+        histogram_lines(out, "hold", h, c);
         if c > HoldCause::Command {
             stat(
                 out,
@@ -80,16 +93,70 @@ pub fn group(out: &mut Vec<u8>, h: &HoldStats) {
             );
         }
     }
+    for c in HOLD_CAUSES {
+        histogram_lines(out, "wait", w, c);
+    }
 }
 
-/// The Prometheus histogram, in the text format, cumulative as it wants.
-pub fn metrics_text(h: &HoldStats) -> String {
+/// `shard_lock_<what>s_<cause>`, `shard_lock_<what>_<cause>_us` (the sum),
+/// `_max_us` and the buckets `_le_<µs>` of `h`'s cause `c`.
+fn histogram_lines(out: &mut Vec<u8>, what: &str, h: &HoldStats, c: HoldCause) {
+    let (i, n) = (c as usize, c.name());
+    stat(out, &format!("shard_lock_{what}s_{n}"), h.count(c));
+    stat(
+        out,
+        &format!("shard_lock_{what}_{n}_us"),
+        h.sum_ns[i] / 1000,
+    );
+    stat(
+        out,
+        &format!("shard_lock_{what}_{n}_max_us"),
+        h.max_ns[i] / 1000,
+    );
+    for b in 0..HOLD_BUCKETS {
+        let le = hold_bucket_bound_us(b).map_or("inf".to_string(), |u| u.to_string());
+        stat(
+            out,
+            &format!("shard_lock_{what}_{n}_le_{le}"),
+            h.buckets[i][b],
+        );
+    }
+}
+
+/// The Prometheus histograms, in the text format, cumulative as it wants:
+/// the holds and the waits by cause.
+pub fn metrics_text(h: &HoldStats, w: &HoldStats) -> String {
     let mut s = String::new();
-    let name = "tiercache_shard_lock_hold_seconds";
+    histogram(
+        &mut s,
+        "tiercache_shard_lock_hold_seconds",
+        "How long a shard's lock was held, by what it was held for.",
+        h,
+    );
+    histogram(
+        &mut s,
+        "tiercache_shard_lock_wait_seconds",
+        "How long a taker of a shard's lock waited for it (takes that found it free are not counted), by what it took it for.",
+        w,
+    );
+    // The longest on the CPU is exported from `stats` as
+    // `tiercache_shard_lock_hold_<cause>_cpu_max_seconds`.
+    let over = "tiercache_shard_lock_holds_cpu_over_bound_total";
     let _ = writeln!(
         s,
-        "# HELP {name} How long a shard's lock was held, by what it was held for."
+        "# HELP {over} Maintenance holds of a shard's lock over {CPU_BOUND_US} microseconds on the CPU, by cause."
     );
+    let _ = writeln!(s, "# TYPE {over} counter");
+    for c in maintenance() {
+        let v = h.cpu_over_bound[c as usize];
+        let _ = writeln!(s, "{over}{{cause=\"{}\"}} {v}", c.name());
+    }
+    s
+}
+
+/// One histogram of `h` by cause, named `name`.
+fn histogram(s: &mut String, name: &str, help: &str, h: &HoldStats) {
+    let _ = writeln!(s, "# HELP {name} {help}");
     let _ = writeln!(s, "# TYPE {name} histogram");
     for c in HOLD_CAUSES {
         let i = c as usize;
@@ -112,17 +179,4 @@ pub fn metrics_text(h: &HoldStats) -> String {
         );
         let _ = writeln!(s, "{name}_count{{cause=\"{}\"}} {acc}", c.name());
     }
-    // The longest on the CPU is exported from `stats` as
-    // `tiercache_shard_lock_hold_<cause>_cpu_max_seconds`.
-    let over = "tiercache_shard_lock_holds_cpu_over_bound_total";
-    let _ = writeln!(
-        s,
-        "# HELP {over} Maintenance holds of a shard's lock over {CPU_BOUND_US} microseconds on the CPU, by cause."
-    );
-    let _ = writeln!(s, "# TYPE {over} counter");
-    for c in maintenance() {
-        let v = h.cpu_over_bound[c as usize];
-        let _ = writeln!(s, "{over}{{cause=\"{}\"}} {v}", c.name());
-    }
-    s
 }
