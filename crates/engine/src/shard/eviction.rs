@@ -206,17 +206,7 @@ impl Shard {
         }
         // An evacuation begun ahead is finished first: its segment is the
         // oldest of its queue, and its items are half moved.
-        // (Counted once per evacuation: a set told Busy asks again.)
-        if self
-            .ahead
-            .as_mut()
-            .is_some_and(|a| !std::mem::replace(&mut a.waited, true))
-        {
-            self.stats.evacuations_waited += 1;
-        }
-        while self.ahead.is_some() {
-            self.ahead_slice(usize::MAX)?;
-        }
+        self.finish_ahead()?;
         if let Some(b) = self.ready.take() {
             return Ok(b);
         }

@@ -240,6 +240,12 @@ impl ShardLock {
         }
     }
 
+    /// Counts a waiter that never takes the lock (tests: a lock always
+    /// wanted, so that every maintenance slice ends at its first check).
+    pub(crate) fn add_phantom_waiter(&self) {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// The shard, without locking (the caller has it alone).
     pub fn get_mut(&mut self) -> &mut Shard {
         self.m.get_mut().unwrap_or_else(PoisonError::into_inner)
