@@ -250,8 +250,9 @@ pub struct Nhc {
     /// The reads per second each class served while the other's reads
     /// waited for it (a moving average): what it serves at its limit.
     limit: [f64; 2],
-    /// The last iteration found the fast class queued while the capacity
-    /// class had headroom ([`Nhc::copies_pay`]).
+    /// The last iteration found the fast class queued and waiting longer
+    /// than the capacity class, or the capacity class idle
+    /// ([`Nhc::copies_pay`]).
     copies_pay: bool,
     /// Consecutive iterations that ended at `load_admit` 1.
     at_one: usize,
@@ -323,7 +324,9 @@ impl Nhc {
     /// Whether copies of fast items on the capacity class pay now: in state
     /// 2, the last iteration found the fast class's reads queued and
     /// waiting longer than the capacity class's (or the capacity class
-    /// idle), and the capacity class below its limit. Items hit on the fast
+    /// idle), also where the capacity class is at its learned limit (the
+    /// point holds then, but the copies go on: a limit learned too low
+    /// would otherwise stop them for good). Items hit on the fast
     /// class are then worth a second record on the capacity class, so that
     /// `load_admit` has reads to move (docs/CLASSES.md, "Copies where they
     /// pay"). False in state 1: when the load falls, no more are made.

@@ -208,13 +208,23 @@ impl Nhc {
         let at = self.params.at_limit;
         let full = |c: usize| at > 0.0 && self.limit[c] > 0.0 && rates[c] >= at * self.limit[c];
         if fast_waits {
+            // More of the fast class's hot items with a capacity copy give
+            // the split more reads to move. Also while the limit rule holds
+            // the point: the copies move load only as fast as they are
+            // made, and a capacity class really at its limit then queues
+            // and sends the split up. Without them a limit learned too low
+            // (an iteration where the capacity class served a few hundred
+            // reads, of the few items copied so far, slowly behind the
+            // copies' writes or a stall of the machine) held the split and
+            // stopped the copies with it: the capacity class's reads stayed
+            // at the limit, which grew 5% an iteration, 257 to 1,903
+            // reads/s in 21 s of a 30 s run (bench/RESULTS.md, issue 35,
+            // fourth session).
+            self.copies_pay = true;
             if full(1) {
                 self.limit[1] *= 1.0 + self.params.limit_growth;
                 return self.load_admit;
             }
-            // Load moves off the fast class: more of its hot items with a
-            // capacity copy give the split more reads to move.
-            self.copies_pay = true;
             self.point(Probe::Lower)
         } else if cap > fast && busy && full(0) {
             self.limit[0] *= 1.0 + self.params.limit_growth;

@@ -725,3 +725,58 @@ fn the_last_iteration_is_traced() {
     assert!((b.score - 20_000.0).abs() < 20.0, "{}", b.score);
     assert!((b.per_s[0] - 20_000.0).abs() < 20.0);
 }
+
+#[test]
+fn copies_go_on_while_a_low_capacity_limit_holds_the_split() {
+    // One interval of 0.1 s: each class's reads and mean latency (us).
+    let iv = |f: u64, f_us: f64, c: u64, c_us: f64| {
+        let mut m = m(10.0 * (f + c) as f64, 0.95);
+        m.class_reads = [f, c];
+        m.class_latency_us = [f as f64 * f_us, c as f64 * c_us];
+        m
+    };
+    let iteration = |s: &mut Nhc, m: &Measurement| {
+        let n = s.iterations;
+        for _ in 0..10 * PER_POINT {
+            s.interval(m);
+            if s.iterations > n {
+                return;
+            }
+        }
+        panic!("no iteration ended");
+    };
+    let mut s = Nhc::new(NhcParams::default(), Objective::Balance);
+    // Both classes idle (400 us) while the hit ratio settles.
+    for _ in 0..5 * WARM {
+        if s.state() == State::Tune {
+            break;
+        }
+        s.interval(&iv(1_000, 400.0, 60, 400.0));
+    }
+    assert_eq!(s.state(), State::Tune);
+    // The fast class queues (10x its floor), the capacity class, with few
+    // items copied yet, serves 600 reads/s: the split goes down, copies pay.
+    iteration(&mut s, &iv(1_000, 4_000.0, 60, 1_000.0));
+    assert!(s.copies_pay() && s.load_admit() < 1.0);
+    // One iteration where its 600 reads/s wait longest (behind the copies'
+    // writes, or a stall): that becomes its limit.
+    iteration(&mut s, &iv(1_000, 2_000.0, 60, 6_000.0));
+    assert!((s.limit[1] - 600.0).abs() < 1.0, "limit {}", s.limit[1]);
+    // The fast class waits again; the capacity class serves its "limit":
+    // the limit rule holds the point, and the copies go on, so that the
+    // capacity class gets the reads that show whether it is really full.
+    let la = s.load_admit();
+    for _ in 0..2 {
+        iteration(&mut s, &iv(1_000, 4_000.0, 60, 1_000.0));
+        assert_eq!(s.load_admit(), la);
+        assert!(s.copies_pay(), "copies stopped at the limit {}", s.limit[1]);
+    }
+    // The limit grows 5% an iteration meanwhile; once the class serves
+    // below it the split goes down again.
+    assert!(s.limit[1] > 660.0, "limit {}", s.limit[1]);
+    iteration(&mut s, &iv(1_000, 4_000.0, 60, 1_000.0));
+    assert!(s.load_admit() < la && s.copies_pay());
+    // The capacity class waiting longest stops the copies.
+    iteration(&mut s, &iv(1_000, 2_000.0, 80, 6_000.0));
+    assert!(!s.copies_pay());
+}
