@@ -159,7 +159,7 @@ fn hot_keys_survive_a_starved_evacuator_with_segments_lent() {
 /// pool in place of the spare the evacuation took for the items it kept)
 /// begins the next evacuation and waits for its slices: it does not go on
 /// to evacuate a whole segment in its hold (20-200 ms of a set's hold,
-/// 2-5 ms of it on the CPU, at 50,000 new keys/s with a flash file on an
+/// over a millisecond of it on the CPU, at 50,000 new keys/s with a flash file on an
 /// overloaded machine; traced with a per-hold trail, 2026-12-07). Every
 /// key is read once, so evacuations keep (move to main) most items and
 /// take spares.

@@ -295,7 +295,7 @@ impl Shard {
         // begun and the insert waits for its slices, where `reclaim` went
         // on to evacuate a whole segment in this hold (20-200 ms of a
         // set's hold at 50,000 new keys/s with a flash file on an
-        // overloaded machine, 2-5 ms of it on the CPU; issue 31).
+        // overloaded machine, over a millisecond of it on the CPU; issue 31).
         if self.begin_ahead() {
             self.stats.evacuation_waits += 1;
             self.shared.evacuator.request(self.evacuator_bit);
