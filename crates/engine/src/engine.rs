@@ -5,7 +5,7 @@
 //! the small-object store's start-up.
 
 use crate::device::io::{IoBackend, IoMode, Notify, ReadPool, Reader};
-use crate::device::uring::{self, UringReader, RING_ENTRIES};
+use crate::device::uring::{self, UringReader};
 use crate::device::Undo;
 use crate::error::{ConfigError, FlashShare, SnapshotError};
 use crate::flash::tier::RecordOwner;
@@ -31,7 +31,11 @@ const MIN_SEGMENTS_PER_SHARD: usize = 8;
 const SWEEP_SLICE_ITEMS: usize = 256;
 
 /// Picks the flash reader for `mode` and says in the log which one and why.
-fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend, ConfigError> {
+fn choose_io(
+    mode: IoMode,
+    depth: usize,
+    devices: &[Arc<dyn BlockDevice>],
+) -> Result<IoBackend, ConfigError> {
     if mode == IoMode::Pool {
         tracing::info!("flash reads: thread pool (ext_io=pool)");
         return Ok(IoBackend::Pool);
@@ -54,7 +58,7 @@ fn choose_io(mode: IoMode, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend
     match probed {
         Ok(()) => {
             tracing::info!(
-                "flash reads: io_uring, one ring of {RING_ENTRIES} entries per worker (ext_io={})",
+                "flash reads: io_uring, one ring per worker, at most {depth} reads of a device in the kernel per worker (ext_read_depth; ext_io={})",
                 if mode == IoMode::Uring {
                     "uring"
                 } else {
@@ -371,7 +375,7 @@ impl Engine {
             mask: (config.shards - 1) as u64,
         });
         let io_backend = match (&flash, &config.flash) {
-            (Some(f), Some(fc)) => Some(choose_io(fc.io, f.devices())?),
+            (Some(f), Some(fc)) => Some(choose_io(fc.io, fc.read_depth, f.devices())?),
             _ => None,
         };
         let journal_writer = match &flash {
@@ -459,7 +463,12 @@ impl Engine {
     pub fn reader(&self, notify: Notify) -> Option<Box<dyn Reader>> {
         let flash = self.flash.as_ref()?;
         if self.io_backend == Some(IoBackend::Uring) {
-            match UringReader::new(flash.devices(), RING_ENTRIES) {
+            let depth = self
+                .config
+                .flash
+                .as_ref()
+                .map_or(uring::DEFAULT_DEPTH, |c| c.read_depth);
+            match UringReader::new(flash.devices(), depth) {
                 Ok(r) => return Some(Box::new(r)),
                 Err(e) => tracing::warn!(error = %e,
                     "cannot create this worker's io_uring ring; it reads flash through the thread pool"),

@@ -588,6 +588,13 @@ impl Config {
             if t.low_ttl > 0 && t.write_buffers < 3 {
                 bail!("-o ext_low_ttl (grouping by TTL) needs ext_wbuf_count of at least 3; or set ext_low_ttl=0");
             }
+            let depth = self.flash.engine.read_depth;
+            if !(1..=tiercache_engine::device::uring::MAX_DEPTH).contains(&depth) {
+                bail!(
+                    "-o ext_read_depth={depth}: reads of a device each worker keeps in the kernel, 1 to {}",
+                    tiercache_engine::device::uring::MAX_DEPTH
+                );
+            }
             self.io_mode()?;
         }
         if tiercache_policy::by_name(&self.cache.policy).is_none() {

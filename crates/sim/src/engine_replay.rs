@@ -71,6 +71,7 @@ fn build(
             ..TierParams::default()
         },
         read_threads: 1,
+        read_depth: FlashConfig::default().read_depth,
         io: Default::default(),
         avg_item_size,
         small_max: opts.small_max,

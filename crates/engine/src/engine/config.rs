@@ -31,6 +31,10 @@ pub struct FlashConfig {
     /// Which reader to use (`ext_io`).
     #[serde(skip)]
     pub io: IoMode,
+    /// Reads of one device each worker's io_uring ring keeps in the kernel
+    /// at most (`ext_read_depth`, 1..=4096, default 32); more wait in the
+    /// device's own queue in the reader (`device/uring.rs` says why).
+    pub read_depth: usize,
     /// A hint, 0 = none: expected bytes per item on flash
     /// (`ext_avg_item_size`). The index then starts sized for the devices
     /// full of such items and does not shrink below that; without it the
@@ -91,6 +95,7 @@ impl Default for FlashConfig {
             params: TierParams::default(),
             read_threads: 4,
             io: IoMode::Auto,
+            read_depth: crate::device::uring::DEFAULT_DEPTH,
             avg_item_size: 0,
             snapshot: None,
             small_max: 0,

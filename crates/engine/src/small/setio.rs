@@ -24,9 +24,9 @@ use std::sync::{Arc, OnceLock};
 /// device took about 5.4x the 4 KiB random reads and writes a second at
 /// depth 32 that it took at depth 1, fio, 2026-12-07).
 pub(super) const THREADS: usize = 32;
-/// Entries of a store's io_uring ring: reads a batch has in the kernel at
+/// Reads a store's io_uring ring (one device) has in the kernel at
 /// once (more wait in the reader's queue).
-const RING: u32 = 128;
+const RING: usize = 128;
 
 enum Op {
     Read,

@@ -37,6 +37,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
                 ..TierParams::default()
             },
             read_threads: 1,
+            read_depth: FlashConfig::default().read_depth,
             avg_item_size: 1024,
             small_max: 0,
             small_percent: 50,

@@ -32,6 +32,7 @@ pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
             "ext_wbuf_count",
             "ext_item_size",
             "ext_threads",
+            "ext_read_depth",
             "ext_reinsert",
             "ext_write_budget",
             "ext_wipe",
@@ -233,6 +234,7 @@ impl Config {
             "ext_wbuf_count" => self.flash.tier.write_buffers = num(v)?,
             "ext_item_size" => self.flash.tier.min_value_size = num(v)?,
             "ext_threads" => self.flash.engine.read_threads = num(v)?,
+            "ext_read_depth" => self.flash.engine.read_depth = num(v)?,
             "ext_reinsert" => self.flash.tier.reinsert_hits = flag(k, v)?,
             "ext_write_budget" => self.flash.tier.write_budget = parse_size(v)? as u64,
             "ext_wipe" => self.flash.tier.wipe = true,
@@ -328,7 +330,7 @@ impl Config {
                 "-o {k} has no effect: tiercache installs no system call filter of its own (run it under systemd's SystemCallFilter)"
             )),
             "ext_io_depth" => self.notes.push(
-                "-o ext_io_depth has no effect: each worker keeps up to 256 flash reads in flight (io_uring, or the pread pool of ext_threads)".into(),
+                "-o ext_io_depth has no effect: memcached's reads per IO thread; tiercache's workers read flash through io_uring with up to -o ext_read_depth reads of a device in the kernel each (default 32), or through the pread pool of ext_threads".into(),
             ),
             "ext_item_age" => self.notes.push(
                 "-o ext_item_age has no effect: items move to flash when the eviction policy takes them out of RAM, whatever their idle time".into(),

@@ -274,6 +274,25 @@ fn access_flags_not_implemented_or_inconsistent_are_refused() {
 }
 
 #[test]
+fn the_read_depth_is_set_and_checked() {
+    assert_eq!(
+        load(&[]).unwrap().flash.engine.read_depth,
+        32,
+        "the default"
+    );
+    let c = load(&["-o", "ext_read_depth=8"]).unwrap();
+    assert_eq!(c.flash.engine.read_depth, 8);
+    let f = c.engine_flash().unwrap().expect("the default flash file");
+    assert_eq!(f.read_depth, 8, "handed to the engine");
+    let c: Config = toml::from_str("[flash]\nread_depth = 64\n").unwrap();
+    assert_eq!(c.flash.engine.read_depth, 64);
+    for bad in ["ext_read_depth=0", "ext_read_depth=4097"] {
+        let e = format!("{:#}", load(&["-o", bad]).unwrap_err());
+        assert!(e.contains("1 to 4096"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn small_store_options_are_checked() {
     let c = load(&[
         "-o",
