@@ -79,3 +79,4 @@ pub use error::{ConfigError, SnapshotError};
 pub use index::{Loc, MAX_SEGMENT_BYTES};
 /// Bytes of header each item carries in RAM (the stats' DRAM-per-item figure).
 pub use item::HEADER as ITEM_HEADER;
+pub use stores::copies::max_copies;

@@ -264,6 +264,7 @@ impl Shard {
         let index = Index::new(precision, buckets);
         let bytes = index.memory_bytes();
         shared.pool.add_index_bytes(bytes as isize);
+        let max_copies = crate::stores::copies::max_copies(shared.pool.limit(), shared.nshards);
         Shard {
             index,
             segs: Vec::new(),
@@ -277,7 +278,7 @@ impl Shard {
             flush_gen: 0,
             index_bytes_reported: bytes,
             clock_now: 0,
-            below: Chain::new(LogPart::new(flash)),
+            below: Chain::new(LogPart::new(flash, max_copies)),
             stats: ShardStats::default(),
             flushed: crate::flushed::Flushed::default(),
             flushing: None,

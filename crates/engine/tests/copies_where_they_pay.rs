@@ -473,27 +473,35 @@ fn read_split(e: &Engine, from: u64, to: u64) -> (u64, u64, u64) {
 
 #[test]
 fn a_full_copy_table_refuses_more_and_stale_copies_make_room() {
-    // One shard, so that its table (8,192 copies) fills with 10,000 hot
-    // items that all fit on the fast class.
-    const TABLE: u64 = 8192;
+    // One shard, so that its table (1/8 of the 8 MiB limit: 13,107
+    // copies) fills with 1.22 times as many hot items, all on the fast
+    // class.
     let d = Devices::new(48);
     let mut c = config(None, 0);
     c.shards = 1;
+    let table = tiercache_engine::max_copies(c.memory_limit, 1) as u64;
+    assert_eq!(table, 13_107, "the table's bound at 8 MiB");
+    const TABLE_MIN: u64 = 8192;
+    assert_eq!(
+        tiercache_engine::max_copies(c.memory_limit, 4) as u64,
+        TABLE_MIN,
+        "never below 8,192 a shard"
+    );
     let devs: Vec<Arc<dyn BlockDevice>> = vec![d.fast.clone(), d.cap.clone()];
     let e = Engine::with_devices(c, devs).expect("engine");
     let f = e.flash().unwrap().clone();
-    let n = 10_000;
+    let n = table * 10_000 / 8_192;
     f.pin_nhc(Some((false, 1.0)));
     f.pin_copies(false);
     let there = load_and_hit(&e, n);
-    assert!(there > TABLE + 1_000, "{there} of {n}");
-    // Copies pay for every item: the table takes 8,192 and refuses the
+    assert!(there > table + 1_000, "{there} of {n}");
+    // Copies pay for every item: the table takes its 13,107 and refuses the
     // rest (counted), however many rounds of hits come.
     let made = copy_rounds(&e, n, 0);
     let s = fstats(&e);
-    assert_eq!(made, TABLE, "copies made");
+    assert_eq!(made, table, "copies made");
     assert!(
-        s.copies_refused >= there - TABLE,
+        s.copies_refused >= there - table,
         "refused {}",
         s.copies_refused
     );
@@ -502,18 +510,18 @@ fn a_full_copy_table_refuses_more_and_stale_copies_make_room() {
     // the capacity class, the refused ones from their fast record.
     let (present, cap, fast) = read_split(&e, 0, n);
     assert_eq!(present, there);
-    assert_eq!(cap, TABLE, "capacity reads");
-    assert_eq!(fast, there - TABLE, "fast reads");
-    // The first 2,000 keys deleted: their copies are stale, and the next
-    // refusals prune them, so the items refused before get copies now
-    // (8,000 keys left, fewer than the table holds).
-    for i in 0..2_000 {
+    assert_eq!(cap, table, "capacity reads");
+    assert_eq!(fast, there - table, "fast reads");
+    // The first fifth of the keys deleted: their copies are stale, and the
+    // next refusals prune them, so the items refused before get copies now
+    // (0.8 n keys left, fewer than the table holds).
+    for i in 0..n / 5 {
         common::delete(&e, format!("a{i}").as_bytes());
     }
     let refused = fstats(&e).copies_refused;
     let made2 = copy_rounds(&e, n, 0);
-    let (left, cap, fast) = read_split(&e, 2_000, n);
-    assert!(left > 7_000, "{left} keys left");
+    let (left, cap, fast) = read_split(&e, n / 5, n);
+    assert!(left > table * 7 / 8, "{left} keys left");
     assert_eq!(
         cap, left,
         "every item left has a copy now ({fast} fast reads)"

@@ -37,8 +37,29 @@ use crate::pool::SegmentPool;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-/// Copies a shard remembers at most (the hottest items: each was promoted).
-pub(super) const MAX_COPIES: usize = 8192;
+/// Copies a shard remembers at least, whatever the memory (the hottest
+/// items: each was promoted, or copied where copies pay).
+pub(super) const MIN_COPIES: usize = 8192;
+
+/// About what a copy takes in the table: an entry of 41 bytes (with its
+/// control byte) in a hash map kept between half and 7/8 full.
+const COPY_BYTES: usize = 80;
+
+/// The copy tables of all shards together may take up to 1/8 of the memory
+/// limit (charged to it as they grow, [`Copies::account_copies`]).
+const MEMORY_SHARE: usize = 8;
+
+/// Copies a shard remembers at most: its share of 1/8 of `memory_limit`,
+/// at least [`MIN_COPIES`]. A fixed 8,192 a shard made the bound depend
+/// on the shard count: `-m 48` (4 shards) held 32,768 copies and `-m 64`
+/// (8 shards) 65,536, and with uniform keys at twice the fast device's
+/// load the capacity class got only the reads of the copied items (4,092
+/// of its 5,000 reads/s, 273,168 copies refused; bench/RESULTS.md, issue
+/// 35). With keys read alike, a third of the items need a copy for the
+/// capacity class to take a third of the reads.
+pub fn max_copies(memory_limit: usize, shards: usize) -> usize {
+    (memory_limit / MEMORY_SHARE / COPY_BYTES / shards.max(1)).max(MIN_COPIES)
+}
 
 /// An item's capacity copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,8 +79,9 @@ pub(crate) struct Hit<'a> {
 }
 
 /// A shard's copies table.
-#[derive(Default)]
 pub(crate) struct Copies {
+    /// Copies it holds at most ([`max_copies`]).
+    max: usize,
     /// Capacity copies of items promoted into the fast class, by key hash.
     copies: HashMap<u64, CopyOf>,
     /// The copy table's DRAM as charged to the memory limit.
@@ -70,6 +92,16 @@ pub(crate) struct Copies {
 }
 
 impl Copies {
+    /// An empty table of at most `max` copies.
+    pub(crate) fn new(max: usize) -> Copies {
+        Copies {
+            max,
+            copies: HashMap::new(),
+            copies_bytes_reported: 0,
+            copies_refused: 0,
+        }
+    }
+
     /// The capacity copy of the item whose index entry is `loc`, while both
     /// records are where they were when it was made.
     pub(crate) fn copy_of(
@@ -193,7 +225,7 @@ impl Copies {
         let Some(fast_seq) = f.seq_of(loc) else {
             return;
         };
-        if self.copies.len() >= MAX_COPIES {
+        if self.copies.len() >= self.max {
             // A full table of valid copies refuses more rather than
             // forgetting some (a forgotten one leaves its item on the
             // capacity class alone, outside the split's control). Pruning
@@ -204,7 +236,7 @@ impl Copies {
                 self.copies_refused = 0;
                 self.prune(f, ram.index, ram.pool);
             }
-            if self.copies.len() >= MAX_COPIES {
+            if self.copies.len() >= self.max {
                 f.stats.copies_refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -222,7 +254,7 @@ impl Copies {
     /// Room for one more copy in a full table: stale copies are pruned,
     /// and if it is still full of valid ones, 1/16 of them are forgotten.
     fn make_room_for_a_copy(&mut self, f: &FlashTier, index: &Index, pool: &SegmentPool) {
-        if self.copies.len() >= MAX_COPIES {
+        if self.copies.len() >= self.max {
             self.prune(f, index, pool);
             // Still full of valid copies: forget some rather than refuse
             // the promotion. Refusing kept the table full for good when the
@@ -231,7 +263,7 @@ impl Copies {
             // nhc_change.py). A forgotten copy is an unremembered older
             // record of its key, as after a restart: its primary carries the
             // copy bit, and whatever covers the primary covers it.
-            let drop: Vec<u64> = self.copies.keys().take(MAX_COPIES / 16).copied().collect();
+            let drop: Vec<u64> = self.copies.keys().take(self.max / 16).copied().collect();
             for hash in drop {
                 self.copies.remove(&hash);
             }
@@ -240,7 +272,7 @@ impl Copies {
 
     /// Charges the copy table's DRAM to `-m` as it grows and shrinks, as
     /// the index is charged: the hash map's buckets, each an entry and one
-    /// control byte (at most about 656 KiB a shard, for [`MAX_COPIES`]).
+    /// control byte (about [`COPY_BYTES`] a copy when full).
     fn account_copies(&mut self, pool: &SegmentPool) {
         let now = self.copies.capacity() * (std::mem::size_of::<(u64, CopyOf)>() + 1);
         if now != self.copies_bytes_reported {

@@ -78,7 +78,9 @@ pub(crate) enum Room {
 }
 
 impl LogPart {
-    pub(crate) fn new(tier: Option<Arc<FlashTier>>) -> LogPart {
+    /// The log's part of a shard, remembering at most `max_copies` copies
+    /// ([`super::copies::max_copies`]).
+    pub(crate) fn new(tier: Option<Arc<FlashTier>>, max_copies: usize) -> LogPart {
         LogPart {
             tier,
             reserved: 0,
@@ -87,7 +89,7 @@ impl LogPart {
             tombs_last: 0,
             verify_credit: Credit::default(),
             promote_credit: Credit::default(),
-            copies: Copies::default(),
+            copies: Copies::new(max_copies),
         }
     }
 
