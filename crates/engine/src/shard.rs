@@ -264,6 +264,7 @@ impl Shard {
         let index = Index::new(precision, buckets);
         let bytes = index.memory_bytes();
         shared.pool.add_index_bytes(bytes as isize);
+        // From the memory limit at start (`cache_memlimit` leaves it).
         let max_copies = crate::stores::copies::max_copies(shared.pool.limit(), shared.nshards);
         Shard {
             index,

@@ -20,7 +20,8 @@
 //!   (bench/RESULTS.md, issue 35). Each device's queue is its own, so its
 //!   wait is part of that device's latency, which the NHC balance compares
 //!   (a queue both classes shared would hide which one is the bottleneck).
-//!   The ring is sized for every device's depth, so it never fills.
+//!   The ring is sized for every device's depth (up to the kernel's
+//!   32,768 entries), so it does not fill.
 //! - Completions are signalled through an eventfd registered with the ring,
 //!   which the worker registers in its own epoll set ([`Reader::event_fd`]):
 //!   a completion wakes the worker directly, as a socket does.
@@ -49,6 +50,9 @@ pub const DEFAULT_DEPTH: usize = 32;
 
 /// The most a device's depth may be (the ring holds every device's).
 pub const MAX_DEPTH: usize = 4096;
+
+/// The most entries the kernel gives a ring (`IORING_MAX_ENTRIES`).
+const MAX_RING_ENTRIES: usize = 1 << 15;
 
 struct Slot {
     token: u64,
@@ -102,7 +106,12 @@ impl UringReader {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let depth = depth.clamp(1, MAX_DEPTH);
-        let entries = (depth * devices.len().max(1)).next_power_of_two() as u32;
+        // io_uring takes at most 32,768 entries: past that (over eight
+        // devices at the largest depth) the ring may fill, and `push` then
+        // leaves a read in its device's queue until the next flush.
+        let entries = (depth * devices.len().max(1))
+            .next_power_of_two()
+            .min(MAX_RING_ENTRIES) as u32;
         let ring = IoUring::new(entries)?;
         let event = rustix::event::eventfd(
             0,
