@@ -79,8 +79,6 @@ pub struct UringReader {
     in_kernel: Vec<usize>,
     /// Reads of each device waiting for one of its places in the ring.
     waiting: Vec<VecDeque<ReadOp>>,
-    /// Reads in `waiting`, all devices.
-    waiting_total: usize,
     depth: usize,
     /// Reads that failed without reaching the kernel.
     ready: Vec<Completion>,
@@ -131,7 +129,6 @@ impl UringReader {
             unsubmitted: 0,
             in_kernel: vec![0; n],
             waiting: (0..n).map(|_| VecDeque::new()).collect(),
-            waiting_total: 0,
             depth,
             ready: Vec::new(),
         })
@@ -221,7 +218,6 @@ impl UringReader {
                     return;
                 }
                 self.waiting[dev].pop_front();
-                self.waiting_total -= 1;
             }
         }
     }
@@ -273,11 +269,11 @@ impl Reader for UringReader {
             );
             return self.fail(op.token, e);
         }
-        self.waiting[op.dev].push_back(op);
-        self.waiting_total += 1;
-        if self.in_kernel[op.dev] < self.depth && self.waiting[op.dev].len() == 1 && self.push(op) {
-            self.waiting[op.dev].pop_front();
-            self.waiting_total -= 1;
+        // Straight into the ring while the device has room and nothing of
+        // its own waits ahead of this read; else behind them.
+        let room = self.in_kernel[op.dev] < self.depth && self.waiting[op.dev].is_empty();
+        if !(room && self.push(op)) {
+            self.waiting[op.dev].push_back(op);
         }
     }
 
@@ -315,7 +311,7 @@ impl Reader for UringReader {
     }
 
     fn in_flight(&self) -> usize {
-        self.in_ring + self.waiting_total + self.ready.len()
+        self.in_ring + self.waiting.iter().map(VecDeque::len).sum::<usize>() + self.ready.len()
     }
 
     fn event_fd(&self) -> Option<RawFd> {
