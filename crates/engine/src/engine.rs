@@ -31,11 +31,8 @@ const MIN_SEGMENTS_PER_SHARD: usize = 8;
 const SWEEP_SLICE_ITEMS: usize = 256;
 
 /// Picks the flash reader for `mode` and says in the log which one and why.
-fn choose_io(
-    mode: IoMode,
-    depth: usize,
-    devices: &[Arc<dyn BlockDevice>],
-) -> Result<IoBackend, ConfigError> {
+fn choose_io(fc: &FlashConfig, devices: &[Arc<dyn BlockDevice>]) -> Result<IoBackend, ConfigError> {
+    let mode = fc.io;
     if mode == IoMode::Pool {
         tracing::info!("flash reads: thread pool (ext_io=pool)");
         return Ok(IoBackend::Pool);
@@ -58,7 +55,10 @@ fn choose_io(
     match probed {
         Ok(()) => {
             tracing::info!(
-                "flash reads: io_uring, one ring per worker, at most {depth} reads of a device in the kernel per worker (ext_read_depth; ext_io={})",
+                "flash reads: io_uring, one ring per worker, at most {} reads of a device in the kernel (ext_read_depth), {} in each of {} rings (ext_io={})",
+                fc.read_depth,
+                uring::per_ring(fc.read_depth, fc.readers),
+                fc.readers.max(1),
                 if mode == IoMode::Uring {
                     "uring"
                 } else {
@@ -375,7 +375,7 @@ impl Engine {
             mask: (config.shards - 1) as u64,
         });
         let io_backend = match (&flash, &config.flash) {
-            (Some(f), Some(fc)) => Some(choose_io(fc.io, fc.read_depth, f.devices())?),
+            (Some(f), Some(fc)) => Some(choose_io(fc, f.devices())?),
             _ => None,
         };
         let journal_writer = match &flash {
@@ -467,7 +467,9 @@ impl Engine {
                 .config
                 .flash
                 .as_ref()
-                .map_or(uring::DEFAULT_DEPTH, |c| c.read_depth);
+                .map_or(uring::DEFAULT_DEPTH, |c| {
+                    uring::per_ring(c.read_depth, c.readers)
+                });
             match UringReader::new(flash.devices(), depth) {
                 Ok(r) => return Some(Box::new(r)),
                 Err(e) => tracing::warn!(error = %e,

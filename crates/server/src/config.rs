@@ -591,7 +591,7 @@ impl Config {
             let depth = self.flash.engine.read_depth;
             if !(1..=tiercache_engine::device::uring::MAX_DEPTH).contains(&depth) {
                 bail!(
-                    "-o ext_read_depth={depth}: reads of a device each worker keeps in the kernel, 1 to {}",
+                    "-o ext_read_depth={depth}: reads of a device in the kernel, all workers together, 1 to {}",
                     tiercache_engine::device::uring::MAX_DEPTH
                 );
             }

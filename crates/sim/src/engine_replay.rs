@@ -72,6 +72,7 @@ fn build(
         },
         read_threads: 1,
         read_depth: FlashConfig::default().read_depth,
+        readers: 1,
         io: Default::default(),
         avg_item_size,
         small_max: opts.small_max,

@@ -9,8 +9,9 @@
 //! - Each read's buffer lives in the in-flight table (`slots`, indexed by the
 //!   SQE's user data) until its completion is reaped; dropping the reader
 //!   waits for every read still in the kernel.
-//! - **At most `depth` reads of each device are in the kernel** (`-o
-//!   ext_read_depth`, [`DEFAULT_DEPTH`]); the rest wait in that device's
+//! - **At most `depth` reads of each device are in the kernel** per ring:
+//!   `-o ext_read_depth` ([`DEFAULT_DEPTH`]) is the device's, shared out
+//!   over the workers' rings ([`per_ring`]); the rest wait in that device's
 //!   own queue here, and a read of another device never waits behind them.
 //!   With no bound, an open-loop load past a device's rate queued thousands
 //!   of reads in the kernel (2,300 on the throttled fast device of the NHC
@@ -41,12 +42,21 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
-/// Reads of one device a worker's ring keeps in the kernel at most, by
-/// default (`ext_read_depth`): 32 a worker, 64 a device with two workers,
-/// below the knee of the throttled loop devices (over 128) and deep enough
-/// for an NVMe device's rate at its latency (32 reads at 100 us is 320,000
-/// reads a second a worker).
-pub const DEFAULT_DEPTH: usize = 32;
+/// Reads of one device in the kernel at most, all workers' rings together,
+/// by default (`ext_read_depth`): below the knee of the throttled loop
+/// devices (over 128) whatever the worker count, and deep enough for an
+/// NVMe device's rate at its latency (64 reads at 100 us is 640,000 reads a
+/// second). Measured as 32 a ring with two workers (bench/RESULTS.md,
+/// issue 35); a bound per ring let `-t 4` keep 128 of a device in the
+/// kernel and `-t 8` 256, past that knee.
+pub const DEFAULT_DEPTH: usize = 64;
+
+/// A ring's share of a device's depth over `rings` rings: the depth
+/// divided, rounded up, at least 1 (so `rings` rings together keep at most
+/// `depth + rings - 1` reads of a device in the kernel).
+pub fn per_ring(depth: usize, rings: usize) -> usize {
+    depth.div_ceil(rings.max(1)).max(1)
+}
 
 /// The most a device's depth may be (the ring holds every device's).
 pub const MAX_DEPTH: usize = 4096;
@@ -455,6 +465,23 @@ mod tests {
         let n = rustix::event::poll(&mut fds, Some(&timeout)).unwrap();
         assert_eq!(n, 1, "no completion signalled within 10 s");
         r.reap(out);
+    }
+
+    #[test]
+    fn a_devices_depth_is_shared_out_over_the_rings() {
+        assert_eq!(per_ring(64, 2), 32, "the measured setting");
+        assert_eq!(per_ring(64, 4), 16);
+        assert_eq!(per_ring(64, 8), 8, "-t 8 keeps 64 in the kernel, not 256");
+        assert_eq!(per_ring(10, 4), 3, "rounded up");
+        assert_eq!(per_ring(2, 8), 1, "every ring may read");
+        assert_eq!(per_ring(64, 0), 64, "no worker count: one ring");
+        for rings in 1..=16 {
+            let total = per_ring(DEFAULT_DEPTH, rings) * rings;
+            assert!(
+                total < DEFAULT_DEPTH + rings,
+                "{rings} rings keep {total} of a device in the kernel"
+            );
+        }
     }
 
     #[test]

@@ -31,10 +31,16 @@ pub struct FlashConfig {
     /// Which reader to use (`ext_io`).
     #[serde(skip)]
     pub io: IoMode,
-    /// Reads of one device each worker's io_uring ring keeps in the kernel
-    /// at most (`ext_read_depth`, 1..=4096, default 32); more wait in the
-    /// device's own queue in the reader (`device/uring.rs` says why).
+    /// Reads of one device in the kernel at most, the io_uring rings of all
+    /// workers together (`ext_read_depth`, 1..=4096, default 64): each of
+    /// the `readers` rings keeps its share ([`crate::device::uring::per_ring`]);
+    /// more wait in the device's own queue in the reader (`device/uring.rs`
+    /// says why).
     pub read_depth: usize,
+    /// The rings that share `read_depth`: the server's network workers
+    /// (`-t`), each with its own reader.
+    #[serde(skip)]
+    pub readers: usize,
     /// A hint, 0 = none: expected bytes per item on flash
     /// (`ext_avg_item_size`). The index then starts sized for the devices
     /// full of such items and does not shrink below that; without it the
@@ -96,6 +102,7 @@ impl Default for FlashConfig {
             read_threads: 4,
             io: IoMode::Auto,
             read_depth: crate::device::uring::DEFAULT_DEPTH,
+            readers: 1,
             avg_item_size: 0,
             snapshot: None,
             small_max: 0,

@@ -38,6 +38,7 @@ pub fn flash_config(memory: usize, ram_segment: usize, flash_segment: usize) -> 
             },
             read_threads: 1,
             read_depth: FlashConfig::default().read_depth,
+            readers: 1,
             avg_item_size: 1024,
             small_max: 0,
             small_percent: 50,

@@ -330,7 +330,7 @@ impl Config {
                 "-o {k} has no effect: tiercache installs no system call filter of its own (run it under systemd's SystemCallFilter)"
             )),
             "ext_io_depth" => self.notes.push(
-                "-o ext_io_depth has no effect: memcached's reads per IO thread; tiercache's workers read flash through io_uring with up to -o ext_read_depth reads of a device in the kernel each (default 32), or through the pread pool of ext_threads".into(),
+                "-o ext_io_depth has no effect: memcached's reads per IO thread; tiercache's workers read flash through io_uring with up to -o ext_read_depth reads of a device in the kernel, all workers together (default 64), or through the pread pool of ext_threads".into(),
             ),
             "ext_item_age" => self.notes.push(
                 "-o ext_item_age has no effect: items move to flash when the eviction policy takes them out of RAM, whatever their idle time".into(),

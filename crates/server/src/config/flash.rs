@@ -82,6 +82,7 @@ impl Config {
         };
         f.paths = self.flash_paths()?;
         f.io = self.io_mode()?;
+        f.readers = self.server.threads;
         f.snapshot = self.snapshot_path()?;
         f.untrusted_marks = f
             .paths

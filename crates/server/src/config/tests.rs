@@ -277,15 +277,21 @@ fn access_flags_not_implemented_or_inconsistent_are_refused() {
 fn the_read_depth_is_set_and_checked() {
     assert_eq!(
         load(&[]).unwrap().flash.engine.read_depth,
-        32,
+        64,
         "the default"
     );
-    let c = load(&["-o", "ext_read_depth=8"]).unwrap();
+    let c = load(&["-o", "ext_read_depth=8", "-t", "3"]).unwrap();
     assert_eq!(c.flash.engine.read_depth, 8);
     let f = c.engine_flash().unwrap().expect("the default flash file");
     assert_eq!(f.read_depth, 8, "handed to the engine");
-    let c: Config = toml::from_str("[flash]\nread_depth = 64\n").unwrap();
-    assert_eq!(c.flash.engine.read_depth, 64);
+    assert_eq!(f.readers, 3, "shared by the workers' rings");
+    assert_eq!(
+        tiercache_engine::device::uring::per_ring(f.read_depth, f.readers),
+        3,
+        "8 over 3 rings: 3 each"
+    );
+    let c: Config = toml::from_str("[flash]\nread_depth = 96\n").unwrap();
+    assert_eq!(c.flash.engine.read_depth, 96);
     for bad in ["ext_read_depth=0", "ext_read_depth=4097"] {
         let e = format!("{:#}", load(&["-o", bad]).unwrap_err());
         assert!(e.contains("1 to 4096"), "{bad}: {e}");
