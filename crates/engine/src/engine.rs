@@ -177,6 +177,7 @@ impl Engine {
     /// file removed, a grown one shrunk back) for a start that fails after
     /// the engine is built; dropped unrun, they only close a descriptor.
     pub fn new_undoable(config: EngineConfig) -> Result<(Engine, Vec<Undo>), ConfigError> {
+        crate::clock::calibrate();
         let mut devices: Vec<Arc<dyn BlockDevice>> = Vec::new();
         let mut undo = Vec::new();
         let mut opened = Ok(());

@@ -29,10 +29,11 @@
 //! the holds before it cost a request, descheduled holders included.
 
 use super::Shard;
+use crate::clock::Instant;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a shard-lock hold was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

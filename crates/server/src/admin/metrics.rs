@@ -19,7 +19,7 @@
 
 use crate::stats::WorkerStats;
 use prometheus::{HistogramOpts, HistogramVec};
-use std::time::Instant;
+use tiercache_engine::clock::Instant;
 use tiercache_proto::Request;
 
 /// The latency histograms, shared by the workers.

@@ -109,10 +109,10 @@ pub struct RespConn {
     token_base: u64,
     reads: Vec<ReadReq>,
     /// When the head request first ran (its latency includes its waits).
-    started: Option<std::time::Instant>,
+    started: Option<tiercache_engine::clock::Instant>,
     /// When the request before it in this pass ended (its clock read
     /// serves as the next one's start: one read per pipelined request).
-    prev_end: Option<std::time::Instant>,
+    prev_end: Option<tiercache_engine::clock::Instant>,
     /// What the client list shows: (name, RESP3).
     shown: (Vec<u8>, bool),
 }

@@ -27,9 +27,9 @@ impl RespConn {
     pub(super) fn run_head(&mut self, args: &[&[u8]], ctx: &Ctx<'_>) -> bool {
         loop {
             let prev_end = self.prev_end.take();
-            let started = *self
-                .started
-                .get_or_insert_with(|| prev_end.unwrap_or_else(std::time::Instant::now));
+            let started = *self.started.get_or_insert_with(|| {
+                prev_end.unwrap_or_else(tiercache_engine::clock::Instant::now)
+            });
             let mark = self.out.buf.len();
             let resp3 = self.out.resp3;
             let fetched = std::mem::take(&mut self.fetched);

@@ -356,7 +356,7 @@ pub fn dispatch_in(
     if spec.write {
         add(&sess.stats.cmd_set, 1);
     }
-    let end = std::time::Instant::now();
+    let end = tiercache_engine::clock::Instant::now();
     run.finish(end);
     let took = end.saturating_duration_since(started);
     sess.stats.latency.record(took);

@@ -136,7 +136,7 @@ pub struct Run<'a> {
     pub fetched: &'a Fetched,
     pub may_read: bool,
     /// When the request first ran (its latency includes its waits).
-    pub started: std::time::Instant,
+    pub started: tiercache_engine::clock::Instant,
     /// The engine's clock for this run (unix seconds): the worker's, read
     /// once per pass of its event loop, as the memcached port's requests
     /// use it (no clock read per engine call).
@@ -146,14 +146,14 @@ pub struct Run<'a> {
     pub probed: bool,
     stopped: Cell<Option<Wait>>,
     changed: Cell<bool>,
-    finished: Cell<Option<std::time::Instant>>,
+    finished: Cell<Option<tiercache_engine::clock::Instant>>,
 }
 
 impl<'a> Run<'a> {
     pub fn new(
         fetched: &'a Fetched,
         may_read: bool,
-        started: std::time::Instant,
+        started: tiercache_engine::clock::Instant,
         now: u32,
     ) -> Run<'a> {
         Run {
@@ -179,12 +179,12 @@ impl<'a> Run<'a> {
     }
 
     /// When the command's latency was taken (its end), if it was.
-    pub fn finished(&self) -> Option<std::time::Instant> {
+    pub fn finished(&self) -> Option<tiercache_engine::clock::Instant> {
         self.finished.get()
     }
 
     /// Records the command's end (see [`finished`](Self::finished)).
-    pub fn finish(&self, at: std::time::Instant) {
+    pub fn finish(&self, at: tiercache_engine::clock::Instant) {
         self.finished.set(Some(at));
     }
 
