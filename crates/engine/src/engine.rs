@@ -400,7 +400,10 @@ impl Engine {
                 let (f2, owner) = (f.clone(), shards.clone());
                 let t = std::thread::Builder::new()
                     .name("flash-flusher".into())
-                    .spawn(move || f2.run_flusher(owner.as_ref(), Duration::from_millis(200)))
+                    .spawn(move || {
+                        crate::priority::background_lock_holder("flash-flusher");
+                        f2.run_flusher(owner.as_ref(), Duration::from_millis(200))
+                    })
                     .map_err(|error| ConfigError::Thread {
                         thread: "the flash flusher",
                         error,

@@ -61,6 +61,7 @@ pub(crate) mod item;
 pub(crate) mod ops;
 pub(crate) mod persist;
 pub(crate) mod pool;
+pub mod priority;
 pub(crate) mod segment;
 pub(crate) mod shard;
 pub mod stat;

@@ -315,6 +315,11 @@ pub struct ServerConfig {
     /// Close connections that sent nothing for this many seconds (0 = never;
     /// `-o idle_timeout`).
     pub idle_timeout: u32,
+    /// The nice value of the threads that hold shard locks in the
+    /// background: the evacuator, the maintenance sweep, the flash flusher
+    /// (`-o maintenance_nice`, -20..=19, default -10; 0 = the process's).
+    /// Fewer of their holds are cut by the scheduler (engine `priority.rs`).
+    pub maintenance_nice: i32,
     /// Listen backlog (`-b`).
     pub backlog: i32,
     /// Lock all memory (`-k`, mlockall).
@@ -365,6 +370,7 @@ impl Default for ServerConfig {
             detail_enabled: false,
             detail_delimiter: b':',
             idle_timeout: 0,
+            maintenance_nice: tiercache_engine::priority::DEFAULT_NICE,
             backlog: 1024,
             lock_memory: false,
             coredumps: false,
@@ -535,6 +541,12 @@ impl Config {
         }
         if self.server.max_connections < 2 {
             bail!("-c must be at least 2");
+        }
+        if !(-20..=19).contains(&self.server.maintenance_nice) {
+            bail!(
+                "-o maintenance_nice={}: a nice value is -20 to 19 (0: the process's own)",
+                self.server.maintenance_nice
+            );
         }
         if self.cache.max_item_size < 1024 || self.cache.max_item_size > 1 << 30 {
             bail!(

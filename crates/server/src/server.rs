@@ -146,6 +146,7 @@ pub fn fit_default_flash(cfg: &mut Config) {
 /// Builds the engine from the configuration, with what undoes its flash
 /// devices' opens should the start fail later ([`Engine::new_undoable`]).
 pub fn build_engine(cfg: &Config) -> Result<(Engine, Vec<tiercache_engine::device::Undo>)> {
+    tiercache_engine::priority::set_nice(cfg.server.maintenance_nice);
     let (engine, undo) =
         Engine::new_undoable(engine_config(cfg)?).map_err(|e| anyhow::anyhow!("{e}"))?;
     // An append past -I is not stored, as in memcached.
@@ -564,7 +565,10 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     threads.push(
         std::thread::Builder::new()
             .name("maintenance".into())
-            .spawn(move || maintenance(sh))?,
+            .spawn(move || {
+                tiercache_engine::priority::background_lock_holder("maintenance");
+                maintenance(sh)
+            })?,
     );
     // RAM segment evacuations begun ahead run here, not in the sets on
     // the workers (memcached's LRU maintainer is its own thread too).
@@ -572,7 +576,10 @@ pub fn start(mut config: Config) -> Result<ServerHandle> {
     threads.push(
         std::thread::Builder::new()
             .name("evacuator".into())
-            .spawn(move || sh.engine.run_evacuator(&sh.shutdown))?,
+            .spawn(move || {
+                tiercache_engine::priority::background_lock_holder("evacuator");
+                sh.engine.run_evacuator(&sh.shutdown)
+            })?,
     );
     let sh = shared.clone();
     threads.push(

@@ -15,6 +15,7 @@ pub const OPTION_GROUPS: &[(&str, &[&str])] = &[
         "server",
         &[
             "idle_timeout",
+            "maintenance_nice",
             "max_get_line",
             "metrics_port",
             "metrics_addr",
@@ -204,6 +205,11 @@ impl Config {
             "segment_size" => self.cache.segment_size = parse_size(v)?,
             "shards" => self.cache.shards = num(v)?,
             "max_get_line" => self.server.max_get_line = parse_size(v)?,
+            "maintenance_nice" => {
+                self.server.maintenance_nice = v.parse().with_context(|| {
+                    format!("-o maintenance_nice: '{v}' is not a nice value (-20 to 19)")
+                })?
+            }
             "idle_timeout" => {
                 self.server.idle_timeout = v.parse().with_context(|| {
                     format!("-o idle_timeout: '{v}' is not a number of seconds")

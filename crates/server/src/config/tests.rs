@@ -379,3 +379,22 @@ fn every_key_help_lists_is_matched() {
     let e = c.apply_extended("no_such_key=1").unwrap_err();
     assert!(format!("{e:#}").contains("ext_small_log"), "{e:#}");
 }
+
+#[test]
+fn the_maintenance_nice_value_is_set_and_checked() {
+    assert_eq!(
+        load(&[]).unwrap().server.maintenance_nice,
+        -10,
+        "the default"
+    );
+    let c = load(&["-o", "maintenance_nice=0"]).unwrap();
+    assert_eq!(c.server.maintenance_nice, 0);
+    let c: Config = toml::from_str("[server]\nmaintenance_nice = -5\n").unwrap();
+    assert_eq!(c.server.maintenance_nice, -5);
+    for bad in ["maintenance_nice=20", "maintenance_nice=-21"] {
+        let e = format!("{:#}", load(&["-o", bad]).unwrap_err());
+        assert!(e.contains("-20 to 19"), "{bad}: {e}");
+    }
+    let e = format!("{:#}", load(&["-o", "maintenance_nice=high"]).unwrap_err());
+    assert!(e.contains("not a nice value"), "{e}");
+}
