@@ -10,7 +10,8 @@
 //! operator's benchmark (2 cores, 50,000 new keys/s beside hot gets,
 //! `bench/tail_under_writes`): the hot gets' p99 0.45x and 0.86x in two
 //! paired batches with the three at nice -10 (bench/RESULTS.md,
-//! 2026-12-08). They do little work, so they take little from the workers.
+//! 2026-12-08). Their work is what the sets need done anyway (room in RAM,
+//! segments written to flash); they do it sooner, in holds less often cut.
 //!
 //! Raising a priority needs CAP_SYS_NICE (root, or `LimitNICE=` under
 //! systemd); without it the threads keep the process's priority and the
@@ -46,7 +47,7 @@ pub fn background_lock_holder(what: &str) -> bool {
                 tracing::info!(
                     thread = what,
                     error = %e,
-                    "the maintenance threads run at the workers' priority: nice {nice} needs CAP_SYS_NICE (root, or systemd's LimitNICE=); -o maintenance_nice=0 says so"
+                    "the maintenance threads run at the workers' priority: nice {nice} needs CAP_SYS_NICE (root, or systemd's LimitNICE=); -o maintenance_nice=0 leaves them there without this message"
                 );
             }
             false
