@@ -56,7 +56,8 @@ pub fn background_lock_holder(what: &str) -> bool {
 }
 
 /// The calling thread's nice value.
-pub fn this_thread_nice() -> i32 {
+#[cfg(test)]
+fn this_thread_nice() -> i32 {
     let tid = rustix::thread::gettid();
     rustix::process::getpriority_process(Some(tid)).unwrap_or(0)
 }
